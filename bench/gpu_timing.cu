@@ -1,0 +1,88 @@
+#include "bench/gpu_timing.cuh"
+
+#include <algorithm>
+#include <vector>
+
+#include "lowbit/detail/cuda_check.h"
+
+namespace lowbit::bench {
+
+Status time_in_graph(cudaStream_t stream, const std::function<Status(cudaStream_t)>& enqueue, int calls_per_graph,
+                     int warmup, int reps, Timing* out) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  LOWBIT_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  Status st;
+  for (int i = 0; i < calls_per_graph && st.ok(); ++i) st = enqueue(stream);
+  cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  if (!st.ok()) {
+    if (graph) cudaGraphDestroy(graph);
+    return st;
+  }
+  LOWBIT_CUDA_RETURN(end);
+  LOWBIT_CUDA_RETURN(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  LOWBIT_CUDA_RETURN(cudaEventCreate(&a));
+  LOWBIT_CUDA_RETURN(cudaEventCreate(&b));
+  for (int i = 0; i < warmup; ++i) LOWBIT_CUDA_RETURN(cudaGraphLaunch(exec, stream));
+  std::vector<double> us;
+  for (int i = 0; i < reps; ++i) {
+    LOWBIT_CUDA_RETURN(cudaEventRecord(a, stream));
+    LOWBIT_CUDA_RETURN(cudaGraphLaunch(exec, stream));
+    LOWBIT_CUDA_RETURN(cudaEventRecord(b, stream));
+    LOWBIT_CUDA_RETURN(cudaEventSynchronize(b));
+    float ms = 0;
+    LOWBIT_CUDA_RETURN(cudaEventElapsedTime(&ms, a, b));
+    us.push_back(1000.0 * ms / calls_per_graph);
+  }
+  std::sort(us.begin(), us.end());
+  out->median_us = us[us.size() / 2];
+  out->min_us = us.front();
+  out->max_us = us.back();
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return Status::Ok();
+}
+
+Status measure_copy_bandwidth(int device, size_t bytes, double* gbps) {
+  LOWBIT_CUDA_RETURN(cudaSetDevice(device));
+  void *src = nullptr, *dst = nullptr;
+  LOWBIT_CUDA_RETURN(cudaMalloc(&src, bytes));
+  LOWBIT_CUDA_RETURN(cudaMalloc(&dst, bytes));
+  LOWBIT_CUDA_RETURN(cudaMemset(src, 0x5A, bytes));
+  cudaStream_t s;
+  LOWBIT_CUDA_RETURN(cudaStreamCreate(&s));
+  Timing t;
+  Status st = time_in_graph(
+      s,
+      [&](cudaStream_t st_) -> Status {
+        LOWBIT_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st_));
+        return Status::Ok();
+      },
+      5, 2, 10, &t);
+  cudaStreamDestroy(s);
+  cudaFree(src);
+  cudaFree(dst);
+  LOWBIT_RETURN_IF_ERROR(st);
+  *gbps = 2.0 * static_cast<double>(bytes) / (t.median_us * 1e-6) / 1e9;
+  return Status::Ok();
+}
+
+std::string machine_description() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return "no CUDA device";
+  cudaDeviceProp p{};
+  (void)cudaGetDeviceProperties(&p, 0);
+  int drv = 0, rt = 0;
+  (void)cudaDriverGetVersion(&drv);
+  (void)cudaRuntimeGetVersion(&rt);
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s x%d (%d SMs, %.0f GiB), driver API %d.%d, runtime %d.%d", p.name, n,
+           p.multiProcessorCount, p.totalGlobalMem / 1073741824.0, drv / 1000, (drv % 1000) / 10, rt / 1000,
+           (rt % 1000) / 10);
+  return buf;
+}
+
+}  // namespace lowbit::bench
