@@ -1,4 +1,4 @@
-#include "bench/bench_common.h"
+#include "bench/common/bench_common.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "bench/gpu_timing.cuh"
+#include "bench/common/gpu_timing.cuh"
 
 #include <algorithm>
 #include <vector>

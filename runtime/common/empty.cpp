@@ -1,0 +1,1 @@
+// Placeholder so a component without sources yet still forms a library.
