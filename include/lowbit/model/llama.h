@@ -1,0 +1,55 @@
+// Llama-architecture model description shared by the CPU engine (reference/model,
+// runtime/model) and the GPU tensor-parallel runner (runtime/model/*.cu, kernels/model).
+// Weights are held on the host in fp32 row-major [out_features, in_features] after
+// dequantization from the GGUF file (or synthetic initialization for benchmarks).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lowbit/status.h"
+
+namespace lowbit::model {
+
+struct LlamaConfig {
+  std::string name;
+  int vocab_size = 0;
+  int hidden = 0;        // d_model
+  int intermediate = 0;  // MLP inner size
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;      // hidden / n_heads unless the file says otherwise
+  int context_length = 0;
+  float rms_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  bool tied_embeddings = true;
+  // MoE (0 experts = dense MLP). Used by the synthetic TTFT shapes (Qwen3-30B-A3B).
+  int n_experts = 0;
+  int n_experts_used = 0;
+  int expert_intermediate = 0;
+};
+
+// RoPE convention: GGUF (llama.cpp) stores Q/K weights permuted so that rotation pairs are
+// adjacent elements (2i, 2i+1) of each head ("normal" RoPE in llama.cpp terms for LLaMA).
+struct LlamaLayerWeights {
+  std::vector<float> attn_norm;   // [hidden]
+  std::vector<float> wq;          // [n_heads*head_dim, hidden]
+  std::vector<float> wk;          // [n_kv_heads*head_dim, hidden]
+  std::vector<float> wv;          // [n_kv_heads*head_dim, hidden]
+  std::vector<float> wo;          // [hidden, n_heads*head_dim]
+  std::vector<float> ffn_norm;    // [hidden]
+  std::vector<float> w_gate;      // [intermediate, hidden]
+  std::vector<float> w_up;        // [intermediate, hidden]
+  std::vector<float> w_down;      // [hidden, intermediate]
+};
+
+struct LlamaWeights {
+  std::vector<float> tok_embd;     // [vocab, hidden]
+  std::vector<float> output_norm;  // [hidden]
+  std::vector<float> output;       // [vocab, hidden]; empty when tied to tok_embd
+  std::vector<LlamaLayerWeights> layers;
+};
+
+}  // namespace lowbit::model
