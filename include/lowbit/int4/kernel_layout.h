@@ -1,0 +1,92 @@
+// The INT4 weight layout the CUDA kernels read (kernels/int4/), produced once at load time
+// from the canonical K-packed layout (weights.h) by repack_for_kernels() and converted back
+// by unpack_from_kernels() (round trip bit-exact; tests/cpu/int4/test_kernel_layout.cpp).
+//
+// Two kinds, chosen by the shape:
+//
+// kNPackedInterleaved (fast path; needs N % 8 == 0 and K % 32 == 0):
+//   qweight uint32 [E, K, N/8]. Word c of row k holds the 8 columns n = 8c + ORDER[i] at
+//   bits 4i..4i+3 with ORDER = {0, 2, 4, 6, 1, 3, 5, 7} (AWQ / Marlin interleave). Why:
+//   (word >> 4j) & 0x000F000F then holds columns 2j (low half) and 2j+1 (high half); OR-ing
+//   0x64006400 (fp16) / 0x43004300 (bf16) makes a half2 / bf162 of (1024 + q) / (128 + q)
+//   with one LOP3, so a warp turns 8 nibbles into 4 register pairs in column order with no
+//   per-element shifts. Consecutive words of a row are consecutive column octets, so a warp
+//   reading one row k reads 32 consecutive words (128 B, coalesced).
+//   K % 32: the kernels walk K in chunks of 32 rows that never straddle a group.
+//
+// kKPacked (fallback for any other N, K; slower kernels): qweight is the canonical K-packed
+//   uint8 [E, N, K/2] unchanged (k = 2b low nibble, 2b+1 high nibble of byte b of row n).
+//
+// Both kinds store, for every (group g, column n):
+//   scales uint16 [E, NG, N]  bits of the activation dtype (NG = K/G, 1 for per-channel);
+//                             transposed from the canonical [E, N, NG] so that 8
+//                             consecutive columns' scales are one 16-byte load.
+//   zeros  uint16 [E, NG, N]  asymmetric only: z converted at load time to the activation
+//                             dtype (integers 0..15 are exact in fp16 and bf16), so the
+//                             kernel subtracts in the activation dtype without int->float
+//                             conversions. Empty when symmetric (the kernels use z = 8).
+//
+// Dequantization on the device (matches weights.h bit-for-bit):
+//   h = (1024 + q) - (1024 + z)   exact in fp16 (bf16: 128 + q, exact: 8 significant bits)
+//   w = h * s                      one correctly rounded fp16/bf16 multiply
+// Since q - z is a small integer and s has <= 11 significant bits, the exact product is the
+// fp32 product of the contract, and both round once to the activation dtype: identical.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "lowbit/int4/weights.h"
+#include "lowbit/status.h"
+
+namespace lowbit::int4 {
+
+enum class KernelLayoutKind : uint8_t { kNPackedInterleaved = 0, kKPacked = 1 };
+
+// Nibble slot i of an N-packed word holds column 8c + kNibbleOrder[i]; the inverse maps a
+// column offset j (0..7) to its slot.
+constexpr int kNibbleOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+constexpr int kNibbleSlotOfColumn[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+// K-chunk the fast kernels iterate over; also the K alignment of the fast layout.
+constexpr int kKernelKChunk = 32;
+
+// The layout a shape gets: N-packed when N % 8 == 0 and K % 32 == 0, else K-packed.
+KernelLayoutKind kernel_layout_for(const WeightShape& s);
+
+struct KernelWeights {
+  WeightShape shape;
+  KernelLayoutKind kind = KernelLayoutKind::kNPackedInterleaved;
+  std::vector<uint32_t> qweight_n;  // kNPackedInterleaved: [E, K, N/8]
+  std::vector<uint8_t> qweight_k;   // kKPacked: [E, N, K/2]
+  std::vector<uint16_t> scales;     // [E, NG, N], activation dtype bits
+  std::vector<uint16_t> zeros;      // [E, NG, N], activation dtype bits; empty if symmetric
+};
+
+// Non-owning view of a KernelWeights copied to the device (what the kernels take).
+struct KernelWeightsView {
+  WeightShape shape;
+  KernelLayoutKind kind = KernelLayoutKind::kNPackedInterleaved;
+  const void* qweight = nullptr;   // uint32 [E, K, N/8] or uint8 [E, N, K/2]
+  const uint16_t* scales = nullptr;  // [E, NG, N]
+  const uint16_t* zeros = nullptr;   // [E, NG, N] or nullptr (symmetric)
+};
+
+// Byte sizes of the three device arrays for a shape and kind.
+size_t kernel_qweight_bytes(const WeightShape& s, KernelLayoutKind kind);
+size_t kernel_scale_count(const WeightShape& s);  // elements of scales (and of zeros)
+
+// Canonical K-packed -> kernel layout. kind_override < 0: kernel_layout_for(shape);
+// forcing kNPackedInterleaved on a shape that does not allow it is an error.
+Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind_override = -1);
+// Kernel layout -> canonical K-packed (exact inverse).
+Status unpack_from_kernels(const KernelWeights& in, KPackedWeights* out);
+
+// One element: the nibble q[e, n, k] and zero-point value (8 when symmetric) of the kernel
+// layout; used by tests and CPU references that read the kernel layout directly.
+int kernel_nibble(const KernelWeights& w, int e, int n, int k);
+// Dequantized weight bits (activation dtype), per the contract in weights.h.
+uint16_t kernel_dequant_bits(const KernelWeights& w, int e, int n, int k);
+
+}  // namespace lowbit::int4

@@ -1,0 +1,162 @@
+// Load-time repack between the canonical K-packed INT4 layout and the kernel layout
+// (include/lowbit/int4/kernel_layout.h documents both).
+#include <cstring>
+
+#include "lowbit/int4/kernel_layout.h"
+
+namespace lowbit::int4 {
+namespace {
+
+Status check_shape(const WeightShape& s) {
+  LOWBIT_CHECK_ARG(s.experts >= 1, "int4 repack: experts=%d must be >= 1", s.experts);
+  LOWBIT_CHECK_ARG(s.n >= 1 && s.k >= 2, "int4 repack: n=%d k=%d must be >= 1 and >= 2", s.n, s.k);
+  LOWBIT_CHECK_ARG(s.k % 2 == 0, "int4 repack: k=%d must be even (two nibbles per byte)", s.k);
+  LOWBIT_CHECK_ARG(s.group_size == kPerChannel || s.group_size == 32 || s.group_size == 64 || s.group_size == 128,
+                   "int4 repack: group_size=%d not in {32, 64, 128, -1 (per-channel)}", s.group_size);
+  LOWBIT_CHECK_ARG(s.group_size == kPerChannel || s.k % s.group_size == 0,
+                   "int4 repack: group_size=%d does not divide k=%d", s.group_size, s.k);
+  return Status::Ok();
+}
+
+size_t count_of(const WeightShape& s) { return static_cast<size_t>(s.experts) * s.n * s.k; }
+
+}  // namespace
+
+KernelLayoutKind kernel_layout_for(const WeightShape& s) {
+  return (s.n % 8 == 0 && s.k % kKernelKChunk == 0) ? KernelLayoutKind::kNPackedInterleaved
+                                                    : KernelLayoutKind::kKPacked;
+}
+
+size_t kernel_qweight_bytes(const WeightShape& s, KernelLayoutKind) { return count_of(s) / 2; }
+
+size_t kernel_scale_count(const WeightShape& s) {
+  return static_cast<size_t>(s.experts) * s.num_groups() * s.n;
+}
+
+Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind_override) {
+  LOWBIT_CHECK_ARG(out != nullptr, "repack_for_kernels: out is null");
+  const WeightShape& s = in.shape;
+  LOWBIT_RETURN_IF_ERROR(check_shape(s));
+  const int E = s.experts, N = s.n, K = s.k, NG = s.num_groups();
+  LOWBIT_CHECK_ARG(in.qweight.size() == count_of(s) / 2, "repack_for_kernels: qweight has %zu bytes, shape needs %zu",
+                   in.qweight.size(), count_of(s) / 2);
+  const size_t nsc = kernel_scale_count(s);
+  LOWBIT_CHECK_ARG(in.scales.size() == nsc, "repack_for_kernels: scales has %zu elements, shape needs %zu",
+                   in.scales.size(), nsc);
+  const size_t nz = static_cast<size_t>(E) * ((N + 1) / 2) * NG;
+  LOWBIT_CHECK_ARG(s.symmetric ? in.zeros.empty() : in.zeros.size() == nz,
+                   "repack_for_kernels: zeros has %zu bytes, expected %zu (%s)", in.zeros.size(),
+                   s.symmetric ? size_t{0} : nz, s.symmetric ? "symmetric" : "asymmetric");
+  KernelLayoutKind kind = kind_override < 0 ? kernel_layout_for(s) : static_cast<KernelLayoutKind>(kind_override);
+  LOWBIT_CHECK_ARG(kind == KernelLayoutKind::kKPacked || kernel_layout_for(s) == KernelLayoutKind::kNPackedInterleaved,
+                   "repack_for_kernels: N-packed layout needs n %% 8 == 0 and k %% 32 == 0 (n=%d k=%d)", N, K);
+
+  out->shape = s;
+  out->kind = kind;
+  out->qweight_n.clear();
+  out->qweight_k.clear();
+  if (kind == KernelLayoutKind::kKPacked) {
+    out->qweight_k = in.qweight;
+  } else {
+    out->qweight_n.assign(static_cast<size_t>(E) * K * (N / 8), 0u);
+    for (int e = 0; e < E; ++e)
+      for (int n = 0; n < N; ++n) {
+        const uint8_t* row = in.qweight.data() + (static_cast<size_t>(e) * N + n) * (K / 2);
+        const int c = n / 8, slot = kNibbleSlotOfColumn[n % 8];
+        uint32_t* col = out->qweight_n.data() + static_cast<size_t>(e) * K * (N / 8) + c;
+        for (int k = 0; k < K; ++k) {
+          uint32_t q = (row[k / 2] >> (4 * (k & 1))) & 0xFu;
+          col[static_cast<size_t>(k) * (N / 8)] |= q << (4 * slot);
+        }
+      }
+  }
+  // Scales [E, N, NG] -> [E, NG, N]; zeros row-pair nibbles -> activation dtype [E, NG, N].
+  out->scales.assign(nsc, 0);
+  out->zeros.clear();
+  if (!s.symmetric) out->zeros.assign(nsc, 0);
+  for (int e = 0; e < E; ++e)
+    for (int n = 0; n < N; ++n)
+      for (int g = 0; g < NG; ++g) {
+        const size_t dst = (static_cast<size_t>(e) * NG + g) * N + n;
+        out->scales[dst] = in.scales[(static_cast<size_t>(e) * N + n) * NG + g];
+        if (!s.symmetric) {
+          uint8_t b = in.zeros[(static_cast<size_t>(e) * ((N + 1) / 2) + n / 2) * NG + g];
+          int z = (b >> (4 * (n & 1))) & 0xF;
+          out->zeros[dst] = float_to_half_bits(s.act, static_cast<float>(z));
+        }
+      }
+  return Status::Ok();
+}
+
+Status unpack_from_kernels(const KernelWeights& in, KPackedWeights* out) {
+  LOWBIT_CHECK_ARG(out != nullptr, "unpack_from_kernels: out is null");
+  const WeightShape& s = in.shape;
+  LOWBIT_RETURN_IF_ERROR(check_shape(s));
+  const int E = s.experts, N = s.n, K = s.k, NG = s.num_groups();
+  const size_t nsc = kernel_scale_count(s);
+  LOWBIT_CHECK_ARG(in.scales.size() == nsc, "unpack_from_kernels: scales has %zu elements, shape needs %zu",
+                   in.scales.size(), nsc);
+  LOWBIT_CHECK_ARG(s.symmetric ? in.zeros.empty() : in.zeros.size() == nsc,
+                   "unpack_from_kernels: zeros has %zu elements, expected %zu", in.zeros.size(),
+                   s.symmetric ? size_t{0} : nsc);
+  out->shape = s;
+  if (in.kind == KernelLayoutKind::kKPacked) {
+    LOWBIT_CHECK_ARG(in.qweight_k.size() == count_of(s) / 2, "unpack_from_kernels: qweight_k has %zu bytes, need %zu",
+                     in.qweight_k.size(), count_of(s) / 2);
+    out->qweight = in.qweight_k;
+  } else {
+    LOWBIT_CHECK_ARG(N % 8 == 0 && K % kKernelKChunk == 0, "unpack_from_kernels: N-packed layout with n=%d k=%d", N, K);
+    LOWBIT_CHECK_ARG(in.qweight_n.size() == count_of(s) / 8, "unpack_from_kernels: qweight_n has %zu words, need %zu",
+                     in.qweight_n.size(), count_of(s) / 8);
+    out->qweight.assign(count_of(s) / 2, 0);
+    for (int e = 0; e < E; ++e)
+      for (int k = 0; k < K; ++k)
+        for (int c = 0; c < N / 8; ++c) {
+          uint32_t w = in.qweight_n[(static_cast<size_t>(e) * K + k) * (N / 8) + c];
+          for (int i = 0; i < 8; ++i) {
+            int n = 8 * c + kNibbleOrder[i];
+            uint8_t q = static_cast<uint8_t>((w >> (4 * i)) & 0xFu);
+            out->qweight[(static_cast<size_t>(e) * N + n) * (K / 2) + k / 2] |= static_cast<uint8_t>(q << (4 * (k & 1)));
+          }
+        }
+  }
+  out->scales.assign(nsc, 0);
+  out->zeros.clear();
+  if (!s.symmetric) out->zeros.assign(static_cast<size_t>(E) * ((N + 1) / 2) * NG, 0);
+  for (int e = 0; e < E; ++e)
+    for (int n = 0; n < N; ++n)
+      for (int g = 0; g < NG; ++g) {
+        const size_t src = (static_cast<size_t>(e) * NG + g) * N + n;
+        out->scales[(static_cast<size_t>(e) * N + n) * NG + g] = in.scales[src];
+        if (!s.symmetric) {
+          float zf = half_bits_to_float(s.act, in.zeros[src]);
+          int z = static_cast<int>(zf);
+          LOWBIT_CHECK_ARG(zf == static_cast<float>(z) && z >= 0 && z <= 15,
+                           "unpack_from_kernels: zero point %g at e=%d g=%d n=%d is not an integer in 0..15",
+                           static_cast<double>(zf), e, g, n);
+          out->zeros[(static_cast<size_t>(e) * ((N + 1) / 2) + n / 2) * NG + g] |= static_cast<uint8_t>(z << (4 * (n & 1)));
+        }
+      }
+  return Status::Ok();
+}
+
+int kernel_nibble(const KernelWeights& w, int e, int n, int k) {
+  const WeightShape& s = w.shape;
+  if (w.kind == KernelLayoutKind::kKPacked) {
+    uint8_t b = w.qweight_k[(static_cast<size_t>(e) * s.n + n) * (s.k / 2) + k / 2];
+    return (b >> (4 * (k & 1))) & 0xF;
+  }
+  uint32_t word = w.qweight_n[(static_cast<size_t>(e) * s.k + k) * (s.n / 8) + n / 8];
+  return static_cast<int>((word >> (4 * kNibbleSlotOfColumn[n % 8])) & 0xFu);
+}
+
+uint16_t kernel_dequant_bits(const KernelWeights& w, int e, int n, int k) {
+  const WeightShape& s = w.shape;
+  const size_t gi = (static_cast<size_t>(e) * s.num_groups() + k / s.group_len()) * s.n + n;
+  float z = s.symmetric ? 8.0f : half_bits_to_float(s.act, w.zeros[gi]);
+  float sc = half_bits_to_float(s.act, w.scales[gi]);
+  float d = static_cast<float>(kernel_nibble(w, e, n, k)) - z;  // small integer, exact
+  return float_to_half_bits(s.act, d * sc);                      // exact product, one rounding
+}
+
+}  // namespace lowbit::int4

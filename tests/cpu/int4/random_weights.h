@@ -1,0 +1,54 @@
+// Random canonical K-packed INT4 weights for tests (CPU and GPU suites share this header).
+// Scales are random non-zero values of moderate size; zeros random 0..15 (asymmetric).
+#pragma once
+
+#include <cstdint>
+#include <random>
+
+#include "lowbit/int4/weights.h"
+
+namespace lowbit::int4::testing {
+
+inline KPackedWeights random_kpacked(const WeightShape& s, uint32_t seed, float scale_mag = 0.02f) {
+  std::mt19937 rng(seed);
+  KPackedWeights w;
+  w.shape = s;
+  const size_t nq = static_cast<size_t>(s.experts) * s.n * (s.k / 2);
+  w.qweight.resize(nq);
+  for (auto& b : w.qweight) b = static_cast<uint8_t>(rng() & 0xFF);
+  const int ng = s.num_groups();
+  w.scales.resize(static_cast<size_t>(s.experts) * s.n * ng);
+  std::uniform_real_distribution<float> u(0.25f, 1.0f);
+  for (auto& v : w.scales) {
+    float f = u(rng) * scale_mag * ((rng() & 1) ? 1.0f : -1.0f);
+    v = float_to_half_bits(s.act, f);
+  }
+  if (!s.symmetric) {
+    w.zeros.resize(static_cast<size_t>(s.experts) * ((s.n + 1) / 2) * ng);
+    for (size_t i = 0; i < w.zeros.size(); ++i) w.zeros[i] = static_cast<uint8_t>(rng() & 0xFF);
+    if (s.n % 2 == 1)  // the last row pair's high nibble is unused (weights.h)
+      for (int e = 0; e < s.experts; ++e)
+        for (int g = 0; g < ng; ++g)
+          w.zeros[(static_cast<size_t>(e) * ((s.n + 1) / 2) + s.n / 2) * ng + g] &= 0x0F;
+  }
+  return w;
+}
+
+// Canonical nibble and zero point (contract in weights.h).
+inline int canon_q(const KPackedWeights& w, int e, int n, int k) {
+  return (w.qweight[(static_cast<size_t>(e) * w.shape.n + n) * (w.shape.k / 2) + k / 2] >> (4 * (k & 1))) & 0xF;
+}
+inline int canon_z(const KPackedWeights& w, int e, int n, int g) {
+  if (w.shape.symmetric) return 8;
+  const int ng = w.shape.num_groups();
+  return (w.zeros[(static_cast<size_t>(e) * ((w.shape.n + 1) / 2) + n / 2) * ng + g] >> (4 * (n & 1))) & 0xF;
+}
+// w[e, n, k] in activation-dtype bits, straight from the canonical layout.
+inline uint16_t canon_dequant_bits(const KPackedWeights& w, int e, int n, int k) {
+  const int g = k / w.shape.group_len();
+  float s = half_bits_to_float(w.shape.act, w.scales[(static_cast<size_t>(e) * w.shape.n + n) * w.shape.num_groups() + g]);
+  float d = static_cast<float>(canon_q(w, e, n, k) - canon_z(w, e, n, g));
+  return float_to_half_bits(w.shape.act, d * s);
+}
+
+}  // namespace lowbit::int4::testing
