@@ -1,0 +1,87 @@
+// INT4-weight (W4A16) CUDA kernels: dense GEMM and the fused MoE layer. Framework-free:
+// device pointers, sizes, a stream in; a lowbit::Status out. Every entry point validates
+// its arguments (shapes, group size, pointer alignment, expert/top-k bounds) before it
+// launches anything. Weights are in the kernel layout (kernel_layout.h), on the device.
+// Activations/outputs are 16-bit (fp16 or bf16 = weights.shape.act), row-major.
+// Accumulation is fp32; dequantized weights equal the CPU contract bit-for-bit.
+// Kernels and tilings: docs/int4-kernels.md.
+//
+// This header compiles without CUDA (the stream is the opaque CUDA handle type).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "lowbit/int4/kernel_layout.h"
+#include "lowbit/status.h"
+
+struct CUstream_st;
+
+namespace lowbit::int4 {
+
+using Stream = CUstream_st*;  // == cudaStream_t
+
+// ---- dequantization (tests, debugging) ---------------------------------------------------
+// w_out[e, n, k] (activation dtype, row-major [E, N, K]) = contract dequantization.
+Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
+
+// ---- dense GEMM ----------------------------------------------------------------------------
+// y[M, N] = x[M, K] * W[expert]^T. x, y: 16 B aligned when the fast path is taken
+// (N-packed layout); any 2 B alignment on the K-packed fallback.
+// The kernel is picked from M: M <= 64 a CUDA-core streaming kernel with split-K over the
+// grid (fp32 partials in the workspace, reduced in a fixed order: deterministic); M > 64 a
+// tensor-core (mma m16n8k16 via WMMA) tiled kernel; K-packed layout: a simple fallback.
+struct GemmArgs {
+  const void* x = nullptr;  // [M, K]
+  void* y = nullptr;        // [M, N]
+  int m = 0;
+  int expert = 0;           // which expert of w (dense layers: 0)
+};
+// Scratch bytes gemm() needs for this M and weight shape (0 when none). Independent of
+// the pointers, so it can be sized once for the largest M.
+Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes);
+Status gemm(const GemmArgs& args, const KernelWeightsView& w, void* workspace, size_t workspace_bytes,
+            Stream stream);
+
+// ---- fused MoE -----------------------------------------------------------------------------
+// y[M, H] = sum_{s < topk} rw[m, s] * W2[e_s] ( silu(W13[e_s, :I] x_m) * (W13[e_s, I:] x_m) )
+// w13: shape E x (N = 2I) x (K = H); w2: shape E x (N = H) x (K = I); same E, act dtype.
+// Both must be in the N-packed layout (H % 32 == 0, I % 32 == 0).
+struct MoeArgs {
+  const void* x = nullptr;              // [M, H] activations
+  const float* router_logits = nullptr;  // [M, E] fp32
+  void* y = nullptr;                    // [M, H]
+  int m = 0;
+  int topk = 0;
+  bool renormalize = true;  // divide the top-k softmax weights by their sum
+  int block_m = 0;          // 0: picked from M (moe_default_block_m)
+};
+int moe_default_block_m(int m, int topk, int experts);
+// Worst-case number of sorted slots: M*topk + E*(BM-1), rounded up to BM.
+int64_t moe_max_padded(int m, int topk, int experts, int block_m);
+Status moe_workspace_size(int m, int topk, int experts, int hidden, int inter, DType act, int block_m,
+                          size_t* bytes);
+Status fused_moe(const MoeArgs& args, const KernelWeightsView& w13, const KernelWeightsView& w2, void* workspace,
+                 size_t workspace_bytes, Stream stream);
+
+// The fused MoE's stages, usable on their own (fused_moe calls them in this order).
+// Top-k over softmax(logits[m, :]): ids by descending logit, ties -> lower expert index;
+// weights = softmax probability (renormalized over the k chosen when renormalize).
+Status moe_topk(const float* logits, int m, int experts, int topk, bool renormalize, int32_t* topk_ids,
+                float* topk_weights, Stream stream);
+// Align: pairs p = m*topk + s sorted by (expert, p); each expert's run padded to a multiple
+// of block_m with the sentinel M*topk; expert_ids[b] the expert of block b (-1 for blocks at
+// or past num_post_padded); sorted_ids has moe_max_padded() entries, expert_ids that / block_m.
+Status moe_align(const int32_t* topk_ids, int m, int topk, int experts, int block_m, int32_t* sorted_ids,
+                 int32_t* expert_ids, int32_t* num_post_padded, Stream stream);
+// inter[p, I] = silu(x[p/topk] . w13[e, n]) * (x[p/topk] . w13[e, I+n]) per sorted block.
+Status moe_gemm1(const void* x, const KernelWeightsView& w13, const int32_t* sorted_ids, const int32_t* expert_ids,
+                 const int32_t* num_post_padded, int m, int topk, int block_m, void* inter, Stream stream);
+// slot_out[p, H] (fp32) = topk_weights[p] * (inter[p] . w2[e, h]).
+Status moe_gemm2(const void* inter, const KernelWeightsView& w2, const int32_t* sorted_ids, const int32_t* expert_ids,
+                 const int32_t* num_post_padded, const float* topk_weights, int m, int topk, int block_m,
+                 float* slot_out, Stream stream);
+// y[m, h] = act(sum over s in slot order of slot_out[m*topk + s, h]).
+Status moe_sum(const float* slot_out, int m, int topk, int hidden, DType act, void* y, Stream stream);
+
+}  // namespace lowbit::int4

@@ -1,0 +1,103 @@
+// Device helpers shared by the INT4 kernels: activation-dtype traits and the LOP3 /
+// magic-number dequantization of one N-packed word (layout: kernel_layout.h).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "lowbit/int4/kernel_layout.h"
+
+namespace lowbit::int4::kern {
+
+template <typename T>
+struct Act;
+
+// fp16: 0x6400 is 1024.0; OR-ing a nibble into the mantissa gives 1024 + q exactly.
+template <>
+struct Act<__half> {
+  using T2 = __half2;
+  static constexpr uint32_t kMagic = 0x64006400u;
+  static constexpr uint16_t kMagicScalar = 0x6400u;  // 1024
+  __device__ static float to_float(__half v) { return __half2float(v); }
+  __device__ static __half from_float(float v) { return __float2half_rn(v); }
+  __device__ static float2 to_float2(__half2 v) { return __half22float2(v); }
+};
+// bf16: 0x4300 is 128.0 with 7 mantissa bits; 128 + q (q <= 15) is exact.
+template <>
+struct Act<__nv_bfloat16> {
+  using T2 = __nv_bfloat162;
+  static constexpr uint32_t kMagic = 0x43004300u;
+  static constexpr uint16_t kMagicScalar = 0x4300u;  // 128
+  __device__ static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __device__ static __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+  __device__ static float2 to_float2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+};
+
+template <typename T2>
+__device__ __forceinline__ T2 bits_as(uint32_t u) {
+  return *reinterpret_cast<T2*>(&u);
+}
+template <typename T2>
+__device__ __forceinline__ uint32_t as_bits(T2 v) {
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// (a & b) | c in one LOP3 (immLut 0xEA).
+__device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm volatile("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// Per-group constants of one column octet: zb[j] = magic + z for columns (2j, 2j+1), and
+// s[j] the scales of those columns, both as packed 16-bit pairs.
+template <typename T>
+struct OctetParams {
+  typename Act<T>::T2 zb[4];
+  typename Act<T>::T2 s[4];
+};
+
+// Loads the octet's scales (and zeros; symmetric: z = 8) for group g: two 16 B loads.
+template <typename T>
+__device__ __forceinline__ void load_octet_params(const uint16_t* __restrict__ scales,
+                                                  const uint16_t* __restrict__ zeros, size_t idx,
+                                                  OctetParams<T>& p) {
+  using T2 = typename Act<T>::T2;
+  const uint4 sv = __ldg(reinterpret_cast<const uint4*>(scales + idx));
+  p.s[0] = bits_as<T2>(sv.x);
+  p.s[1] = bits_as<T2>(sv.y);
+  p.s[2] = bits_as<T2>(sv.z);
+  p.s[3] = bits_as<T2>(sv.w);
+  const T2 magic = bits_as<T2>(Act<T>::kMagic);
+  if (zeros != nullptr) {
+    const uint4 zv = __ldg(reinterpret_cast<const uint4*>(zeros + idx));
+    // magic + z is exact (an integer below 2048 / 256).
+    p.zb[0] = __hadd2(magic, bits_as<T2>(zv.x));
+    p.zb[1] = __hadd2(magic, bits_as<T2>(zv.y));
+    p.zb[2] = __hadd2(magic, bits_as<T2>(zv.z));
+    p.zb[3] = __hadd2(magic, bits_as<T2>(zv.w));
+  } else {
+    const T2 eight = __hadd2(magic, bits_as<T2>(Act<T>::kMagic == 0x64006400u ? 0x48004800u : 0x41004100u));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) p.zb[j] = eight;
+  }
+}
+
+// Dequantizes one N-packed word: out[j] = columns (2j, 2j+1) in activation dtype, equal to
+// round((q - z) * s): (magic+q) - (magic+z) is exact, the multiply rounds once.
+template <typename T>
+__device__ __forceinline__ void dequant_word(uint32_t word, const OctetParams<T>& p, typename Act<T>::T2 out[4]) {
+  using T2 = typename Act<T>::T2;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t t = lop3_and_or(word >> (4 * j), 0x000F000Fu, Act<T>::kMagic);
+    out[j] = __hmul2(__hsub2(bits_as<T2>(t), p.zb[j]), p.s[j]);
+  }
+}
+
+__host__ __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+}  // namespace lowbit::int4::kern

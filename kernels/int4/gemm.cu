@@ -1,0 +1,87 @@
+// Dense W4A16 GEMM entry point: validation, workspace sizing, kernel choice.
+//   N-packed layout, M <= 64  -> gemm_skinny.cu (streaming, split-K, CUDA cores)
+//   N-packed layout, M > 64   -> gemm_tc.cu (tensor cores)
+//   K-packed layout           -> gemm_kpacked.cu (any N, even K)
+#include <cstdint>
+
+#include "kernels/int4/internal.h"
+#include "lowbit/detail/cuda_check.h"
+
+namespace lowbit::int4 {
+
+namespace {
+constexpr int kSkinnyMaxM = 64;
+bool aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+}  // namespace
+
+Status validate_weights_view(const KernelWeightsView& w, const char* who) {
+  const WeightShape& s = w.shape;
+  LOWBIT_CHECK_ARG(s.experts >= 1 && s.n >= 1 && s.k >= 2, "%s: bad weight shape E=%d N=%d K=%d", who, s.experts, s.n,
+                   s.k);
+  LOWBIT_CHECK_ARG(s.k % 2 == 0, "%s: K=%d must be even", who, s.k);
+  LOWBIT_CHECK_ARG(s.group_size == kPerChannel || s.group_size == 32 || s.group_size == 64 || s.group_size == 128,
+                   "%s: group_size=%d not in {32, 64, 128, -1}", who, s.group_size);
+  LOWBIT_CHECK_ARG(s.group_size == kPerChannel || s.k % s.group_size == 0, "%s: group_size=%d does not divide K=%d",
+                   who, s.group_size, s.k);
+  LOWBIT_CHECK_ARG(w.qweight != nullptr && w.scales != nullptr, "%s: qweight or scales is null", who);
+  LOWBIT_CHECK_ARG(s.symmetric == (w.zeros == nullptr), "%s: zeros must be null iff symmetric (symmetric=%d, zeros=%p)",
+                   who, static_cast<int>(s.symmetric), static_cast<const void*>(w.zeros));
+  if (w.kind == KernelLayoutKind::kNPackedInterleaved) {
+    LOWBIT_CHECK_ARG(s.n % 8 == 0 && s.k % kKernelKChunk == 0,
+                     "%s: N-packed layout needs N %% 8 == 0 and K %% 32 == 0 (N=%d K=%d); repack as K-packed", who, s.n,
+                     s.k);
+    if (!aligned(w.qweight, 4) || !aligned(w.scales, 16) || (w.zeros && !aligned(w.zeros, 16)))
+      return make_status(StatusCode::kMisaligned, "%s: qweight must be 4 B and scales/zeros 16 B aligned", who);
+  } else {
+    LOWBIT_CHECK_ARG(w.kind == KernelLayoutKind::kKPacked, "%s: unknown layout kind %d", who, static_cast<int>(w.kind));
+    if (!aligned(w.scales, 2) || (w.zeros && !aligned(w.zeros, 2)))
+      return make_status(StatusCode::kMisaligned, "%s: scales/zeros must be 2 B aligned", who);
+  }
+  return Status::Ok();
+}
+
+Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes) {
+  LOWBIT_CHECK_ARG(bytes != nullptr, "int4::gemm_workspace_size: bytes is null");
+  LOWBIT_CHECK_ARG(m >= 1 && shape.n >= 1 && shape.k >= 2, "int4::gemm_workspace_size: m=%d n=%d k=%d", m, shape.n,
+                   shape.k);
+  *bytes = 0;
+  if (kernel_layout_for(shape) == KernelLayoutKind::kNPackedInterleaved && m <= kSkinnyMaxM) {
+    const int splits = detail::skinny_splits(m, shape.n, shape.k);
+    if (splits > 1) *bytes = static_cast<size_t>(splits) * m * shape.n * sizeof(float);
+  }
+  return Status::Ok();
+}
+
+Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size_t workspace_bytes, Stream stream) {
+  LOWBIT_RETURN_IF_ERROR(validate_weights_view(w, "int4::gemm"));
+  LOWBIT_CHECK_ARG(a.x != nullptr && a.y != nullptr, "int4::gemm: x or y is null");
+  LOWBIT_CHECK_ARG(a.m >= 1, "int4::gemm: m=%d must be >= 1", a.m);
+  LOWBIT_CHECK_ARG(a.expert >= 0 && a.expert < w.shape.experts, "int4::gemm: expert=%d outside [0, %d)", a.expert,
+                   w.shape.experts);
+  cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
+  if (w.kind == KernelLayoutKind::kKPacked) {
+    if (!aligned(a.x, 2) || !aligned(a.y, 2))
+      return make_status(StatusCode::kMisaligned, "int4::gemm: x and y must be 2 B aligned");
+    LOWBIT_CUDA_RETURN(detail::launch_gemm_kpacked(a.x, a.y, a.m, w, a.expert, st));
+    return Status::Ok();
+  }
+  if (!aligned(a.x, 16) || !aligned(a.y, 16))
+    return make_status(StatusCode::kMisaligned, "int4::gemm: x=%p and y=%p must be 16 B aligned (16 B vector access)",
+                       a.x, a.y);
+  if (a.m > kSkinnyMaxM) {
+    LOWBIT_CUDA_RETURN(detail::launch_gemm_tc(a.x, a.y, a.m, w, a.expert, st));
+    return Status::Ok();
+  }
+  size_t need = 0;
+  LOWBIT_RETURN_IF_ERROR(gemm_workspace_size(w.shape, a.m, &need));
+  if (need > 0) {
+    LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= need,
+                     "int4::gemm: workspace of %zu bytes given, %zu needed (gemm_workspace_size)", workspace_bytes,
+                     need);
+    if (!aligned(workspace, 16)) return make_status(StatusCode::kMisaligned, "int4::gemm: workspace not 16 B aligned");
+  }
+  LOWBIT_CUDA_RETURN(detail::launch_gemm_skinny(a.x, a.y, a.m, w, a.expert, static_cast<float*>(workspace), st));
+  return Status::Ok();
+}
+
+}  // namespace lowbit::int4
