@@ -1,0 +1,220 @@
+#include "reference/allreduce/protocol_sim.h"
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace lowbit::allreduce {
+
+namespace {
+
+using proto::StepCodec;
+
+// Encode n (<= ts) values as one tile segment of ts elements (codec_math.h layout; groups
+// past n are left as they are: decoders never read them).
+void encode_tile(StepCodec c, DType t, const uint16_t* x, size_t n, size_t ts, uint8_t* dst) {
+  if (proto::step_is_raw(c)) {
+    std::memcpy(dst, x, n * 2);
+    return;
+  }
+  codec::CodecSpec spec{c.bits, c.group};
+  const size_t G = static_cast<size_t>(c.group);
+  uint8_t* meta = dst + codec::codec_data_bytes(spec, ts);
+  for (size_t g = 0; g * G < n; ++g) {
+    const uint16_t* xg = x + g * G;
+    size_t m = n - g * G < G ? n - g * G : G;
+    uint32_t kmin = 0xFFFFFFFFu, kmax = 0;
+    bool finite = true;
+    for (size_t i = 0; i < m; ++i) {
+      if (half_bits_nonfinite(t, xg[i])) finite = false;
+      uint32_t k = proto::half_order_key(xg[i]);
+      kmin = k < kmin ? k : kmin;
+      kmax = k > kmax ? k : kmax;
+    }
+    codec::GroupMeta gm = codec::make_group_meta(spec, t, proto::half_from_order_key(kmin),
+                                                 proto::half_from_order_key(kmax), finite);
+    uint8_t* d = dst + g * codec::codec_group_data_bytes(spec);
+    std::memset(d, 0, codec::codec_group_data_bytes(spec));
+    for (size_t i = 0; i < m; ++i) {
+      uint32_t q = codec::quantize_value(spec, gm, half_bits_to_float(t, xg[i]));
+      if (c.bits == 8) {
+        d[i] = static_cast<uint8_t>(q);
+      } else {
+        size_t w = i / 8;
+        int slot = codec::kInt4Slot[i % 8];
+        d[w * 4 + slot / 2] |= static_cast<uint8_t>(q << (4 * (slot % 2)));
+      }
+    }
+    meta[4 * g + 0] = static_cast<uint8_t>(gm.scale_bits & 0xFF);
+    meta[4 * g + 1] = static_cast<uint8_t>(gm.scale_bits >> 8);
+    meta[4 * g + 2] = static_cast<uint8_t>(gm.min_bits & 0xFF);
+    meta[4 * g + 3] = static_cast<uint8_t>(gm.min_bits >> 8);
+  }
+}
+
+// Decoded fp32 value of element i of a tile segment.
+float decode_at(StepCodec c, DType t, const uint8_t* src, size_t ts, size_t i) {
+  if (proto::step_is_raw(c)) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    return half_bits_to_float(t, h);
+  }
+  codec::CodecSpec spec{c.bits, c.group};
+  size_t g = i / static_cast<size_t>(c.group), e = i % static_cast<size_t>(c.group);
+  const uint8_t* meta = src + codec::codec_data_bytes(spec, ts) + 4 * g;
+  codec::GroupMeta gm = codec::load_group_meta(t, static_cast<uint16_t>(meta[0] | (meta[1] << 8)),
+                                               static_cast<uint16_t>(meta[2] | (meta[3] << 8)));
+  const uint8_t* d = src + g * codec::codec_group_data_bytes(spec);
+  uint32_t q;
+  if (c.bits == 8) {
+    q = d[e];
+  } else {
+    int slot = codec::kInt4Slot[e % 8];
+    q = (d[(e / 8) * 4 + slot / 2] >> (4 * (slot % 2))) & 0xFu;
+  }
+  return codec::dequantize_value(t, gm, q);
+}
+
+}  // namespace
+
+ProtocolSim::ProtocolSim(int nranks, size_t buffer_bytes, int tiles, int timeout_ms)
+    : nranks_(nranks), tiles_(tiles), timeout_ms_(timeout_ms), areas_(proto::make_areas(buffer_bytes)) {
+  ranks_.resize(static_cast<size_t>(nranks));
+  for (auto& r : ranks_) {
+    r.mem.assign(areas_.total_bytes, 0);
+    r.ctl.reset(new std::atomic<uint64_t>[proto::kControlWords]);
+    for (size_t i = 0; i < proto::kControlWords; ++i) r.ctl[i].store(0);
+  }
+}
+
+bool ProtocolSim::wait_flag(int rank, size_t index, uint64_t epoch, int peer, int step, size_t chunk, Status* st) {
+  auto& ctl = ranks_[static_cast<size_t>(rank)].ctl;
+  auto t0 = std::chrono::steady_clock::now();
+  while (ctl[index].load(std::memory_order_acquire) < epoch) {
+    if (ctl[proto::kAbortIndex].load(std::memory_order_relaxed) != 0) {
+      *st = make_status(StatusCode::kTimeout, "rank %d: aborted (another block timed out)", rank);
+      return false;
+    }
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(timeout_ms_)) {
+      ctl[proto::kAbortIndex].store(1);
+      *st = make_status(StatusCode::kTimeout, "rank %d: peer rank %d never arrived at step %d (chunk %zu) within %d ms",
+                        rank, peer, step, chunk, timeout_ms_);
+      return false;
+    }
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+void ProtocolSim::run_block(int rank, int tile, const proto::Plan& p, DType dtype, const uint16_t* in, uint16_t* out,
+                            Status* st) {
+  Rank& me = ranks_[static_cast<size_t>(rank)];
+  const int N = nranks_;
+  const uint64_t base = me.ctl[proto::kSeqBaseIndex].load(std::memory_order_relaxed);
+  std::vector<uint16_t> tmp(p.ts);
+  for (size_t c = 0; c < p.num_chunks; ++c) {
+    const uint64_t e = proto::chunk_epoch(base, c);
+    if (p.kind == proto::Kind::kOneShot) {
+      proto::Span sp = proto::oneshot_span(p, c, tile);
+      for (int j = 0; j < N; ++j) {
+        Rank& peer = ranks_[static_cast<size_t>(j)];
+        std::memcpy(peer.mem.data() + proto::oneshot_offset(areas_, p, e, rank, tile), in + sp.begin, sp.n * 2);
+        peer.ctl[proto::flag1_index(tile, rank)].store(e, std::memory_order_release);
+      }
+      for (int j = 0; j < N; ++j) {
+        if (!wait_flag(rank, proto::flag1_index(tile, j), e, j, proto::kStepOneShot, c, st)) return;
+      }
+      for (size_t i = 0; i < sp.n; ++i) {
+        float s = 0;
+        for (int j = 0; j < N; ++j) {
+          float v = decode_at(p.c1, dtype, me.mem.data() + proto::oneshot_offset(areas_, p, e, j, tile), p.ts, i);
+          s = j == 0 ? v : s + v;
+        }
+        out[sp.begin + i] = float_to_half_bits(dtype, s);
+      }
+      continue;
+    }
+    // Step 1: encode my tile of every slice j into rank j's recv slot for me.
+    for (int j = 0; j < N; ++j) {
+      proto::Span sp = proto::tile_span(p, c, j, tile);
+      Rank& owner = ranks_[static_cast<size_t>(j)];
+      encode_tile(p.c1, dtype, in + sp.begin, sp.n, p.ts, owner.mem.data() + proto::recv_offset(areas_, p, rank, tile));
+      owner.ctl[proto::flag1_index(tile, rank)].store(e, std::memory_order_release);
+    }
+    // Step 2: reduce my slice's tile from every sender, encode once, send to every rank.
+    for (int r = 0; r < N; ++r) {
+      if (!wait_flag(rank, proto::flag1_index(tile, r), e, r, proto::kStepReduceScatter, c, st)) return;
+    }
+    proto::Span mine = proto::tile_span(p, c, rank, tile);
+    for (size_t i = 0; i < mine.n; ++i) {
+      float s = 0;
+      for (int r = 0; r < N; ++r) {
+        float v = decode_at(p.c1, dtype, me.mem.data() + proto::recv_offset(areas_, p, r, tile), p.ts, i);
+        s = r == 0 ? v : s + v;
+      }
+      tmp[i] = float_to_half_bits(dtype, s);
+    }
+    for (int j = 0; j < N; ++j) {
+      Rank& dst = ranks_[static_cast<size_t>(j)];
+      encode_tile(p.c2, dtype, tmp.data(), mine.n, p.ts, dst.mem.data() + proto::gather_offset(areas_, p, rank, tile));
+      dst.ctl[proto::flag2_index(tile, rank)].store(e, std::memory_order_release);
+    }
+    // Step 3: decode every owner's reduced tile.
+    for (int j = 0; j < N; ++j) {
+      if (!wait_flag(rank, proto::flag2_index(tile, j), e, j, proto::kStepAllGather, c, st)) return;
+      proto::Span sp = proto::tile_span(p, c, j, tile);
+      const uint8_t* src = me.mem.data() + proto::gather_offset(areas_, p, j, tile);
+      for (size_t i = 0; i < sp.n; ++i) out[sp.begin + i] = float_to_half_bits(dtype, decode_at(p.c2, dtype, src, p.ts, i));
+    }
+  }
+  // The last block of this rank to finish advances the epoch base (as the kernel does).
+  if (me.ctl[proto::kDoneIndex].fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<uint64_t>(p.tiles)) {
+    me.ctl[proto::kDoneIndex].store(0, std::memory_order_relaxed);
+    me.ctl[proto::kSeqBaseIndex].store(base + p.num_chunks, std::memory_order_relaxed);
+  }
+}
+
+Status ProtocolSim::allreduce(Mode mode, int group_size, DType dtype, const std::vector<const uint16_t*>& inputs,
+                              const std::vector<uint16_t*>& outputs, size_t n, const std::vector<bool>& present) {
+  LOWBIT_CHECK_ARG(static_cast<int>(inputs.size()) == nranks_ && static_cast<int>(outputs.size()) == nranks_,
+                   "sim: need %d inputs and outputs", nranks_);
+  LOWBIT_CHECK_ARG(nranks_ >= 1 && nranks_ <= proto::kMaxRanks, "sim: %d ranks (1..%d)", nranks_, proto::kMaxRanks);
+  LOWBIT_CHECK_ARG(mode != Mode::kAuto && mode != Mode::kNccl, "sim: mode %s has no protocol", mode_name(mode));
+  if (n == 0) return Status::Ok();
+  proto::StepCodec c1, c2;
+  proto::Kind kind = mode == Mode::kOneShot ? proto::Kind::kOneShot : proto::Kind::kTwoStep;
+  if (mode_is_quantized(mode)) {
+    c1 = {step1_codec(mode, group_size).bits, group_size};
+    c2 = {step2_codec(mode, group_size).bits, group_size};
+    LOWBIT_CHECK_ARG(codec::codec_spec_valid(step1_codec(mode, group_size)), "sim: group size %d", group_size);
+  }
+  proto::Plan plan;
+  if (!proto::make_plan(kind, c1, c2, nranks_, tiles_, n, areas_, &plan)) {
+    return make_status(StatusCode::kInvalidArgument, "sim: buffer too small for %d tiles", tiles_);
+  }
+  // In place: every block reads its input span before writing the same span of the output,
+  // so aliasing is safe exactly as on the GPU.
+  std::vector<Status> st(static_cast<size_t>(nranks_) * static_cast<size_t>(plan.tiles));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks_; ++r) {
+    if (!present.empty() && !present[static_cast<size_t>(r)]) continue;
+    for (int t = 0; t < plan.tiles; ++t) {
+      threads.emplace_back([&, r, t] {
+        run_block(r, t, plan, dtype, inputs[static_cast<size_t>(r)], outputs[static_cast<size_t>(r)],
+                  &st[static_cast<size_t>(r) * static_cast<size_t>(plan.tiles) + static_cast<size_t>(t)]);
+      });
+    }
+  }
+  for (auto& th : threads) th.join();
+  // Prefer a real timeout report over an "aborted" one.
+  for (auto& s : st) {
+    if (!s.ok() && s.message().find("never arrived") != std::string::npos) return s;
+  }
+  for (auto& s : st) {
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace lowbit::allreduce

@@ -1,0 +1,49 @@
+// CPU simulation of the Flash All-Reduce protocol: N ranks x T blocks as std::threads over
+// host buffers, executing the chunk/slot/flag/epoch logic of lowbit/detail/allreduce_protocol.h
+// exactly as the kernels do (flags are std::atomic<uint64_t> with release/acquire; every
+// wait is bounded and reports rank, peer, step and chunk). Used by the CPU tests to check
+// the protocol (ordering, buffer reuse across chunks and calls, epochs, timeouts) without a
+// GPU; its outputs must equal reference_allreduce bit for bit.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "lowbit/allreduce.h"
+#include "lowbit/detail/allreduce_protocol.h"
+
+namespace lowbit::allreduce {
+
+class ProtocolSim {
+ public:
+  // buffer_bytes: staging per rank (as Config::buffer_bytes); tiles: blocks per rank.
+  ProtocolSim(int nranks, size_t buffer_bytes, int tiles, int timeout_ms);
+
+  // One all-reduce on every rank (each rank's T blocks run as threads). Ranks whose
+  // `present` entry is false do not take part (to test timeouts). Returns the first
+  // failing rank's Status (timeouts name rank, missing peer, step and chunk).
+  // mode: kOneShot, kTwoShot, kQ8Q8, kQ4Q8, kQ4Q4.
+  Status allreduce(Mode mode, int group_size, DType dtype, const std::vector<const uint16_t*>& inputs,
+                   const std::vector<uint16_t*>& outputs, size_t n, const std::vector<bool>& present = {});
+
+  int nranks() const { return nranks_; }
+
+ private:
+  struct Rank {
+    std::vector<uint8_t> mem;                 // staging (control block bytes unused)
+    std::unique_ptr<std::atomic<uint64_t>[]> ctl;  // control words
+  };
+  void run_block(int rank, int tile, const proto::Plan& plan, DType dtype, const uint16_t* in, uint16_t* out,
+                 Status* st);
+  bool wait_flag(int rank, size_t index, uint64_t epoch, int peer, int step, size_t chunk, Status* st);
+
+  int nranks_;
+  int tiles_;
+  int timeout_ms_;
+  proto::Areas areas_;
+  std::vector<Rank> ranks_;
+};
+
+}  // namespace lowbit::allreduce
