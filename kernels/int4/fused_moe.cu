@@ -1,0 +1,105 @@
+// Fused MoE layer entry point: validation, workspace carving, and the five stages
+// (topk -> align -> GEMM1 + silu*up -> GEMM2 * routing weight -> slot-order sum).
+#include <cstdint>
+
+#include "lowbit/detail/cuda_check.h"
+#include "lowbit/int4/kernels.h"
+
+namespace lowbit::int4 {
+
+Status validate_weights_view(const KernelWeightsView& w, const char* who);  // gemm.cu
+
+namespace {
+
+size_t align256(size_t v) { return (v + 255) / 256 * 256; }
+
+// Workspace layout (each region 256 B aligned), in this order.
+struct MoeWorkspace {
+  size_t ids = 0, weights = 0, sorted = 0, experts = 0, npp = 0, inter = 0, slots = 0, total = 0;
+};
+
+MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
+  MoeWorkspace w;
+  const size_t P = static_cast<size_t>(m) * topk;
+  const size_t maxp = static_cast<size_t>(moe_max_padded(m, topk, E, bm));
+  size_t off = 0;
+  w.ids = off;
+  off += align256(P * 4);
+  w.weights = off;
+  off += align256(P * 4);
+  w.sorted = off;
+  off += align256(maxp * 4);
+  w.experts = off;
+  off += align256(maxp / bm * 4);
+  w.npp = off;
+  off += 256;
+  w.inter = off;
+  off += align256(P * I * 2);
+  w.slots = off;
+  off += align256(P * H * 4);
+  w.total = off;
+  return w;
+}
+
+}  // namespace
+
+int moe_default_block_m(int m, int topk, int experts) {
+  // Rows per expert on average; small runs want small blocks (less padding: decode),
+  // long runs fewer, larger blocks.
+  const int64_t avg = static_cast<int64_t>(m) * topk / (experts > 0 ? experts : 1);
+  return avg <= 8 ? 8 : avg <= 16 ? 16 : avg <= 32 ? 32 : 64;
+}
+
+Status moe_workspace_size(int m, int topk, int experts, int hidden, int inter, DType, int block_m, size_t* bytes) {
+  LOWBIT_CHECK_ARG(bytes != nullptr, "int4::moe_workspace_size: bytes is null");
+  LOWBIT_CHECK_ARG(m >= 1 && topk >= 1 && experts >= 1 && hidden >= 1 && inter >= 1,
+                   "int4::moe_workspace_size: m=%d topk=%d E=%d H=%d I=%d", m, topk, experts, hidden, inter);
+  const int bm = block_m > 0 ? block_m : moe_default_block_m(m, topk, experts);
+  *bytes = moe_layout(m, topk, experts, hidden, inter, bm).total;
+  return Status::Ok();
+}
+
+Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, void* workspace,
+                 size_t workspace_bytes, Stream stream) {
+  LOWBIT_RETURN_IF_ERROR(validate_weights_view(w13, "int4::fused_moe(w13)"));
+  LOWBIT_RETURN_IF_ERROR(validate_weights_view(w2, "int4::fused_moe(w2)"));
+  const int E = w13.shape.experts, H = w13.shape.k, I = w13.shape.n / 2;
+  LOWBIT_CHECK_ARG(w13.shape.n % 2 == 0, "int4::fused_moe: w13 has N=%d rows, must be 2I", w13.shape.n);
+  LOWBIT_CHECK_ARG(w2.shape.experts == E && w2.shape.n == H && w2.shape.k == I,
+                   "int4::fused_moe: w2 shape E=%d N=%d K=%d does not match w13 (E=%d, H=%d, I=%d)", w2.shape.experts,
+                   w2.shape.n, w2.shape.k, E, H, I);
+  LOWBIT_CHECK_ARG(w13.shape.act == w2.shape.act, "int4::fused_moe: w13 and w2 activation dtypes differ");
+  LOWBIT_CHECK_ARG(w13.kind == KernelLayoutKind::kNPackedInterleaved && w2.kind == KernelLayoutKind::kNPackedInterleaved,
+                   "int4::fused_moe: both weights must be N-packed (needs H %% 32 == 0, I %% 32 == 0; H=%d I=%d)", H, I);
+  LOWBIT_CHECK_ARG(I % 8 == 0, "int4::fused_moe: I=%d must be a multiple of 8", I);
+  LOWBIT_CHECK_ARG(a.x && a.router_logits && a.y, "int4::fused_moe: x, router_logits or y is null");
+  LOWBIT_CHECK_ARG(a.m >= 1, "int4::fused_moe: m=%d must be >= 1", a.m);
+  LOWBIT_CHECK_ARG(E <= 1024, "int4::fused_moe: E=%d above 1024", E);
+  LOWBIT_CHECK_ARG(a.topk >= 1 && a.topk <= 32 && a.topk <= E, "int4::fused_moe: topk=%d outside [1, min(32, E=%d)]",
+                   a.topk, E);
+  const int bm = a.block_m > 0 ? a.block_m : moe_default_block_m(a.m, a.topk, E);
+  LOWBIT_CHECK_ARG(bm >= 1 && bm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", bm);
+  if ((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(a.y) | reinterpret_cast<uintptr_t>(workspace)) %
+          16 != 0)
+    return make_status(StatusCode::kMisaligned, "int4::fused_moe: x, y and workspace must be 16 B aligned");
+  const MoeWorkspace L = moe_layout(a.m, a.topk, E, H, I, bm);
+  LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= L.total,
+                   "int4::fused_moe: workspace of %zu bytes given, %zu needed (moe_workspace_size)", workspace_bytes,
+                   L.total);
+  char* ws = static_cast<char*>(workspace);
+  auto* ids = reinterpret_cast<int32_t*>(ws + L.ids);
+  auto* tw = reinterpret_cast<float*>(ws + L.weights);
+  auto* sorted = reinterpret_cast<int32_t*>(ws + L.sorted);
+  auto* eids = reinterpret_cast<int32_t*>(ws + L.experts);
+  auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
+  void* inter = ws + L.inter;
+  auto* slots = reinterpret_cast<float*>(ws + L.slots);
+  LOWBIT_RETURN_IF_ERROR(moe_topk(a.router_logits, a.m, E, a.topk, a.renormalize, ids, tw, stream));
+  LOWBIT_RETURN_IF_ERROR(moe_align(ids, a.m, a.topk, E, bm, sorted, eids, npp, stream));
+  LOWBIT_RETURN_IF_ERROR(moe_gemm1(a.x, w13, sorted, eids, npp, a.m, a.topk, bm, inter, stream));
+  LOWBIT_RETURN_IF_ERROR(moe_gemm2(inter, w2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, stream));
+  LOWBIT_RETURN_IF_ERROR(moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream));
+  return Status::Ok();
+}
+
+}  // namespace lowbit::int4

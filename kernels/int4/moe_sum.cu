@@ -1,0 +1,41 @@
+// MoE top-k sum: y[m, h] = act(sum_{s = 0..topk-1} slot_out[m*topk + s, h]), always in slot
+// order, so the result does not depend on scheduling (no atomics in GEMM2).
+#include "kernels/int4/common.cuh"
+#include "lowbit/detail/cuda_check.h"
+#include "lowbit/int4/kernels.h"
+
+namespace lowbit::int4 {
+namespace kern {
+namespace {
+
+template <typename T>
+__global__ void moe_sum_kernel(const float* __restrict__ slot_out, int M, int topk, int H, T* __restrict__ y) {
+  const size_t total = static_cast<size_t>(M) * H;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t m = i / H, h = i % H;
+    float s = 0.f;
+    for (int t = 0; t < topk; ++t) s += slot_out[(m * topk + t) * H + h];
+    y[i] = Act<T>::from_float(s);
+  }
+}
+
+}  // namespace
+}  // namespace kern
+
+Status moe_sum(const float* slot_out, int m, int topk, int hidden, DType act, void* y, Stream stream) {
+  LOWBIT_CHECK_ARG(slot_out && y, "int4::moe_sum: null pointer");
+  LOWBIT_CHECK_ARG(m >= 1 && topk >= 1 && hidden >= 1, "int4::moe_sum: m=%d topk=%d hidden=%d", m, topk, hidden);
+  cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
+  const size_t total = static_cast<size_t>(m) * hidden;
+  const int blocks = static_cast<int>(total / 256 + 1 < 2048 ? total / 256 + 1 : 2048);
+  if (act == DType::kF16)
+    kern::moe_sum_kernel<__half><<<blocks, 256, 0, st>>>(slot_out, m, topk, hidden, static_cast<__half*>(y));
+  else
+    kern::moe_sum_kernel<__nv_bfloat16><<<blocks, 256, 0, st>>>(slot_out, m, topk, hidden,
+                                                                static_cast<__nv_bfloat16*>(y));
+  LOWBIT_CUDA_RETURN_LAUNCH();
+  return Status::Ok();
+}
+
+}  // namespace lowbit::int4
