@@ -1,0 +1,446 @@
+// Fused Flash All-Reduce kernels. One block per tile; every block runs all chunks of the
+// call for its tile: step 1 (encode + push to owners), step 2 (reduce own slice, encode,
+// push to all), step 3 (decode). Flags and epochs: lowbit/detail/allreduce_protocol.h.
+//
+// Memory ordering: payload stores (local or over NVLink) by all threads, __syncthreads(),
+// then one thread per peer does __threadfence_system() + st.release.sys of the epoch.
+// Waiters spin on ld.acquire.sys, then __syncthreads(); slot data written by peers is read
+// with ld.global.cg (L2, never a stale L1 line from an earlier epoch).
+// Every wait is bounded by %globaltimer; the first block to time out writes the host-mapped
+// ErrorRecord and raises the local abort word so every other block exits too.
+#include "kernels/allreduce/allreduce_kernels.h"
+
+#include "lowbit/detail/cuda_check.h"
+
+namespace lowbit::allreduce::kernels {
+namespace {
+
+using proto::Plan;
+using proto::Span;
+
+__device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_sys(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t globaltimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Nibble slot of element e of an 8-element INT4 run (codec::kInt4Slot, as arithmetic so
+// device code needs no host constant array).
+__host__ __device__ constexpr int int4_slot(int e) { return (e & 1) * 4 + (e >> 1); }
+static_assert(int4_slot(0) == codec::kInt4Slot[0] && int4_slot(1) == codec::kInt4Slot[1] &&
+              int4_slot(2) == codec::kInt4Slot[2] && int4_slot(3) == codec::kInt4Slot[3] &&
+              int4_slot(4) == codec::kInt4Slot[4] && int4_slot(5) == codec::kInt4Slot[5] &&
+              int4_slot(6) == codec::kInt4Slot[6] && int4_slot(7) == codec::kInt4Slot[7]);
+
+__device__ __forceinline__ uint64_t* ctl_of(const KernelArgs& a, int r) { return reinterpret_cast<uint64_t*>(a.base[r]); }
+
+// Threads 0..N-1 wait for flag (index_of(peer)) >= e. Returns false (whole block) on
+// timeout or abort. s_abort is sticky: an aborted block only exits.
+template <typename IndexFn>
+__device__ bool wait_all(const KernelArgs& a, IndexFn index_of, uint64_t e, int step, size_t chunk, int* s_abort) {
+  const int t = threadIdx.x;
+  if (t < a.nranks) {
+    uint64_t* ctl = ctl_of(a, a.rank);
+    const uint64_t* f = ctl + index_of(t);
+    if (ld_acquire_sys(f) < e) {
+      volatile uint64_t* abort_word = ctl + proto::kAbortIndex;
+      const uint64_t t0 = globaltimer();
+      while (ld_acquire_sys(f) < e) {
+        if (*abort_word != 0) {
+          *s_abort = 1;
+          break;
+        }
+        if (globaltimer() - t0 > a.timeout_ns) {
+          if (atomicCAS(reinterpret_cast<unsigned long long*>(ctl + proto::kClaimIndex), 0ull, 1ull) == 0ull) {
+            volatile proto::ErrorRecord* r = a.err;
+            r->rank = a.rank;
+            r->peer = t;
+            r->step = step;
+            r->chunk = static_cast<int64_t>(chunk);
+            r->tile = static_cast<int>(blockIdx.x);
+            __threadfence_system();
+            r->set = 1;
+            __threadfence_system();
+          }
+          *abort_word = 1;
+          *s_abort = 1;
+          break;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  return *s_abort == 0;
+}
+
+// After __syncthreads(): thread j < N raises flag `idx` on rank j.
+__device__ __forceinline__ void signal_all(const KernelArgs& a, size_t idx, uint64_t e) {
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t < a.nranks) {
+    __threadfence_system();
+    st_release_sys(ctl_of(a, t) + idx, e);
+  }
+}
+
+__device__ __forceinline__ float h2f(DType t, uint16_t h) { return half_bits_to_float(t, h); }
+__device__ __forceinline__ uint16_t f2h(DType t, float f) { return float_to_half_bits(t, f); }
+
+// ---- raw (unquantized) pieces: 8 elements (16 bytes) per thread ----------------------
+__device__ __forceinline__ void copy_raw(const uint16_t* src, uint16_t* const* dst, int ndst, size_t n) {
+  const size_t nv = n / 8;
+  for (size_t v = threadIdx.x; v < nv; v += blockDim.x) {
+    uint4 x = *reinterpret_cast<const uint4*>(src + 8 * v);
+    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint4*>(dst[j] + 8 * v) = x;
+  }
+  for (size_t i = nv * 8 + threadIdx.x; i < n; i += blockDim.x) {
+    uint16_t x = src[i];
+    for (int j = 0; j < ndst; ++j) dst[j][i] = x;
+  }
+}
+// dst[k] = round(sum_r src[r]) for every destination k; src are slots written by peers.
+__device__ __forceinline__ void sum_raw(DType t, const uint16_t* const* src, int nsrc, uint16_t* const* dst, int ndst,
+                                        size_t n) {
+  const size_t nv = n / 8;
+  for (size_t v = threadIdx.x; v < nv; v += blockDim.x) {
+    float acc[8];
+    for (int r = 0; r < nsrc; ++r) {
+      uint4 x = __ldcg(reinterpret_cast<const uint4*>(src[r] + 8 * v));
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(&x);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[i] = r == 0 ? h2f(t, h[i]) : acc[i] + h2f(t, h[i]);
+    }
+    uint4 y;
+    uint16_t* o = reinterpret_cast<uint16_t*>(&y);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[i] = f2h(t, acc[i]);
+    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint4*>(dst[j] + 8 * v) = y;
+  }
+  for (size_t i = nv * 8 + threadIdx.x; i < n; i += blockDim.x) {
+    float acc = 0;
+    for (int r = 0; r < nsrc; ++r) {
+      float x = h2f(t, __ldcg(src[r] + i));
+      acc = r == 0 ? x : acc + x;
+    }
+    uint16_t y = f2h(t, acc);
+    for (int j = 0; j < ndst; ++j) dst[j][i] = y;
+  }
+}
+__device__ __forceinline__ void copy_raw_cg(const uint16_t* src, uint16_t* dst, size_t n) {
+  const size_t nv = n / 8;
+  for (size_t v = threadIdx.x; v < nv; v += blockDim.x)
+    *reinterpret_cast<uint4*>(dst + 8 * v) = __ldcg(reinterpret_cast<const uint4*>(src + 8 * v));
+  for (size_t i = nv * 8 + threadIdx.x; i < n; i += blockDim.x) dst[i] = __ldcg(src + i);
+}
+
+// ---- quantized pieces: one warp per group of G, E = G/32 elements per lane -------------
+template <int G>
+struct Lane {
+  static constexpr int E = G / 32;
+};
+
+// Loads the lane's E values of a group (m valid elements) from plain global memory.
+template <int G>
+__device__ __forceinline__ void load_group(const uint16_t* src, int m, int lane, uint16_t (&x)[G / 32]) {
+  constexpr int E = G / 32;
+  if (m == G) {
+    if constexpr (E == 4) {
+      uint2 v = *reinterpret_cast<const uint2*>(src + lane * 4);
+      *reinterpret_cast<uint2*>(x) = v;
+    } else if constexpr (E == 2) {
+      uint32_t v = *reinterpret_cast<const uint32_t*>(src + lane * 2);
+      *reinterpret_cast<uint32_t*>(x) = v;
+    } else {
+      x[0] = src[lane];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < E; ++i) x[i] = lane * E + i < m ? src[lane * E + i] : 0;
+  }
+}
+
+// Encodes a group held in registers (m valid) into every destination segment.
+// data: group's data bytes at dst[k] + data_off; meta at dst[k] + meta_off.
+template <int BITS, int G>
+__device__ __forceinline__ void encode_group(DType t, const uint16_t (&x)[G / 32], int m, int lane, uint8_t* const* dst,
+                                             int ndst, size_t data_off, size_t meta_off) {
+  constexpr int E = G / 32;
+  const codec::CodecSpec spec{BITS, G};
+  uint32_t kmin = 0xFFFFFFFFu, kmax = 0;
+  bool finite = true;
+#pragma unroll
+  for (int i = 0; i < E; ++i) {
+    if (lane * E + i < m) {
+      uint32_t k = proto::half_order_key(x[i]);
+      kmin = min(kmin, k);
+      kmax = max(kmax, k);
+      finite = finite && !half_bits_nonfinite(t, x[i]);
+    }
+  }
+  kmin = __reduce_min_sync(0xFFFFFFFFu, kmin);
+  kmax = __reduce_max_sync(0xFFFFFFFFu, kmax);
+  finite = __all_sync(0xFFFFFFFFu, finite);
+  const codec::GroupMeta gm =
+      codec::make_group_meta(spec, t, proto::half_from_order_key(kmin), proto::half_from_order_key(kmax), finite);
+  uint32_t q[E];
+#pragma unroll
+  for (int i = 0; i < E; ++i) q[i] = lane * E + i < m ? codec::quantize_value(spec, gm, h2f(t, x[i])) : 0u;
+  if constexpr (BITS == 8) {
+    uint32_t packed = 0;
+#pragma unroll
+    for (int i = 0; i < E; ++i) packed |= q[i] << (8 * i);
+    for (int j = 0; j < ndst; ++j) {
+      uint8_t* d = dst[j] + data_off + lane * E;
+      if constexpr (E == 4) *reinterpret_cast<uint32_t*>(d) = packed;
+      else if constexpr (E == 2) *reinterpret_cast<uint16_t*>(d) = static_cast<uint16_t>(packed);
+      else *d = static_cast<uint8_t>(packed);
+    }
+  } else {
+    uint32_t word = 0;
+#pragma unroll
+    for (int i = 0; i < E; ++i) word |= q[i] << (4 * int4_slot((lane * E + i) % 8));
+    constexpr int kLanesPerWord = 8 / E;
+#pragma unroll
+    for (int o = 1; o < kLanesPerWord; o <<= 1) word |= __shfl_xor_sync(0xFFFFFFFFu, word, o);
+    if (lane % kLanesPerWord == 0) {
+      const int w = lane / kLanesPerWord;
+      for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint32_t*>(dst[j] + data_off + 4 * w) = word;
+    }
+  }
+  if (lane == 0) {
+    const uint32_t meta = static_cast<uint32_t>(gm.scale_bits) | (static_cast<uint32_t>(gm.min_bits) << 16);
+    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint32_t*>(dst[j] + meta_off) = meta;
+  }
+}
+
+// Decodes the lane's E values of a group from a slot (written by a peer: ld.cg).
+template <int BITS, int G>
+__device__ __forceinline__ void decode_group(DType t, const uint8_t* src, size_t data_off, size_t meta_off, int lane,
+                                             float (&v)[G / 32]) {
+  constexpr int E = G / 32;
+  const uint32_t meta = __ldcg(reinterpret_cast<const unsigned int*>(src + meta_off));
+  const codec::GroupMeta gm =
+      codec::load_group_meta(t, static_cast<uint16_t>(meta & 0xFFFFu), static_cast<uint16_t>(meta >> 16));
+  if constexpr (BITS == 8) {
+    uint32_t packed;
+    const uint8_t* d = src + data_off + lane * E;
+    if constexpr (E == 4) packed = __ldcg(reinterpret_cast<const unsigned int*>(d));
+    else if constexpr (E == 2) packed = __ldcg(reinterpret_cast<const unsigned short*>(d));
+    else packed = __ldcg(reinterpret_cast<const unsigned char*>(d));
+#pragma unroll
+    for (int i = 0; i < E; ++i) v[i] = codec::dequantize_value(t, gm, (packed >> (8 * i)) & 0xFFu);
+  } else {
+    constexpr int kLanesPerWord = 8 / E;
+    const uint32_t word = __ldcg(reinterpret_cast<const unsigned int*>(src + data_off + 4 * (lane / kLanesPerWord)));
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      uint32_t q = (word >> (4 * int4_slot((lane * E + i) % 8))) & 0xFu;
+      v[i] = codec::dequantize_value(t, gm, q);
+    }
+  }
+}
+
+template <int G>
+__device__ __forceinline__ void store_group(uint16_t* dst, int m, int lane, const uint16_t (&x)[G / 32]) {
+  constexpr int E = G / 32;
+  if (m == G) {
+    if constexpr (E == 4) *reinterpret_cast<uint2*>(dst + lane * 4) = *reinterpret_cast<const uint2*>(x);
+    else if constexpr (E == 2) *reinterpret_cast<uint32_t*>(dst + lane * 2) = *reinterpret_cast<const uint32_t*>(x);
+    else dst[lane] = x[0];
+  } else {
+#pragma unroll
+    for (int i = 0; i < E; ++i)
+      if (lane * E + i < m) dst[lane * E + i] = x[i];
+  }
+}
+
+// ---- the kernels ------------------------------------------------------------------------
+__device__ __forceinline__ void finish_kernel(const KernelArgs& a, uint64_t base) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint64_t* ctl = ctl_of(a, a.rank);
+    __threadfence();
+    unsigned long long done = atomicAdd(reinterpret_cast<unsigned long long*>(ctl + proto::kDoneIndex), 1ull);
+    if (done + 1 == static_cast<unsigned long long>(gridDim.x)) {
+      // Every block has read `base` (each read it before incrementing `done`).
+      reinterpret_cast<volatile uint64_t*>(ctl)[proto::kDoneIndex] = 0;
+      reinterpret_cast<volatile uint64_t*>(ctl)[proto::kSeqBaseIndex] = base + a.plan.num_chunks;
+      __threadfence();
+    }
+  }
+}
+
+__device__ __forceinline__ uint64_t read_base(const KernelArgs& a, uint64_t* s_base, int* s_abort) {
+  if (threadIdx.x == 0) {
+    *s_base = reinterpret_cast<volatile uint64_t*>(ctl_of(a, a.rank))[proto::kSeqBaseIndex];
+    *s_abort = 0;
+  }
+  __syncthreads();
+  return *s_base;
+}
+
+__global__ void __launch_bounds__(kThreads) oneshot_kernel(KernelArgs a) {
+  __shared__ uint64_t s_base;
+  __shared__ int s_abort;
+  const uint64_t base = read_base(a, &s_base, &s_abort);
+  const int tile = blockIdx.x;
+  const Plan& p = a.plan;
+  for (size_t c = 0; c < p.num_chunks; ++c) {
+    const uint64_t e = proto::chunk_epoch(base, c);
+    const Span sp = proto::oneshot_span(p, c, tile);
+    uint16_t* dst[proto::kMaxRanks];
+    for (int j = 0; j < a.nranks; ++j)
+      dst[j] = reinterpret_cast<uint16_t*>(a.base[j] + proto::oneshot_offset(a.areas, p, e, a.rank, tile));
+    copy_raw(a.in + sp.begin, dst, a.nranks, sp.n);
+    signal_all(a, proto::flag1_index(tile, a.rank), e);
+    if (!wait_all(a, [&](int r) { return proto::flag1_index(tile, r); }, e, proto::kStepOneShot, c, &s_abort)) return;
+    const uint16_t* src[proto::kMaxRanks];
+    for (int r = 0; r < a.nranks; ++r)
+      src[r] = reinterpret_cast<const uint16_t*>(a.base[a.rank] + proto::oneshot_offset(a.areas, p, e, r, tile));
+    uint16_t* out = a.out + sp.begin;
+    sum_raw(a.dtype, src, a.nranks, &out, 1, sp.n);
+    __syncthreads();
+  }
+  finish_kernel(a, base);
+}
+
+// B1/B2: bits of step 1/2 (16 = raw); G: group size (unused when raw).
+template <int B1, int B2, int G>
+__global__ void __launch_bounds__(kThreads) twostep_kernel(KernelArgs a) {
+  __shared__ uint64_t s_base;
+  __shared__ int s_abort;
+  const uint64_t base = read_base(a, &s_base, &s_abort);
+  const int tile = blockIdx.x;
+  const Plan& p = a.plan;
+  const int N = a.nranks;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  const DType t = a.dtype;
+  constexpr int E = G / 32;
+  const codec::CodecSpec s1{B1 == 16 ? 8 : B1, G}, s2{B2 == 16 ? 8 : B2, G};
+  const size_t meta1 = B1 == 16 ? 0 : codec::codec_data_bytes(s1, p.ts);
+  const size_t meta2 = B2 == 16 ? 0 : codec::codec_data_bytes(s2, p.ts);
+
+  for (size_t c = 0; c < p.num_chunks; ++c) {
+    const uint64_t e = proto::chunk_epoch(base, c);
+    // Step 1: my tile of every slice j, encoded into owner j's recv slot for me.
+    for (int j = 0; j < N; ++j) {
+      const Span sp = proto::tile_span(p, c, j, tile);
+      uint8_t* dst = a.base[j] + proto::recv_offset(a.areas, p, a.rank, tile);
+      if constexpr (B1 == 16) {
+        uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+        copy_raw(a.in + sp.begin, &d, 1, sp.n);
+      } else {
+        const int ng = static_cast<int>((sp.n + G - 1) / G);
+        for (int g = warp; g < ng; g += nwarps) {
+          const int m = static_cast<int>(min(static_cast<size_t>(G), sp.n - static_cast<size_t>(g) * G));
+          uint16_t x[E];
+          load_group<G>(a.in + sp.begin + static_cast<size_t>(g) * G, m, lane, x);
+          encode_group<B1, G>(t, x, m, lane, &dst, 1, static_cast<size_t>(g) * G * B1 / 8, meta1 + 4 * g);
+        }
+      }
+    }
+    signal_all(a, proto::flag1_index(tile, a.rank), e);
+    if (!wait_all(a, [&](int r) { return proto::flag1_index(tile, r); }, e, proto::kStepReduceScatter, c, &s_abort))
+      return;
+
+    // Step 2: reduce my slice's tile over all senders (rank order), encode once, push to all.
+    {
+      const Span mine = proto::tile_span(p, c, a.rank, tile);
+      const uint8_t* src[proto::kMaxRanks];
+      uint8_t* dst[proto::kMaxRanks];
+      for (int r = 0; r < N; ++r) {
+        src[r] = a.base[a.rank] + proto::recv_offset(a.areas, p, r, tile);
+        dst[r] = a.base[r] + proto::gather_offset(a.areas, p, a.rank, tile);
+      }
+      if constexpr (B1 == 16 && B2 == 16) {
+        sum_raw(t, reinterpret_cast<const uint16_t* const*>(src), N, reinterpret_cast<uint16_t* const*>(dst), N,
+                mine.n);
+      } else {
+        const int ng = static_cast<int>((mine.n + G - 1) / G);
+        for (int g = warp; g < ng; g += nwarps) {
+          const int m = static_cast<int>(min(static_cast<size_t>(G), mine.n - static_cast<size_t>(g) * G));
+          float acc[E];
+          for (int r = 0; r < N; ++r) {
+            float v[E];
+            decode_group<B1, G>(t, src[r], static_cast<size_t>(g) * G * B1 / 8, meta1 + 4 * g, lane, v);
+#pragma unroll
+            for (int i = 0; i < E; ++i) acc[i] = r == 0 ? v[i] : acc[i] + v[i];
+          }
+          uint16_t s16[E];
+#pragma unroll
+          for (int i = 0; i < E; ++i) s16[i] = f2h(t, acc[i]);
+          encode_group<B2, G>(t, s16, m, lane, dst, N, static_cast<size_t>(g) * G * B2 / 8, meta2 + 4 * g);
+        }
+      }
+    }
+    signal_all(a, proto::flag2_index(tile, a.rank), e);
+    if (!wait_all(a, [&](int r) { return proto::flag2_index(tile, r); }, e, proto::kStepAllGather, c, &s_abort))
+      return;
+
+    // Step 3: decode every owner's reduced tile into the output.
+    for (int j = 0; j < N; ++j) {
+      const Span sp = proto::tile_span(p, c, j, tile);
+      const uint8_t* src = a.base[a.rank] + proto::gather_offset(a.areas, p, j, tile);
+      if constexpr (B2 == 16) {
+        copy_raw_cg(reinterpret_cast<const uint16_t*>(src), a.out + sp.begin, sp.n);
+      } else {
+        const int ng = static_cast<int>((sp.n + G - 1) / G);
+        for (int g = warp; g < ng; g += nwarps) {
+          const int m = static_cast<int>(min(static_cast<size_t>(G), sp.n - static_cast<size_t>(g) * G));
+          float v[E];
+          decode_group<B2, G>(t, src, static_cast<size_t>(g) * G * B2 / 8, meta2 + 4 * g, lane, v);
+          uint16_t y[E];
+#pragma unroll
+          for (int i = 0; i < E; ++i) y[i] = f2h(t, v[i]);
+          store_group<G>(a.out + sp.begin + static_cast<size_t>(g) * G, m, lane, y);
+        }
+      }
+    }
+    __syncthreads();
+  }
+  finish_kernel(a, base);
+}
+
+template <int B1, int B2>
+Status launch_g(int group_size, const KernelArgs& a, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(a.plan.tiles)), block(kThreads);
+  switch (group_size) {
+    case 32: twostep_kernel<B1, B2, 32><<<grid, block, 0, s>>>(a); break;
+    case 64: twostep_kernel<B1, B2, 64><<<grid, block, 0, s>>>(a); break;
+    case 128: twostep_kernel<B1, B2, 128><<<grid, block, 0, s>>>(a); break;
+    default:
+      return make_status(StatusCode::kInvalidArgument, "allreduce: group size %d not in {32, 64, 128}", group_size);
+  }
+  LOWBIT_CUDA_RETURN_LAUNCH();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status launch_allreduce(Mode mode, int group_size, const KernelArgs& a, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(a.plan.tiles)), block(kThreads);
+  switch (mode) {
+    case Mode::kOneShot:
+      oneshot_kernel<<<grid, block, 0, stream>>>(a);
+      LOWBIT_CUDA_RETURN_LAUNCH();
+      return Status::Ok();
+    case Mode::kTwoShot:
+      twostep_kernel<16, 16, 128><<<grid, block, 0, stream>>>(a);
+      LOWBIT_CUDA_RETURN_LAUNCH();
+      return Status::Ok();
+    case Mode::kQ8Q8: return launch_g<8, 8>(group_size, a, stream);
+    case Mode::kQ4Q8: return launch_g<4, 8>(group_size, a, stream);
+    case Mode::kQ4Q4: return launch_g<4, 4>(group_size, a, stream);
+    default: return make_status(StatusCode::kInvalidArgument, "allreduce: mode %s has no kernel", mode_name(mode));
+  }
+}
+
+}  // namespace lowbit::allreduce::kernels
