@@ -52,4 +52,13 @@ struct LlamaWeights {
   std::vector<LlamaLayerWeights> layers;
 };
 
+// Loads a llama-architecture GGUF file (runtime/model/llama_loader.cpp): the llama.*
+// metadata into cfg and every weight dequantized to fp32 into w. Tensors: token_embd,
+// output_norm, output (optional: absent = tied), blk.N.{attn_norm, attn_q, attn_k, attn_v,
+// attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}; every shape is checked against the
+// config. Q/K rows are kept exactly as stored: llama.cpp's converter permuted the Hugging
+// Face rows so that RoPE rotates adjacent pairs (2i, 2i+1) (see the RoPE note above); no
+// un-permutation happens here. Errors name the missing or mis-shaped tensor.
+Status load_llama(const std::string& path, LlamaConfig* cfg, LlamaWeights* w);
+
 }  // namespace lowbit::model
