@@ -1,0 +1,244 @@
+// INT4 dequantization (bit-exact vs the CPU contract) and dense W4A16 GEMM (vs an fp64
+// reference with stated tolerances), every layout, group size, sym/asym, fp16/bf16.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <tuple>
+
+#include "lowbit/int4/kernels.h"
+#include "tests/cpu/int4/random_weights.h"
+#include "tests/gpu/int4/gpu_buffers.h"
+
+namespace lowbit::int4 {
+namespace {
+
+using testing::canon_dequant_bits;
+using testing::DevBuf;
+using testing::DevWeights;
+using testing::download;
+using testing::random_kpacked;
+using testing::upload;
+
+std::vector<uint16_t> random_act(size_t n, DType t, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.1f, 1.0f);  // non-zero magnitudes
+  std::vector<uint16_t> v(n);
+  for (auto& h : v) h = float_to_half_bits(t, (rng() & 1) ? u(rng) : -u(rng));
+  return v;
+}
+
+struct DqCase {
+  int e, n, k, g;
+  bool sym;
+  DType act;
+  float scale_mag;
+};
+
+class Int4Dequant : public ::testing::TestWithParam<DqCase> {};
+
+TEST_P(Int4Dequant, BitExactVsCpuContract) {
+  const DqCase c = GetParam();
+  WeightShape s{c.e, c.n, c.k, c.g, c.sym, c.act};
+  KPackedWeights kp = random_kpacked(s, 99u + c.n + c.k, c.scale_mag);
+  KernelWeights kw;
+  ASSERT_TRUE(repack_for_kernels(kp, &kw).ok());
+  DevWeights dw(kw);
+  const size_t total = static_cast<size_t>(c.e) * c.n * c.k;
+  DevBuf out(total * 2);
+  ASSERT_EQ(cudaMemset(out.p, 0xFF, total * 2), cudaSuccess);  // poison
+  Status st = dequantize(dw.view, out.as<uint16_t>(), nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto got = download<uint16_t>(out.p, total);
+  size_t bad = 0;
+  for (int e = 0; e < c.e; ++e)
+    for (int n = 0; n < c.n; ++n)
+      for (int k = 0; k < c.k; ++k) {
+        const uint16_t want = canon_dequant_bits(kp, e, n, k);
+        const uint16_t g = got[(static_cast<size_t>(e) * c.n + n) * c.k + k];
+        if (g != want && bad++ < 5)
+          ADD_FAILURE() << "e=" << e << " n=" << n << " k=" << k << " got 0x" << std::hex << g << " want 0x" << want;
+      }
+  EXPECT_EQ(bad, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Int4Dequant,
+    ::testing::Values(DqCase{2, 24, 128, 32, false, DType::kBF16, 0.02f}, DqCase{1, 64, 256, 128, true, DType::kF16, 0.02f},
+                      DqCase{2, 16, 96, kPerChannel, false, DType::kBF16, 0.02f},
+                      DqCase{1, 20, 64, 64, false, DType::kF16, 0.02f},       // K-packed fallback
+                      DqCase{1, 32, 64, 32, false, DType::kF16, 3e-6f},        // fp16 subnormal products
+                      DqCase{1, 32, 64, 32, false, DType::kF16, 6000.f},       // fp16 overflow to inf
+                      DqCase{1, 32, 64, 32, true, DType::kBF16, 1e-38f}));     // bf16 subnormals
+
+// ---- GEMM -------------------------------------------------------------------------------
+
+struct GemmCase {
+  int m, n, k, g;
+  bool sym;
+  DType act;
+};
+
+std::string case_name(const ::testing::TestParamInfo<GemmCase>& i) {
+  const GemmCase& c = i.param;
+  std::ostringstream os;
+  os << "M" << c.m << "_N" << c.n << "_K" << c.k << "_G";
+  if (c.g < 0)
+    os << "pc";
+  else
+    os << c.g;
+  os << (c.sym ? "_sym_" : "_asym_") << dtype_name(c.act);
+  return os.str();
+}
+
+// Weights are costly to build for the large shapes; share them across M.
+struct HostWeights {
+  KPackedWeights kp;
+  KernelWeights kw;
+  std::vector<float> wf;  // dequantized [N, K] as float (exact values of the act dtype)
+};
+const HostWeights& weights_for(const WeightShape& s) {
+  static std::map<std::tuple<int, int, int, bool, int>, std::unique_ptr<HostWeights>> cache;
+  auto key = std::make_tuple(s.n, s.k, s.group_size, s.symmetric, static_cast<int>(s.act));
+  auto& slot = cache[key];
+  if (!slot) {
+    slot = std::make_unique<HostWeights>();
+    slot->kp = random_kpacked(s, 7u * s.n + 13u * s.k + static_cast<uint32_t>(s.group_size + 1));
+    (void)repack_for_kernels(slot->kp, &slot->kw);
+    slot->wf.resize(static_cast<size_t>(s.n) * s.k);
+    for (int n = 0; n < s.n; ++n)
+      for (int k = 0; k < s.k; ++k)
+        slot->wf[static_cast<size_t>(n) * s.k + k] = half_bits_to_float(s.act, canon_dequant_bits(slot->kp, 0, n, k));
+  }
+  return *slot;
+}
+
+class Int4Gemm : public ::testing::TestWithParam<GemmCase> {};
+
+// Tolerances (why): the GPU accumulates in fp32 in a different order than the fp64
+// reference and rounds the output once to the act dtype. Per element we allow half an
+// output ulp-ish (2^-8 bf16, 2^-11 fp16 relative) plus 8 * sqrt(K) * 2^-24 * sum|x w|
+// (fp32 accumulation, random-walk growth). Globally rel-L2 < 5e-3 (bf16) / 1e-3 (fp16).
+TEST_P(Int4Gemm, MatchesFp64Reference) {
+  const GemmCase c = GetParam();
+  WeightShape s{1, c.n, c.k, c.g, c.sym, c.act};
+  const HostWeights& hw = weights_for(s);
+  DevWeights dw(hw.kw);
+  auto x = random_act(static_cast<size_t>(c.m) * c.k, c.act, 31u * c.m + c.k);
+  DevBuf dx = upload(x);
+  DevBuf dy(static_cast<size_t>(c.m) * c.n * 2);
+  ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);  // NaN poison
+  size_t ws_bytes = 0;
+  ASSERT_TRUE(gemm_workspace_size(s, c.m, &ws_bytes).ok());
+  DevBuf ws(ws_bytes);
+  if (ws_bytes) ASSERT_EQ(cudaMemset(ws.p, 0xFF, ws_bytes), cudaSuccess);
+  GemmArgs a;
+  a.x = dx.p;
+  a.y = dy.p;
+  a.m = c.m;
+  Status st = gemm(a, dw.view, ws.p, ws_bytes, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto y = download<uint16_t>(dy.p, static_cast<size_t>(c.m) * c.n);
+
+  // Reference on a sample of rows and columns for the large shapes (all of them when small).
+  std::vector<int> rows, cols;
+  for (int m = 0; m < c.m; m += (c.m > 64 ? 17 : 1)) rows.push_back(m);
+  if (c.m > 64) rows.push_back(c.m - 1);
+  for (int n = 0; n < c.n; n += (c.n > 64 ? 61 : 1)) cols.push_back(n);
+  if (c.n > 64) cols.push_back(c.n - 1);
+  const double rel_out = c.act == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
+  const double rel_l2_max = c.act == DType::kBF16 ? 5e-3 : 1e-3;
+  double err2 = 0, ref2 = 0;
+  int bad = 0;
+  for (int m : rows)
+    for (int n : cols) {
+      double ref = 0, mag = 0;
+      for (int k = 0; k < c.k; ++k) {
+        const double t = static_cast<double>(half_bits_to_float(c.act, x[static_cast<size_t>(m) * c.k + k])) *
+                         hw.wf[static_cast<size_t>(n) * c.k + k];
+        ref += t;
+        mag += std::fabs(t);
+      }
+      const double got = half_bits_to_float(c.act, y[static_cast<size_t>(m) * c.n + n]);
+      const double tol = rel_out * std::fabs(ref) + 8.0 * std::sqrt(static_cast<double>(c.k)) * std::ldexp(1.0, -24) * mag;
+      if (!(std::fabs(got - ref) <= tol) && bad++ < 5)
+        ADD_FAILURE() << "m=" << m << " n=" << n << " got " << got << " ref " << ref << " tol " << tol;
+      err2 += (got - ref) * (got - ref);
+      ref2 += ref * ref;
+    }
+  EXPECT_EQ(bad, 0);
+  ASSERT_GT(ref2, 0.0);  // the test must not pass on zeros
+  EXPECT_LT(std::sqrt(err2 / ref2), rel_l2_max);
+}
+
+std::vector<GemmCase> gemm_cases() {
+  std::vector<GemmCase> v;
+  for (int n : {8, 24, 20, 4096})
+    for (int k : {128, 4096})
+      for (int g : {32, 64, 128, kPerChannel})
+        for (bool sym : {true, false})
+          for (DType t : {DType::kF16, DType::kBF16}) {
+            // Big weights: cover every G/sym/dtype at a few M; the rest at all M.
+            const bool big = n == 4096 && k == 4096;
+            if (big && (sym == (t == DType::kF16)) && g != 128) continue;
+            for (int m : {1, 3, 16, 64, 128, 1000}) v.push_back({m, n, k, g, sym, t});
+          }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Int4Gemm, ::testing::ValuesIn(gemm_cases()), case_name);
+
+// ---- argument validation ------------------------------------------------------------------
+
+TEST(Int4GemmArgs, RefusedBeforeLaunch) {
+  WeightShape s{2, 64, 128, 32, false, DType::kBF16};
+  KernelWeights kw;
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 5), &kw).ok());
+  DevWeights dw(kw);
+  DevBuf x(4 * 128 * 2 + 16), y(4 * 64 * 2 + 16), ws(1 << 20);
+  GemmArgs a;
+  a.x = x.p;
+  a.y = y.p;
+  a.m = 4;
+  EXPECT_TRUE(gemm(a, dw.view, ws.p, ws.bytes, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  GemmArgs b = a;
+  b.x = nullptr;
+  EXPECT_EQ(gemm(b, dw.view, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
+  b = a;
+  b.m = 0;
+  EXPECT_EQ(gemm(b, dw.view, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
+  b = a;
+  b.expert = 2;
+  EXPECT_EQ(gemm(b, dw.view, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
+  b = a;
+  b.x = static_cast<char*>(x.p) + 2;
+  EXPECT_EQ(gemm(b, dw.view, ws.p, ws.bytes, nullptr).code(), StatusCode::kMisaligned);
+  KernelWeightsView v = dw.view;
+  v.zeros = nullptr;  // asymmetric without zeros
+  EXPECT_EQ(gemm(a, v, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
+  v = dw.view;
+  v.shape.group_size = 96;
+  EXPECT_EQ(gemm(a, v, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
+  v = dw.view;
+  v.shape.n = 20;  // N-packed claimed for N % 8 != 0
+  EXPECT_EQ(gemm(a, v, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
+  // Workspace too small when split-K is used.
+  WeightShape big{1, 256, 4096, 128, true, DType::kBF16};
+  size_t need = 0;
+  ASSERT_TRUE(gemm_workspace_size(big, 1, &need).ok());
+  EXPECT_GT(need, 0u);
+  KernelWeightsView vb;
+  vb.shape = big;
+  vb.qweight = ws.p;
+  vb.scales = ws.as<uint16_t>();
+  EXPECT_EQ(gemm(a, vb, ws.p, need - 4, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace lowbit::int4

@@ -1,0 +1,188 @@
+// Fused MoE: routing and align match the CPU reference exactly; the whole layer matches an
+// fp64 reference (with the act-dtype rounding of the silu*up intermediate) within a stated
+// tolerance; bad arguments are refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "lowbit/int4/kernels.h"
+#include "tests/cpu/int4/random_weights.h"
+#include "tests/gpu/int4/gpu_buffers.h"
+#include "tests/gpu/int4/moe_cpu_ref.h"
+
+namespace lowbit::int4 {
+namespace {
+
+using namespace lowbit::int4::testing;
+
+std::vector<float> random_logits(int M, int E, uint32_t seed, bool with_ties) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  std::vector<float> l(static_cast<size_t>(M) * E);
+  for (auto& v : l) v = nd(rng);
+  if (with_ties)  // quantized logits: many exact ties, which must go to the lower index
+    for (auto& v : l) v = std::round(v);
+  return l;
+}
+
+TEST(Int4MoeRouting, TopkAndAlignExact) {
+  for (int E : {8, 64, 128})
+    for (int topk : {1, 2, 6, 8})
+      for (int M : {1, 5, 64, 1000})
+        for (bool ties : {false, true}) {
+          if (topk > E) continue;
+          const bool renorm = (M + topk) % 2 == 0;
+          auto logits = random_logits(M, E, 17u * M + E + topk, ties);
+          DevBuf dl = upload(logits), dids(M * topk * 4), dw(M * topk * 4);
+          ASSERT_EQ(cudaMemset(dids.p, 0xFF, dids.bytes), cudaSuccess);
+          ASSERT_TRUE(moe_topk(dl.as<float>(), M, E, topk, renorm, dids.as<int32_t>(), dw.as<float>(), nullptr).ok());
+          std::vector<int32_t> rid;
+          std::vector<float> rw;
+          cpu_topk(logits, M, E, topk, renorm, &rid, &rw);
+          auto gid = download<int32_t>(dids.p, M * topk);
+          auto gw = download<float>(dw.p, M * topk);
+          ASSERT_EQ(gid, rid) << "E=" << E << " topk=" << topk << " M=" << M << " ties=" << ties;
+          for (size_t i = 0; i < gw.size(); ++i) ASSERT_NEAR(gw[i], rw[i], 1e-5f * std::max(1.f, rw[i])) << i;
+          for (int BM : {8, 16, 64}) {
+            const int64_t maxp = moe_max_padded(M, topk, E, BM);
+            DevBuf ds(maxp * 4), de(maxp / BM * 4), dn(4);
+            ASSERT_EQ(cudaMemset(ds.p, 0x7F, ds.bytes), cudaSuccess);
+            ASSERT_EQ(cudaMemset(de.p, 0x7F, de.bytes), cudaSuccess);
+            ASSERT_TRUE(
+                moe_align(dids.as<int32_t>(), M, topk, E, BM, ds.as<int32_t>(), de.as<int32_t>(), dn.as<int32_t>(), nullptr)
+                    .ok());
+            std::vector<int32_t> rs, re;
+            int32_t rn = 0;
+            cpu_align(rid, M * topk, E, BM, maxp, &rs, &re, &rn);
+            EXPECT_EQ(download<int32_t>(dn.p, 1)[0], rn);
+            ASSERT_EQ(download<int32_t>(ds.p, maxp), rs) << "E=" << E << " M=" << M << " BM=" << BM;
+            ASSERT_EQ(download<int32_t>(de.p, maxp / BM), re);
+          }
+        }
+}
+
+struct MoeCase {
+  int m, E, H, I, topk, g;
+  bool sym;
+  DType act;
+  int block_m;  // 0 = default
+};
+
+class Int4FusedMoe : public ::testing::TestWithParam<MoeCase> {};
+
+TEST_P(Int4FusedMoe, MatchesReference) {
+  const MoeCase c = GetParam();
+  WeightShape s13{c.E, 2 * c.I, c.H, c.g, c.sym, c.act}, s2{c.E, c.H, c.I, c.g, c.sym, c.act};
+  KPackedWeights k13 = random_kpacked(s13, 101u + c.I, 0.05f), k2 = random_kpacked(s2, 202u + c.H, 0.05f);
+  KernelWeights w13, w2;
+  ASSERT_TRUE(repack_for_kernels(k13, &w13).ok());
+  ASSERT_TRUE(repack_for_kernels(k2, &w2).ok());
+  DevWeights d13(w13), d2(w2);
+  std::mt19937 rng(5u + c.m);
+  std::uniform_real_distribution<float> u(0.1f, 1.f);
+  std::vector<uint16_t> x(static_cast<size_t>(c.m) * c.H);
+  for (auto& v : x) v = float_to_half_bits(c.act, (rng() & 1) ? u(rng) : -u(rng));
+  auto logits = random_logits(c.m, c.E, 9u + c.m, false);
+  DevBuf dx = upload(x), dl = upload(logits), dy(x.size() * 2);
+  ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);
+  size_t wsb = 0;
+  ASSERT_TRUE(moe_workspace_size(c.m, c.topk, c.E, c.H, c.I, c.act, c.block_m, &wsb).ok());
+  DevBuf ws(wsb);
+  ASSERT_EQ(cudaMemset(ws.p, 0xFF, wsb), cudaSuccess);
+  MoeArgs a;
+  a.x = dx.p;
+  a.router_logits = dl.as<float>();
+  a.y = dy.p;
+  a.m = c.m;
+  a.topk = c.topk;
+  a.renormalize = true;
+  a.block_m = c.block_m;
+  Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto y = download<uint16_t>(dy.p, x.size());
+
+  std::vector<int32_t> ids;
+  std::vector<float> rw;
+  cpu_topk(logits, c.m, c.E, c.topk, true, &ids, &rw);
+  auto deq = [&](const KPackedWeights& w, int e, int n, int k) {
+    return static_cast<double>(half_bits_to_float(c.act, canon_dequant_bits(w, e, n, k)));
+  };
+  double err2 = 0, ref2 = 0;
+  std::vector<double> act(c.I);
+  for (int m = 0; m < c.m; ++m) {
+    std::vector<double> ref(c.H, 0.0);
+    for (int s = 0; s < c.topk; ++s) {
+      const int e = ids[m * c.topk + s];
+      for (int n = 0; n < c.I; ++n) {
+        double g = 0, up = 0;
+        for (int k = 0; k < c.H; ++k) {
+          const double xv = half_bits_to_float(c.act, x[static_cast<size_t>(m) * c.H + k]);
+          g += xv * deq(k13, e, n, k);
+          up += xv * deq(k13, e, c.I + n, k);
+        }
+        const double a_exact = g / (1.0 + std::exp(-g)) * up;
+        act[n] = half_bits_to_float(c.act, float_to_half_bits(c.act, static_cast<float>(a_exact)));  // GPU stores act dtype
+      }
+      for (int h = 0; h < c.H; ++h) {
+        double o = 0;
+        for (int n = 0; n < c.I; ++n) o += act[n] * deq(k2, e, h, n);
+        ref[h] += rw[m * c.topk + s] * o;
+      }
+    }
+    for (int h = 0; h < c.H; ++h) {
+      const double got = half_bits_to_float(c.act, y[static_cast<size_t>(m) * c.H + h]);
+      ASSERT_TRUE(std::isfinite(got)) << "m=" << m << " h=" << h;
+      err2 += (got - ref[h]) * (got - ref[h]);
+      ref2 += ref[h] * ref[h];
+    }
+  }
+  ASSERT_GT(ref2, 0.0);
+  // bf16: the intermediate and output roundings (2^-9 relative each) plus rare
+  // intermediate rounding flips; fp16 is 8x finer.
+  EXPECT_LT(std::sqrt(err2 / ref2), c.act == DType::kBF16 ? 1e-2 : 2e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Small, Int4FusedMoe,
+                         ::testing::Values(MoeCase{1, 8, 256, 128, 2, 128, true, DType::kBF16, 0},
+                                           MoeCase{5, 8, 256, 128, 2, 128, false, DType::kBF16, 0},
+                                           MoeCase{64, 8, 256, 128, 2, 128, true, DType::kF16, 0},
+                                           MoeCase{64, 8, 256, 128, 2, 32, false, DType::kBF16, 16},
+                                           MoeCase{5, 8, 256, 128, 2, kPerChannel, false, DType::kF16, 8},
+                                           MoeCase{3, 16, 128, 96, 4, 32, false, DType::kBF16, 64}));  // I % 64 != 0
+
+TEST(Int4MoeArgs, Refused) {
+  WeightShape s13{4, 64, 64, 32, true, DType::kBF16}, s2{4, 64, 32, 32, true, DType::kBF16};
+  KernelWeights w13, w2;
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s13, 1), &w13).ok());
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s2, 2), &w2).ok());
+  DevWeights d13(w13), d2(w2);
+  DevBuf x(4 * 64 * 2), l(4 * 4 * 4), y(4 * 64 * 2), ws(1 << 20);
+  MoeArgs a;
+  a.x = x.p;
+  a.router_logits = l.as<float>();
+  a.y = y.p;
+  a.m = 4;
+  a.topk = 2;
+  EXPECT_TRUE(fused_moe(a, d13.view, d2.view, ws.p, ws.bytes, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  MoeArgs b = a;
+  b.topk = 5;  // > E
+  EXPECT_EQ(fused_moe(b, d13.view, d2.view, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
+  b = a;
+  b.router_logits = nullptr;
+  EXPECT_EQ(fused_moe(b, d13.view, d2.view, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(fused_moe(a, d13.view, d13.view, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(fused_moe(a, d13.view, d2.view, ws.p, 16, nullptr).code(), StatusCode::kInvalidArgument);
+  b = a;
+  b.y = static_cast<char*>(y.p) + 2;
+  EXPECT_EQ(fused_moe(b, d13.view, d2.view, ws.p, ws.bytes, nullptr).code(), StatusCode::kMisaligned);
+  EXPECT_EQ(moe_topk(l.as<float>(), 4, 2000, 2, true, ws.as<int32_t>(), ws.as<float>(), nullptr).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(moe_align(ws.as<int32_t>(), 4, 2, 4, 0, ws.as<int32_t>(), ws.as<int32_t>(), ws.as<int32_t>(), nullptr).code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace lowbit::int4
