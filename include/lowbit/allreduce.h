@@ -53,6 +53,16 @@ struct Options {
   int num_sms = 0;                          // 0: the communicator's tuned default
 };
 
+// Communicator configuration (plain C++ so CPU-only code can hold one).
+struct Config {
+  // Staging memory per rank (device memory, mapped on every peer), split into a one-shot
+  // area (1/4) and step-1 receive / step-2 gather areas (3/8 each). Larger messages are
+  // processed in chunks that fit; see lowbit/detail/allreduce_protocol.h.
+  size_t buffer_bytes = 64ull << 20;
+  int timeout_ms = 10000;   // bound on every wait for a peer
+  int default_num_sms = 0;  // blocks per kernel; 0: chosen per mode and size
+};
+
 // CPU reference: outputs[r] (n values) for every rank, computed exactly as specified above.
 // inputs and outputs hold one pointer per rank; outputs may alias inputs (in place).
 // kAuto and kNccl are not algorithms of their own: pass the mode that would run.

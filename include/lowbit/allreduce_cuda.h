@@ -18,11 +18,7 @@
 
 namespace lowbit::allreduce {
 
-struct Config {
-  size_t buffer_bytes = 64ull << 20;  // per-peer staging buffer; larger messages are chunked
-  int timeout_ms = 10000;             // bound on every wait for a peer
-  int default_num_sms = 0;            // 0: chosen per mode and size
-};
+// Config (buffer size, timeout, default blocks) is declared in lowbit/allreduce.h.
 
 class Communicator {
  public:
