@@ -124,3 +124,13 @@ inline std::string model_path() {
 }
 
 }  // namespace lowbit::model::testutil
+
+namespace lowbit::model::testutil {
+// WikiText-2 test split: $LOWBIT_DATA_DIR/wikitext-2-raw/wiki.test.raw, else the shared
+// folder beside the checkout.
+inline std::string wiki_path() {
+  const char* d = std::getenv("LOWBIT_DATA_DIR");
+  std::string dir = d ? d : source_dir() + "/../shared/data";
+  return dir + "/wikitext-2-raw/wiki.test.raw";
+}
+}  // namespace lowbit::model::testutil
