@@ -1,0 +1,192 @@
+// `lowbit bench gemm`: dense W4A16 GEMM (int4::gemm) on Llama-3 8B/70B projections against
+// cuBLAS bf16/fp16 on the same (dequantized) weights and against the memory floor
+// (int4 weights + scales (+ zeros) + x + y over the copy bandwidth measured in this run).
+// CUDA-graph timing; weight copies rotated so that replays stream from HBM. #wrong: output
+// elements of sampled rows that differ from the cuBLAS result on the dequantized weights
+// by more than 2^-6 |ref| + 1e-2 rms(ref) (both accumulate in fp32; orders differ).
+#include <cublas_v2.h>
+
+#include <cmath>
+#include <memory>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench/common/bench_common.h"
+#include "bench/common/gpu_timing.cuh"
+#include "bench/int4/bench_int4_util.cuh"
+#include "tools/cli/args.h"
+#include "tools/cli/command.h"
+
+namespace lowbit::int4 {
+namespace {
+
+using namespace bench_util;
+using lowbit::bench::fmt;
+
+struct DenseShape {
+  const char* name;
+  int n, k;
+};
+
+int run_bench_gemm(const std::vector<std::string>& argv) {
+  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "shapes"}, {"quick", "asym"});
+  if (!args.ok()) {
+    std::fprintf(stderr, "bench gemm: %s\n", args.error().c_str());
+    return 2;
+  }
+  const bool quick = args.has("quick");
+  std::vector<int> ms = parse_m_list(args.get_list(
+      "m", quick ? std::vector<std::string>{"1", "16", "256", "4096"}
+                 : std::vector<std::string>{"1", "8", "32", "128", "512", "2048", "8192"}));
+  const DType act = args.get("dtype", "bf16") == "fp16" ? DType::kF16 : DType::kBF16;
+  const int group = static_cast<int>(args.get_int("group", 128));
+  const bool sym = !args.has("asym");
+  const int reps = static_cast<int>(args.get_int("reps", 10));
+  const std::string out = args.get("out", "docs/benchmarks/gemm");
+  if (!args.ok()) {
+    std::fprintf(stderr, "bench gemm: %s\n", args.error().c_str());
+    return 2;
+  }
+  std::vector<DenseShape> shapes = {{"llama3-8b.qkv", 6144, 4096},     {"llama3-8b.o", 4096, 4096},
+                                    {"llama3-8b.gate_up", 28672, 4096}, {"llama3-8b.down", 4096, 14336},
+                                    {"llama3-70b.qkv", 10240, 8192},    {"llama3-70b.o", 8192, 8192},
+                                    {"llama3-70b.gate_up", 57344, 8192}, {"llama3-70b.down", 8192, 28672}};
+  if (quick) shapes = {shapes[1], shapes[2], shapes[3], shapes[6]};
+
+  double copy_gbps = 0;
+  Status st = lowbit::bench::measure_copy_bandwidth(0, size_t{1} << 30, &copy_gbps);
+  if (!st.ok()) {
+    std::fprintf(stderr, "bench gemm: %s\n", st.to_string().c_str());
+    return 1;
+  }
+  std::printf("# %s\n# copy bandwidth %.0f GB/s; %s, G=%d, %s; times are CUDA-graph medians\n",
+              lowbit::bench::machine_description().c_str(), copy_gbps, dtype_name(act), group, sym ? "sym" : "asym");
+  cublasHandle_t handle;
+  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "bench gemm: cublasCreate failed\n");
+    return 1;
+  }
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  cublasSetStream(handle, stream);
+
+  lowbit::bench::Table table({{"shape", 20}, {"M", 6}, {"N", 6}, {"K", 6}, {"time_us", 10}, {"TFLOP/s", 8},
+                              {"TB/s", 6}, {"%floor", 7}, {"cublas_us", 10}, {"speedup", 8}, {"#wrong", 7}});
+  table.print_header();
+  nlohmann::json rows = nlohmann::json::array();
+  int total_wrong = 0;
+  for (const DenseShape& sh : shapes) {
+    WeightShape ws{1, sh.n, sh.k, group, sym, act};
+    // Scale ~ 1/sqrt(K) keeps outputs O(1) for both dtypes.
+    const float scale = 0.5f / std::sqrt(static_cast<float>(sh.k));
+    DevInt4 probe(ws, 1000u + sh.n, scale);
+    const int copies = rotation_copies(probe.bytes, 16);
+    std::vector<DevInt4*> w4;
+    w4.push_back(&probe);
+    std::vector<std::unique_ptr<DevInt4>> extra;
+    for (int c = 1; c < copies; ++c) {
+      extra.push_back(std::make_unique<DevInt4>(ws, 1000u + sh.n + 17u * c, scale));
+      w4.push_back(extra.back().get());
+    }
+    // cuBLAS weights: the dequantized int4 weights (same values), rotated likewise.
+    const size_t wbf_bytes = static_cast<size_t>(sh.n) * sh.k * 2;
+    const int bcopies = rotation_copies(wbf_bytes, 8);
+    std::vector<DevBuf> wbf;
+    for (int c = 0; c < bcopies; ++c) {
+      wbf.emplace_back(wbf_bytes);
+      st = dequantize(w4[c % copies]->view, wbf.back().as<uint16_t>(), stream);
+      if (!st.ok()) break;
+    }
+    if (!st.ok() || !wbf.back().p) {
+      std::fprintf(stderr, "bench gemm: setup failed for %s: %s\n", sh.name, st.to_string().c_str());
+      return 1;
+    }
+    for (int m : ms) {
+      DevBuf x(static_cast<size_t>(m) * sh.k * 2), y(static_cast<size_t>(m) * sh.n * 2),
+          yref(static_cast<size_t>(m) * sh.n * 2);
+      fill_act(x.p, static_cast<size_t>(m) * sh.k, 77u + m, act, 0.1f, 1.f);
+      size_t wsb = 0;
+      (void)gemm_workspace_size(ws, m, &wsb);
+      DevBuf work(wsb);
+      int call = 0;
+      auto run_int4 = [&](cudaStream_t s) {
+        GemmArgs a;
+        a.x = x.p;
+        a.y = y.p;
+        a.m = m;
+        return gemm(a, w4[call++ % copies]->view, work.p, wsb, s);
+      };
+      int bcall = 0;
+      auto run_cublas = [&](cudaStream_t s) -> Status {
+        if (cublas_gemm(handle, act, m, sh.n, sh.k, x.p, wbf[bcall++ % bcopies].p, yref.p) != CUBLAS_STATUS_SUCCESS)
+          return make_status(StatusCode::kInternal, "cublasGemmEx failed");
+        return Status::Ok();
+      };
+      // Correctness on the first copy: int4 GEMM vs cuBLAS on its dequantized weights.
+      call = 0;
+      bcall = 0;
+      st = run_int4(stream);
+      if (st.ok()) st = run_cublas(stream);
+      cudaStreamSynchronize(stream);
+      int wrong = -1;
+      if (st.ok()) {
+        const int rows_chk = m < 8 ? m : 8;
+        std::vector<uint16_t> a, b;
+        for (int part = 0; part < 2; ++part) {
+          const int r0 = part == 0 ? 0 : m - rows_chk;
+          auto ya = download<uint16_t>(y.as<uint16_t>() + static_cast<size_t>(r0) * sh.n, size_t(rows_chk) * sh.n);
+          auto yb = download<uint16_t>(yref.as<uint16_t>() + static_cast<size_t>(r0) * sh.n, size_t(rows_chk) * sh.n);
+          a.insert(a.end(), ya.begin(), ya.end());
+          b.insert(b.end(), yb.begin(), yb.end());
+        }
+        double r2 = 0;
+        for (uint16_t v : b) r2 += std::pow(half_bits_to_float(act, v), 2);
+        const double rms = std::sqrt(r2 / b.size());
+        wrong = 0;
+        for (size_t i = 0; i < a.size(); ++i) {
+          const double ga = half_bits_to_float(act, a[i]), gb = half_bits_to_float(act, b[i]);
+          if (!(std::fabs(ga - gb) <= std::ldexp(std::fabs(gb), -6) + 1e-2 * rms)) ++wrong;
+        }
+        if (rms == 0) wrong = static_cast<int>(a.size());  // an all-zero result is a failure
+        total_wrong += wrong;
+      }
+      lowbit::bench::Timing t4{}, tb{};
+      if (st.ok()) st = lowbit::bench::time_in_graph(stream, run_int4, copies, 2, reps, &t4);
+      if (st.ok()) st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);
+      if (!st.ok()) {
+        std::fprintf(stderr, "bench gemm: %s M=%d: %s\n", sh.name, m, st.to_string().c_str());
+        return 1;
+      }
+      const double flops = 2.0 * m * sh.n * sh.k;
+      const double bytes = static_cast<double>(probe.bytes) + 2.0 * m * sh.k + 2.0 * m * sh.n;
+      const double floor_us = bytes / (copy_gbps * 1e3);
+      const double tflops = flops / (t4.median_us * 1e6), tbs = bytes / (t4.median_us * 1e6);
+      const double pct = 100.0 * floor_us / t4.median_us, speedup = tb.median_us / t4.median_us;
+      table.print_row({sh.name, std::to_string(m), std::to_string(sh.n), std::to_string(sh.k), fmt(t4.median_us, 1),
+                       fmt(tflops, 1), fmt(tbs, 2), fmt(pct, 1), fmt(tb.median_us, 1), fmt(speedup, 2),
+                       std::to_string(wrong)});
+      rows.push_back({{"shape", sh.name}, {"M", m}, {"N", sh.n}, {"K", sh.k}, {"time_us", t4.median_us},
+                      {"min_us", t4.min_us}, {"tflops", tflops}, {"tbps", tbs}, {"pct_floor", pct},
+                      {"floor_us", floor_us}, {"cublas_us", tb.median_us}, {"speedup", speedup}, {"wrong", wrong},
+                      {"dtype", dtype_name(act)}, {"group", group}, {"sym", sym}});
+    }
+  }
+  cublasDestroy(handle);
+  cudaStreamDestroy(stream);
+  nlohmann::json rec = lowbit::bench::run_record(argv, "bench gemm");
+  rec["copy_gbps"] = copy_gbps;
+  rec["floor"] = "bytes(int4 weights + scales (+zeros) + x + y) / copy bandwidth";
+  lowbit::bench::write_results(out, rec, rows, table.markdown(),
+                               {{"x", "M"}, {"y", "speedup"}, {"series", "shape"}, {"logx", true}, {"logy", true},
+                                {"title", "int4 GEMM speedup over cuBLAS bf16"}});
+  std::printf("# total #wrong: %d\n", total_wrong);
+  return total_wrong == 0 ? 0 : 3;
+}
+
+}  // namespace
+}  // namespace lowbit::int4
+
+LOWBIT_REGISTER_COMMAND("bench gemm",
+                        "INT4 W4A16 dense GEMM vs cuBLAS and the memory floor (--m 1,8,..., --quick, --out PREFIX)",
+                        lowbit::int4::run_bench_gemm);

@@ -1,0 +1,107 @@
+// Shared pieces of `lowbit bench gemm` and `lowbit bench moe`: random device fills (never
+// time on zeros), kernel-layout weights built directly on the device, cuBLAS bf16/fp16
+// GEMM baseline, and weight copies rotated across calls so replays stream from HBM, not
+// from the 50 MB L2.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "lowbit/int4/kernels.h"
+#include "tests/gpu/int4/gpu_buffers.h"
+
+namespace lowbit::int4::bench_util {
+namespace {  // per-TU copies: both bench files include this header
+
+using testing::DevBuf;
+using testing::download;
+using testing::upload;
+
+__device__ __forceinline__ uint32_t hash32(uint64_t i, uint32_t seed) {
+  uint64_t x = i * 0x9E3779B97F4A7C15ull + seed * 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 31;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 29;
+  return static_cast<uint32_t>(x);
+}
+__global__ void fill_u32_kernel(uint32_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    p[i] = hash32(i, seed);
+}
+// 16-bit act values uniform in +-[lo, hi] (bits of fp16/bf16).
+__global__ void fill_act_kernel(uint16_t* p, size_t n, uint32_t seed, bool bf16, float lo, float hi) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const uint32_t h = hash32(i, seed);
+    float v = lo + (hi - lo) * (h >> 8) * (1.f / 16777216.f);
+    if (h & 1) v = -v;
+    p[i] = bf16 ? float_to_bf16_bits(v) : float_to_f16_bits(v);
+  }
+}
+__global__ void fill_zero_kernel(uint16_t* p, size_t n, uint32_t seed, bool bf16) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const float z = static_cast<float>(hash32(i, seed) & 15u);
+    p[i] = bf16 ? float_to_bf16_bits(z) : float_to_f16_bits(z);
+  }
+}
+inline void fill_u32(void* p, size_t n, uint32_t seed) { fill_u32_kernel<<<1024, 256>>>(static_cast<uint32_t*>(p), n, seed); }
+inline void fill_act(void* p, size_t n, uint32_t seed, DType t, float lo, float hi) {
+  fill_act_kernel<<<1024, 256>>>(static_cast<uint16_t*>(p), n, seed, t == DType::kBF16, lo, hi);
+}
+
+// Random N-packed weights on the device (all experts).
+struct DevInt4 {
+  DevBuf q, s, z;
+  KernelWeightsView view;
+  size_t bytes = 0;  // q + s (+ z)
+  DevInt4(const WeightShape& sh, uint32_t seed, float scale) {
+    const size_t nq = static_cast<size_t>(sh.experts) * sh.k * sh.n / 8;
+    const size_t ns = kernel_scale_count(sh);
+    q = DevBuf(nq * 4);
+    s = DevBuf(ns * 2);
+    fill_u32(q.p, nq, seed);
+    fill_act(s.p, ns, seed + 1, sh.act, 0.25f * scale, scale);
+    if (!sh.symmetric) {
+      z = DevBuf(ns * 2);
+      fill_zero_kernel<<<1024, 256>>>(z.as<uint16_t>(), ns, seed + 2, sh.act == DType::kBF16);
+    }
+    view.shape = sh;
+    view.kind = KernelLayoutKind::kNPackedInterleaved;
+    view.qweight = q.p;
+    view.scales = s.as<uint16_t>();
+    view.zeros = sh.symmetric ? nullptr : z.as<uint16_t>();
+    bytes = nq * 4 + ns * 2 * (sh.symmetric ? 1 : 2);
+  }
+  bool ok() const { return q.p && s.p && (view.shape.symmetric || z.p); }
+};
+
+// Copies so that one graph replay streams >= ~256 MB (5x the L2) of distinct weights.
+inline int rotation_copies(size_t bytes_per_call, int max_copies) {
+  const size_t target = size_t{256} << 20;
+  size_t c = (target + bytes_per_call - 1) / (bytes_per_call ? bytes_per_call : 1);
+  if (c < 1) c = 1;
+  if (c > static_cast<size_t>(max_copies)) c = max_copies;
+  return static_cast<int>(c);
+}
+
+// y[M, N] = x[M, K] * W[N, K]^T in act dtype with fp32 accumulation (cuBLAS column-major:
+// y^T = W * x^T, W row-major [N, K] is column-major [K, N] transposed).
+inline cublasStatus_t cublas_gemm(cublasHandle_t h, DType t, int M, int N, int K, const void* x, const void* w,
+                                  void* y) {
+  const float alpha = 1.f, beta = 0.f;
+  const cudaDataType dt = t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, w, dt, K, x, dt, K, &beta, y, dt, N,
+                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+inline std::vector<int> parse_m_list(const std::vector<std::string>& v) {
+  std::vector<int> out;
+  for (const auto& s : v) out.push_back(std::atoi(s.c_str()));
+  return out;
+}
+
+}  // namespace
+}  // namespace lowbit::int4::bench_util
