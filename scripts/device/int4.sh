@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# INT4 component on the H200 machine (uses GPU 0 only): GPU tests (dequant bit-exact, GEMM
+# vs fp64, MoE routing/align exact, fused MoE vs reference, argument checks), then
+# `lowbit bench gemm` (Llama-3 8B/70B projections, M = 1,8,32,128,512,2048,8192) and
+# `lowbit bench moe` (Qwen3-30B-A3B TP1/TP2, Mixtral-8x7B, DeepSeek-V2-Lite, same M set).
+# QUICK=1: the benches' --quick subsets (M = 1,16,256,4096 dense; 1,16,128,2048 MoE).
+# Env: BIN (built binaries), OUT (results). Budget: under 4 minutes (step limits below).
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0
+export LOWBIT_SOURCE_DIR="${LOWBIT_SOURCE_DIR:-$(pwd)}"
+export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
+: "${BIN:?BIN must point at the built binaries}"
+: "${OUT:?OUT must name a results folder}"
+mkdir -p "$OUT"
+summary=""
+step() {  # step NAME LIMIT_SECONDS CMD...
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s)
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  summary+="$name: rc=$rc ($(( $(date +%s) - t0 )) s)\n"
+  tail -n 30 "$OUT/$name.log"
+}
+quick=()
+[ "${QUICK:-0}" = 1 ] && quick=(--quick)
+step gpu_int4_tests 100 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1
+step bench_gemm 70 "$BIN/lowbit" bench gemm "${quick[@]}" --out "$OUT/gemm"
+step bench_moe 70 "$BIN/lowbit" bench moe "${quick[@]}" --out "$OUT/moe"
+echo "=== int4 summary ==="
+printf "$summary"
+grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" | tail -5
+for f in gemm moe; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
+grep -h "total #wrong" "$OUT"/bench_*.log
