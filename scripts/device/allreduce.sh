@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# GPU round of the all-reduce component, on a 2x H200 machine (any N >= 2 works).
+# env: BIN = directory with lowbit_tests_multigpu_allreduce and lowbit; OUT = results dir.
+# Runs the multi-GPU tests (gtest XML + log), then the benchmark over 16K..1G.
+# Budget: < 5 minutes (tests ~1-2 min, bench ~1-2 min); each part is bounded by `timeout`.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0
+: "${BIN:?set BIN to the directory with the built binaries}"
+: "${OUT:?set OUT to the results directory}"
+mkdir -p "$OUT"
+cd "$(dirname "$0")/../.."
+export LOWBIT_SOURCE_DIR="$PWD"
+nvidia-smi topo -m > "$OUT/allreduce_topo.txt" 2>&1 || true
+
+echo "== multi-GPU tests"
+timeout 180 "$BIN/lowbit_tests_multigpu_allreduce" --gtest_output="xml:$OUT/allreduce_tests.xml" \
+  > "$OUT/allreduce_tests.log" 2>&1
+test_rc=$?
+tail -n 25 "$OUT/allreduce_tests.log"
+
+echo "== bench"
+timeout 150 "$BIN/lowbit" bench allreduce --sizes 16K:1G --iters 10 --reps 5 --out "$OUT/allreduce" \
+  > "$OUT/allreduce_bench.log" 2>&1
+bench_rc=$?
+cat "$OUT/allreduce_bench.log"
+
+echo "== bench --tune (num_sms sweep, 1M..256M, quantized + twoshot)"
+timeout 120 "$BIN/lowbit" bench allreduce --sizes 1M:256M --modes twoshot,q8q8,q4q8,q4q4 --iters 5 --reps 3 \
+  --tune --out "$OUT/allreduce_tune" > "$OUT/allreduce_tune.log" 2>&1
+tune_rc=$?
+grep -E "^tune|^    \{" "$OUT/allreduce_tune.log" || tail -n 20 "$OUT/allreduce_tune.log"
+
+echo "== summary: tests rc=$test_rc (124 = timed out), bench rc=$bench_rc, tune rc=$tune_rc"
+grep -E "^\[  (PASSED|FAILED)" "$OUT/allreduce_tests.log" || true
+exit $(( test_rc != 0 || bench_rc != 0 ))
