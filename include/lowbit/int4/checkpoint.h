@@ -1,0 +1,64 @@
+// Whole-checkpoint conversion (what `lowbit convert` runs): find the INT4 linear layers of a
+// safetensors checkpoint (GPTQ v1/v2, AWQ, compressed-tensors pack-quantized), convert each
+// to the canonical K-packed layout and its load-time layout (N-packed when N % 8 == 0), and
+// write them to one safetensors file in lowbit's layout.
+//
+// Output tensors per layer prefix P (E = 1; one file row per checkpoint linear layer):
+//   P.qweight_kpacked  U8      [1, N, K/2]      canonical K-packed (weights.h)
+//   P.scales_kpacked   F16/BF16 [1, N, NG]
+//   P.zeros_kpacked    U8      [1, ceil(N/2), NG]  asymmetric only
+//   P.k_perm           I32     [1, K]           act-order only (x' = x[:, k_perm])
+//   P.qweight_npacked  I32     [1, K, N/8]      when N % 8 == 0 (NPackedWeights)
+//   P.scales_npacked   F16/BF16 [1, NG, N]
+//   P.zeros_npacked    F16/BF16 [1, NG, N]      asymmetric only
+// Metadata: "lowbit.format" = "int4-packed-v1", "lowbit.act" = fp16|bf16, and per layer
+// "P" = JSON {"source","n","k","group_size","symmetric","act_order","layout"}.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lowbit/int4/formats.h"
+#include "lowbit/io/safetensors.h"
+#include "lowbit/status.h"
+
+namespace lowbit::int4 {
+
+enum class CheckpointFormat : uint8_t { kUnknown = 0, kGptqV1, kGptqV2, kAwq, kCompressedTensors };
+const char* checkpoint_format_name(CheckpointFormat f);
+
+struct ConvertOptions {
+  std::string in_path, out_path;
+  std::string config_path;  // optional HF config.json with "quantization_config"
+  CheckpointFormat format = CheckpointFormat::kUnknown;  // kUnknown: config, else auto-detect
+  int group_size = 0;        // 0: from config, else inferred from the scale shape
+  int symmetric = -1;        // -1: from config / zero tensors; 0/1 forced (GPTQ)
+  std::string layer_prefix;  // only layers whose prefix starts with this
+  DType act = DType::kBF16;
+  ScalePolicy scale_policy = ScalePolicy::kExact;
+};
+
+struct ConvertedLayer {
+  std::string prefix;
+  CheckpointFormat source = CheckpointFormat::kUnknown;
+  int n = 0, k = 0, group_size = 0;
+  bool symmetric = true, act_order = false;
+  WeightLayout layout = WeightLayout::kKPacked;
+  size_t in_bytes = 0, out_bytes = 0;
+  ConvertReport report;
+};
+
+struct ConvertSummary {
+  CheckpointFormat format = CheckpointFormat::kUnknown;
+  std::vector<ConvertedLayer> layers;
+};
+
+// Reads options.in_path, converts, writes options.out_path. Any layer that cannot be
+// converted exactly fails the whole conversion with a message naming the layer.
+Status convert_checkpoint(const ConvertOptions& options, ConvertSummary* summary);
+
+// Loads one layer of a file written by convert_checkpoint back into K-packed form.
+Status load_converted_layer(const io::SafetensorsFile& f, const std::string& prefix, KPackedWeights* out);
+
+}  // namespace lowbit::int4

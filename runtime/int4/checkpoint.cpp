@@ -1,0 +1,393 @@
+// Checkpoint -> lowbit INT4 layout conversion (checkpoint.h). Reading is validated by the
+// safetensors reader; every tensor's dtype and shape is checked here before conversion.
+#include "lowbit/int4/checkpoint.h"
+
+#include <cctype>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+namespace lowbit::int4 {
+namespace {
+
+using io::SafetensorsFile;
+using io::TensorDType;
+using io::TensorInfo;
+
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+Status get_info(const SafetensorsFile& f, const std::string& name, size_t rank, const TensorInfo** t) {
+  LOWBIT_RETURN_IF_ERROR(f.find(name, t));
+  LOWBIT_CHECK_ARG((*t)->shape.size() == rank, "tensor '%s' has rank %zu, expected %zu", name.c_str(),
+                   (*t)->shape.size(), rank);
+  return Status::Ok();
+}
+
+// Integer tensor (I32, or I64 for g_idx / weight_shape) -> int32 vector (memcpy: the data may
+// be unaligned in files written without padding).
+Status read_i32(const SafetensorsFile& f, const TensorInfo& t, std::vector<int32_t>* out) {
+  const size_t n = static_cast<size_t>(t.numel());
+  out->resize(n);
+  if (t.dtype == TensorDType::kI32 || t.dtype == TensorDType::kU32) {
+    if (n) std::memcpy(out->data(), f.data(t), n * 4);
+    return Status::Ok();
+  }
+  if (t.dtype == TensorDType::kI64) {
+    for (size_t i = 0; i < n; ++i) {
+      int64_t v;
+      std::memcpy(&v, f.data(t) + 8 * i, 8);
+      LOWBIT_CHECK_ARG(v >= INT32_MIN && v <= INT32_MAX, "tensor '%s'[%zu] = %lld does not fit int32", t.name.c_str(), i,
+                       static_cast<long long>(v));
+      (*out)[i] = static_cast<int32_t>(v);
+    }
+    return Status::Ok();
+  }
+  return make_status(StatusCode::kInvalidArgument, "tensor '%s' has dtype %s, expected I32 (or I64)", t.name.c_str(),
+                     io::tensor_dtype_name(t.dtype));
+}
+
+// Scale tensor -> 16-bit bits (F16/BF16) or fp32 values, with its source dtype.
+Status read_scales(const SafetensorsFile& f, const TensorInfo& t, ScaleSource* src, std::vector<uint16_t>* s16,
+                   std::vector<float>* s32) {
+  const size_t n = static_cast<size_t>(t.numel());
+  if (t.dtype == TensorDType::kF16 || t.dtype == TensorDType::kBF16) {
+    *src = t.dtype == TensorDType::kF16 ? ScaleSource::kF16 : ScaleSource::kBF16;
+    s16->resize(n);
+    if (n) std::memcpy(s16->data(), f.data(t), n * 2);
+    return Status::Ok();
+  }
+  if (t.dtype == TensorDType::kF32) {
+    *src = ScaleSource::kF32;
+    s32->resize(n);
+    if (n) std::memcpy(s32->data(), f.data(t), n * 4);
+    return Status::Ok();
+  }
+  return make_status(StatusCode::kInvalidArgument, "tensor '%s' has dtype %s, expected F16, BF16 or F32",
+                     t.name.c_str(), io::tensor_dtype_name(t.dtype));
+}
+
+// 16-bit source scales re-expressed for converters that take fp16 only (AWQ).
+Status scales_to_f16(ScaleSource src, std::vector<uint16_t>* s16, const std::vector<float>& s32, const char* who) {
+  if (src == ScaleSource::kF16) return Status::Ok();
+  return make_status(StatusCode::kNotSupported, "%s: AWQ scales must be F16 (got %s)", who,
+                     src == ScaleSource::kBF16 ? "BF16" : "F32");
+}
+
+struct QuantConfig {
+  CheckpointFormat format = CheckpointFormat::kUnknown;
+  int group_size = 0;  // 0 unknown
+  int symmetric = -1;
+  bool desc_act = false;
+};
+
+Status parse_config(const std::string& path, QuantConfig* qc) {
+  std::ifstream in(path);
+  if (!in) return make_status(StatusCode::kIoError, "convert: cannot open config '%s'", path.c_str());
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return make_status(StatusCode::kCorruptData, "convert: config '%s' is not a JSON object", path.c_str());
+  try {
+    const nlohmann::json& q = j.contains("quantization_config") ? j["quantization_config"] : j;
+    std::string method = q.value("quant_method", std::string());
+    if (method.empty() && q.contains("bits")) method = "gptq";  // AutoGPTQ quantize_config.json
+    auto gsize = [](const nlohmann::json& v) { return v.is_null() ? kPerChannel : v.get<int>(); };
+    if (method == "gptq") {
+      LOWBIT_CHECK_ARG(q.value("bits", 4) == 4, "convert: config bits=%d, only 4-bit is supported", q.value("bits", 4));
+      std::string cf = q.value("checkpoint_format", std::string("gptq"));
+      qc->format = cf == "gptq_v2" ? CheckpointFormat::kGptqV2 : CheckpointFormat::kGptqV1;
+      if (q.contains("group_size")) qc->group_size = gsize(q["group_size"]);
+      if (q.contains("sym")) qc->symmetric = q["sym"].get<bool>() ? 1 : 0;
+      qc->desc_act = q.value("desc_act", false);
+    } else if (method == "awq") {
+      int bits = q.contains("bits") ? q["bits"].get<int>() : q.value("w_bit", 4);
+      LOWBIT_CHECK_ARG(bits == 4, "convert: config bits=%d, only 4-bit is supported", bits);
+      std::string ver = q.value("version", std::string("gemm"));
+      for (auto& c : ver) c = static_cast<char>(std::tolower(c));
+      LOWBIT_CHECK_ARG(ver == "gemm", "convert: AWQ version '%s' not supported (only GEMM)", ver.c_str());
+      qc->format = CheckpointFormat::kAwq;
+      const char* gk = q.contains("group_size") ? "group_size" : "q_group_size";
+      if (q.contains(gk)) qc->group_size = gsize(q[gk]);
+      if (q.contains("zero_point")) qc->symmetric = q["zero_point"].get<bool>() ? 0 : 1;
+    } else if (method == "compressed-tensors") {
+      std::string fmt = q.value("format", std::string());
+      LOWBIT_CHECK_ARG(fmt == "pack-quantized", "convert: compressed-tensors format '%s' not supported (pack-quantized only)",
+                       fmt.c_str());
+      qc->format = CheckpointFormat::kCompressedTensors;
+      if (q.contains("config_groups") && q["config_groups"].is_object() && !q["config_groups"].empty()) {
+        const auto& w = q["config_groups"].begin().value()["weights"];
+        LOWBIT_CHECK_ARG(w.value("num_bits", 4) == 4, "convert: compressed-tensors num_bits=%d, only 4 supported",
+                         w.value("num_bits", 4));
+        std::string strategy = w.value("strategy", std::string("group"));
+        if (strategy == "channel") qc->group_size = kPerChannel;
+        else if (w.contains("group_size")) qc->group_size = gsize(w["group_size"]);
+        if (w.contains("symmetric")) qc->symmetric = w["symmetric"].get<bool>() ? 1 : 0;
+      }
+    } else {
+      return make_status(StatusCode::kNotSupported, "convert: quant_method '%s' not supported (gptq, awq, compressed-tensors)",
+                         method.c_str());
+    }
+  } catch (const std::exception& e) {
+    return make_status(StatusCode::kCorruptData, "convert: config '%s': %s", path.c_str(), e.what());
+  }
+  return Status::Ok();
+}
+
+// Group size from the scale tensor's group count, checked against a configured value.
+Status resolve_group(int configured, int k, int ng, const std::string& layer, int* g) {
+  LOWBIT_CHECK_ARG(ng >= 1 && k % ng == 0, "layer '%s': K=%d not divisible by %d scale groups", layer.c_str(), k, ng);
+  int inferred = ng == 1 ? kPerChannel : k / ng;
+  if (configured == 0) {
+    *g = inferred;
+    return Status::Ok();
+  }
+  int cfg_groups = configured == kPerChannel ? 1 : (k + configured - 1) / configured;
+  // A configured G >= K is one group: the same as per-channel.
+  LOWBIT_CHECK_ARG(cfg_groups == ng, "layer '%s': group_size=%d implies %d groups over K=%d, the scales have %d",
+                   layer.c_str(), configured, cfg_groups, k, ng);
+  *g = ng == 1 ? kPerChannel : configured;
+  return Status::Ok();
+}
+
+Status convert_gptq(const SafetensorsFile& f, const std::string& p, const QuantConfig& qc, const ConvertOptions& o,
+                    KPackedWeights* w, ConvertedLayer* L) {
+  const TensorInfo *qw, *sc, *qz = nullptr, *gi = nullptr;
+  LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".qweight", 2, &qw));
+  LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".scales", 2, &sc));
+  if (f.has(p + ".qzeros")) LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".qzeros", 2, &qz));
+  if (f.has(p + ".g_idx")) LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".g_idx", 1, &gi));
+  GptqLinear g;
+  g.k = static_cast<int>(qw->shape[0] * 8);
+  g.n = static_cast<int>(qw->shape[1]);
+  LOWBIT_CHECK_ARG(qw->shape[0] > 0 && qw->shape[0] < (1 << 24) && qw->shape[1] > 0 && qw->shape[1] < (1 << 27),
+                   "layer '%s': qweight shape out of range", p.c_str());
+  LOWBIT_CHECK_ARG(sc->shape[1] == g.n, "layer '%s': scales [%lld, %lld] do not match N=%d", p.c_str(),
+                   (long long)sc->shape[0], (long long)sc->shape[1], g.n);
+  LOWBIT_RETURN_IF_ERROR(resolve_group(qc.group_size, g.k, static_cast<int>(sc->shape[0]), p, &g.group_size));
+  g.version = qc.format == CheckpointFormat::kGptqV2 ? GptqVersion::kV2 : GptqVersion::kV1;
+  g.symmetric = qc.symmetric == -1 ? true : qc.symmetric == 1;
+  LOWBIT_RETURN_IF_ERROR(read_i32(f, *qw, &g.qweight));
+  LOWBIT_RETURN_IF_ERROR(read_scales(f, *sc, &g.scale_source, &g.scales, &g.scales_f32));
+  if (qz) LOWBIT_RETURN_IF_ERROR(read_i32(f, *qz, &g.qzeros));
+  if (gi) LOWBIT_RETURN_IF_ERROR(read_i32(f, *gi, &g.g_idx));
+  L->in_bytes = qw->nbytes + sc->nbytes + (qz ? qz->nbytes : 0) + (gi ? gi->nbytes : 0);
+  Status st = gptq_to_kpacked(g, o.act, o.scale_policy, w, &L->report);
+  L->symmetric = g.symmetric;
+  return st;
+}
+
+Status convert_awq(const SafetensorsFile& f, const std::string& p, const QuantConfig& qc, const ConvertOptions& o,
+                   KPackedWeights* w, ConvertedLayer* L) {
+  const TensorInfo *qw, *sc, *qz = nullptr;
+  LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".qweight", 2, &qw));
+  LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".scales", 2, &sc));
+  if (f.has(p + ".qzeros")) LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".qzeros", 2, &qz));
+  AwqLinear a;
+  LOWBIT_CHECK_ARG(qw->shape[0] > 0 && qw->shape[0] < (1 << 27) && qw->shape[1] > 0 && qw->shape[1] < (1 << 24),
+                   "layer '%s': qweight shape out of range", p.c_str());
+  a.k = static_cast<int>(qw->shape[0]);
+  a.n = static_cast<int>(qw->shape[1] * 8);
+  LOWBIT_CHECK_ARG(sc->shape[1] == a.n, "layer '%s': scales [%lld, %lld] do not match N=%d", p.c_str(),
+                   (long long)sc->shape[0], (long long)sc->shape[1], a.n);
+  LOWBIT_RETURN_IF_ERROR(resolve_group(qc.group_size, a.k, static_cast<int>(sc->shape[0]), p, &a.group_size));
+  LOWBIT_RETURN_IF_ERROR(read_i32(f, *qw, &a.qweight));
+  ScaleSource src;
+  std::vector<float> s32;
+  LOWBIT_RETURN_IF_ERROR(read_scales(f, *sc, &src, &a.scales, &s32));
+  LOWBIT_RETURN_IF_ERROR(scales_to_f16(src, &a.scales, s32, p.c_str()));
+  if (qz && qc.symmetric != 1) LOWBIT_RETURN_IF_ERROR(read_i32(f, *qz, &a.qzeros));
+  L->in_bytes = qw->nbytes + sc->nbytes + (qz ? qz->nbytes : 0);
+  L->symmetric = a.qzeros.empty();
+  return awq_to_kpacked(a, o.act, o.scale_policy, w, &L->report);
+}
+
+Status convert_ct(const SafetensorsFile& f, const std::string& p, const QuantConfig& qc, const ConvertOptions& o,
+                  KPackedWeights* w, ConvertedLayer* L) {
+  const TensorInfo *wp, *ws, *wsh, *zp = nullptr;
+  LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".weight_packed", 2, &wp));
+  LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".weight_scale", 2, &ws));
+  LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".weight_shape", 1, &wsh));
+  if (f.has(p + ".weight_zero_point")) LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".weight_zero_point", 2, &zp));
+  std::vector<int32_t> shape;
+  LOWBIT_RETURN_IF_ERROR(read_i32(f, *wsh, &shape));
+  LOWBIT_CHECK_ARG(shape.size() == 2 && shape[0] > 0 && shape[1] > 0, "layer '%s': weight_shape must be [N, K] > 0",
+                   p.c_str());
+  CtLinear c;
+  c.n = shape[0];
+  c.k = shape[1];
+  LOWBIT_CHECK_ARG(ws->shape[0] == c.n, "layer '%s': weight_scale rows %lld != N=%d", p.c_str(), (long long)ws->shape[0],
+                   c.n);
+  LOWBIT_RETURN_IF_ERROR(resolve_group(qc.group_size, c.k, static_cast<int>(ws->shape[1]), p, &c.group_size));
+  LOWBIT_RETURN_IF_ERROR(read_i32(f, *wp, &c.weight_packed));
+  LOWBIT_RETURN_IF_ERROR(read_scales(f, *ws, &c.scale_source, &c.weight_scale, &c.weight_scale_f32));
+  if (zp) LOWBIT_RETURN_IF_ERROR(read_i32(f, *zp, &c.weight_zero_point));
+  L->in_bytes = wp->nbytes + ws->nbytes + wsh->nbytes + (zp ? zp->nbytes : 0);
+  L->symmetric = c.weight_zero_point.empty();
+  return ct_to_kpacked(c, o.act, o.scale_policy, w, &L->report);
+}
+
+// Owns the bytes of every output tensor until the file is written.
+struct OutTensors {
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> store;
+  std::vector<io::TensorToWrite> list;
+  template <typename T>
+  void add(const std::string& name, TensorDType dt, std::vector<int64_t> shape, const std::vector<T>& v) {
+    auto buf = std::make_unique<std::vector<uint8_t>>(v.size() * sizeof(T));
+    if (!v.empty()) std::memcpy(buf->data(), v.data(), buf->size());
+    list.push_back({name, dt, std::move(shape), buf->data()});
+    store.push_back(std::move(buf));
+  }
+};
+
+}  // namespace
+
+const char* checkpoint_format_name(CheckpointFormat f) {
+  switch (f) {
+    case CheckpointFormat::kGptqV1: return "gptq";
+    case CheckpointFormat::kGptqV2: return "gptq_v2";
+    case CheckpointFormat::kAwq: return "awq";
+    case CheckpointFormat::kCompressedTensors: return "compressed-tensors";
+    default: return "unknown";
+  }
+}
+
+Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
+  LOWBIT_CHECK_ARG(summary != nullptr, "convert_checkpoint: summary is null");
+  LOWBIT_CHECK_ARG(!o.in_path.empty() && !o.out_path.empty(), "convert: --in and --out are required");
+  SafetensorsFile f;
+  LOWBIT_RETURN_IF_ERROR(SafetensorsFile::open(o.in_path, &f));
+  QuantConfig qc;
+  if (!o.config_path.empty()) LOWBIT_RETURN_IF_ERROR(parse_config(o.config_path, &qc));
+  if (o.format != CheckpointFormat::kUnknown) qc.format = o.format;
+  if (o.group_size != 0) qc.group_size = o.group_size;
+  if (o.symmetric != -1) qc.symmetric = o.symmetric;
+
+  // Layers by tensor-name suffix.
+  std::vector<std::string> prefixes;
+  bool saw_ct = false, saw_q = false, saw_gidx = false;
+  for (const auto& [name, t] : f.tensors()) {
+    std::string p;
+    if (ends_with(name, ".weight_packed")) {
+      p = name.substr(0, name.size() - 14);
+      saw_ct = true;
+    } else if (ends_with(name, ".qweight")) {
+      p = name.substr(0, name.size() - 8);
+      saw_q = true;
+      saw_gidx |= f.has(p + ".g_idx");
+    } else {
+      continue;
+    }
+    if (p.rfind(o.layer_prefix, 0) == 0) prefixes.push_back(p);
+  }
+  if (qc.format == CheckpointFormat::kUnknown) {
+    if (saw_ct && !saw_q) qc.format = CheckpointFormat::kCompressedTensors;
+    else if (saw_q && saw_gidx) qc.format = CheckpointFormat::kGptqV1;  // g_idx is GPTQ-only; v1 is the default
+    else if (saw_q)
+      return make_status(StatusCode::kInvalidArgument,
+                         "convert: '%s' has .qweight tensors without g_idx: GPTQ or AWQ? pass --format or --config",
+                         o.in_path.c_str());
+  }
+  LOWBIT_CHECK_ARG(!prefixes.empty(), "convert: no quantized layers (.qweight / .weight_packed) %s%s in '%s'",
+                   o.layer_prefix.empty() ? "" : "with prefix ", o.layer_prefix.c_str(), o.in_path.c_str());
+  summary->format = qc.format;
+  summary->layers.clear();
+
+  OutTensors out;
+  std::map<std::string, std::string> meta{{"lowbit.format", "int4-packed-v1"}, {"lowbit.act", dtype_name(o.act)}};
+  const TensorDType sdt = o.act == DType::kF16 ? TensorDType::kF16 : TensorDType::kBF16;
+  for (const auto& p : prefixes) {
+    ConvertedLayer L;
+    L.prefix = p;
+    L.source = qc.format;
+    KPackedWeights w;
+    Status st;
+    const bool is_ct = f.has(p + ".weight_packed");
+    if (is_ct) {
+      L.source = CheckpointFormat::kCompressedTensors;
+      st = convert_ct(f, p, qc, o, &w, &L);
+    } else if (qc.format == CheckpointFormat::kAwq) {
+      st = convert_awq(f, p, qc, o, &w, &L);
+    } else if (qc.format == CheckpointFormat::kGptqV1 || qc.format == CheckpointFormat::kGptqV2) {
+      st = convert_gptq(f, p, qc, o, &w, &L);
+    } else {
+      st = make_status(StatusCode::kInvalidArgument, "format %s does not use .qweight", checkpoint_format_name(qc.format));
+    }
+    if (!st.ok()) return Status(st.code(), "convert: layer '" + p + "': " + st.message());
+    const WeightShape& s = w.shape;
+    L.n = s.n;
+    L.k = s.k;
+    L.group_size = s.group_size;
+    L.symmetric = s.symmetric;
+    L.act_order = !w.k_perm.empty();
+    L.layout = layout_for(s);
+    const int64_t N = s.n, K = s.k, NG = s.num_groups();
+    out.add(p + ".qweight_kpacked", TensorDType::kU8, {1, N, K / 2}, w.qweight);
+    out.add(p + ".scales_kpacked", sdt, {1, N, NG}, w.scales);
+    if (!s.symmetric) out.add(p + ".zeros_kpacked", TensorDType::kU8, {1, (N + 1) / 2, NG}, w.zeros);
+    if (L.act_order) out.add(p + ".k_perm", TensorDType::kI32, {1, K}, w.k_perm);
+    L.out_bytes = w.qweight.size() + 2 * w.scales.size() + w.zeros.size() + 4 * w.k_perm.size();
+    if (L.layout == WeightLayout::kNPacked) {
+      NPackedWeights np;
+      LOWBIT_RETURN_IF_ERROR(repack_to_npacked(w, &np));
+      out.add(p + ".qweight_npacked", TensorDType::kI32, {1, K, N / 8}, np.qweight);
+      out.add(p + ".scales_npacked", sdt, {1, NG, N}, np.scales);
+      if (!s.symmetric) out.add(p + ".zeros_npacked", sdt, {1, NG, N}, np.zeros);
+      L.out_bytes += 4 * np.qweight.size() + 2 * np.scales.size() + 2 * np.zeros.size();
+    }
+    nlohmann::json lj = {{"source", checkpoint_format_name(L.source)},
+                         {"n", L.n},
+                         {"k", L.k},
+                         {"group_size", L.group_size},
+                         {"symmetric", L.symmetric},
+                         {"act_order", L.act_order},
+                         {"layout", weight_layout_name(L.layout)},
+                         {"scales_rounded", L.report.scales_rounded}};
+    meta[p] = lj.dump();
+    summary->layers.push_back(L);
+  }
+  return io::write_safetensors(o.out_path, out.list, meta);
+}
+
+Status load_converted_layer(const SafetensorsFile& f, const std::string& p, KPackedWeights* out) {
+  LOWBIT_CHECK_ARG(out != nullptr, "load_converted_layer: out is null");
+  auto m = f.metadata().find(p);
+  LOWBIT_CHECK_ARG(m != f.metadata().end(), "load_converted_layer: no metadata for layer '%s'", p.c_str());
+  auto act = f.metadata().find("lowbit.act");
+  LOWBIT_CHECK_ARG(act != f.metadata().end(), "load_converted_layer: no lowbit.act metadata");
+  nlohmann::json lj = nlohmann::json::parse(m->second, nullptr, false);
+  LOWBIT_CHECK_ARG(lj.is_object(), "load_converted_layer: bad metadata for '%s'", p.c_str());
+  WeightShape s;
+  try {
+    s.n = lj.at("n").get<int>();
+    s.k = lj.at("k").get<int>();
+    s.group_size = lj.at("group_size").get<int>();
+    s.symmetric = lj.at("symmetric").get<bool>();
+  } catch (const std::exception& e) {
+    return make_status(StatusCode::kCorruptData, "load_converted_layer: metadata of '%s': %s", p.c_str(), e.what());
+  }
+  s.act = act->second == "fp16" ? DType::kF16 : DType::kBF16;
+  KPackedWeights w;
+  w.shape = s;
+  const TensorInfo* t;
+  LOWBIT_RETURN_IF_ERROR(f.find(p + ".qweight_kpacked", &t));
+  w.qweight.assign(f.data(*t), f.data(*t) + t->nbytes);
+  LOWBIT_RETURN_IF_ERROR(f.find(p + ".scales_kpacked", &t));
+  w.scales.resize(t->nbytes / 2);
+  std::memcpy(w.scales.data(), f.data(*t), t->nbytes);
+  if (!s.symmetric) {
+    LOWBIT_RETURN_IF_ERROR(f.find(p + ".zeros_kpacked", &t));
+    w.zeros.assign(f.data(*t), f.data(*t) + t->nbytes);
+  }
+  if (f.has(p + ".k_perm")) {
+    LOWBIT_RETURN_IF_ERROR(f.find(p + ".k_perm", &t));
+    LOWBIT_RETURN_IF_ERROR(read_i32(f, *t, &w.k_perm));
+  }
+  LOWBIT_RETURN_IF_ERROR(validate(w));
+  *out = std::move(w);
+  return Status::Ok();
+}
+
+}  // namespace lowbit::int4

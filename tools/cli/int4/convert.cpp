@@ -1,0 +1,97 @@
+// `lowbit convert`: INT4 checkpoint (GPTQ v1/v2, AWQ, compressed-tensors) -> lowbit's packed
+// layout (canonical K-packed + load-time N-packed), with a per-layer summary.
+#include <cstdio>
+
+#include "lowbit/int4/checkpoint.h"
+#include "tools/cli/args.h"
+#include "tools/cli/command.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: lowbit convert --in CHECKPOINT.safetensors --out PACKED.safetensors\n"
+    "         [--config config.json | --format gptq|gptq_v2|awq|ct [--group G] [--sym|--asym]]\n"
+    "         [--layer PREFIX] [--act bf16|fp16] [--round-scales]\n"
+    "  --config        HF config.json (quantization_config) or AutoGPTQ quantize_config.json\n"
+    "  --format        checkpoint format when there is no config (auto-detected when unambiguous)\n"
+    "  --group         group size (-1 = per-channel); default: from the config or the scale shape\n"
+    "  --sym/--asym    GPTQ symmetric flag (stored zeros are verified when symmetric)\n"
+    "  --layer         only layers whose name starts with PREFIX\n"
+    "  --act           activation dtype the scales are stored in (default bf16)\n"
+    "  --round-scales  accept fp16 scales that round when stored as bf16 (default: refuse)\n";
+
+int run_convert(const std::vector<std::string>& argv) {
+  lowbit::cli::Args a(argv, {"in", "out", "config", "format", "group", "layer", "act"},
+                      {"sym", "asym", "round-scales", "help"});
+  if (a.has("help")) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  if (!a.ok()) {
+    std::fprintf(stderr, "lowbit convert: %s\n%s", a.error().c_str(), kUsage);
+    return 2;
+  }
+  using namespace lowbit::int4;
+  ConvertOptions o;
+  o.in_path = a.get("in");
+  o.out_path = a.get("out");
+  o.config_path = a.get("config");
+  o.layer_prefix = a.get("layer");
+  if (o.in_path.empty() || o.out_path.empty()) {
+    std::fprintf(stderr, "lowbit convert: --in and --out are required\n%s", kUsage);
+    return 2;
+  }
+  std::string fmt = a.get("format");
+  if (fmt == "gptq") o.format = CheckpointFormat::kGptqV1;
+  else if (fmt == "gptq_v2") o.format = CheckpointFormat::kGptqV2;
+  else if (fmt == "awq") o.format = CheckpointFormat::kAwq;
+  else if (fmt == "ct" || fmt == "compressed-tensors") o.format = CheckpointFormat::kCompressedTensors;
+  else if (!fmt.empty()) {
+    std::fprintf(stderr, "lowbit convert: unknown --format '%s' (gptq, gptq_v2, awq, ct)\n", fmt.c_str());
+    return 2;
+  }
+  o.group_size = static_cast<int>(a.get_int("group", 0));
+  if (a.has("sym") && a.has("asym")) {
+    std::fprintf(stderr, "lowbit convert: --sym and --asym exclude each other\n");
+    return 2;
+  }
+  if (a.has("sym")) o.symmetric = 1;
+  if (a.has("asym")) o.symmetric = 0;
+  std::string act = a.get("act", "bf16");
+  if (act != "bf16" && act != "fp16") {
+    std::fprintf(stderr, "lowbit convert: --act must be bf16 or fp16\n");
+    return 2;
+  }
+  o.act = act == "fp16" ? lowbit::DType::kF16 : lowbit::DType::kBF16;
+  o.scale_policy = a.has("round-scales") ? ScalePolicy::kRound : ScalePolicy::kExact;
+  if (!a.ok()) {
+    std::fprintf(stderr, "lowbit convert: %s\n", a.error().c_str());
+    return 2;
+  }
+  ConvertSummary sum;
+  lowbit::Status st = convert_checkpoint(o, &sum);
+  if (!st.ok()) {
+    std::fprintf(stderr, "lowbit convert: %s\n", st.to_string().c_str());
+    return 1;
+  }
+  std::printf("format %s, %zu layer(s), activation dtype %s -> %s\n", checkpoint_format_name(sum.format),
+              sum.layers.size(), act.c_str(), o.out_path.c_str());
+  std::printf("%-48s %-8s %7s %7s %6s %5s %9s %-8s %11s %11s %8s\n", "layer", "source", "N", "K", "G", "sym",
+              "act-order", "layout", "in bytes", "out bytes", "rounded");
+  size_t tin = 0, tout = 0;
+  for (const auto& L : sum.layers) {
+    std::printf("%-48s %-8s %7d %7d %6d %5s %9s %-8s %11zu %11zu %8zu\n", L.prefix.c_str(),
+                checkpoint_format_name(L.source), L.n, L.k, L.group_size, L.symmetric ? "yes" : "no",
+                L.act_order ? "yes" : "no", weight_layout_name(L.layout), L.in_bytes, L.out_bytes,
+                L.report.scales_rounded);
+    tin += L.in_bytes;
+    tout += L.out_bytes;
+  }
+  std::printf("total: %zu bytes in, %zu bytes out (K-packed + N-packed copies)\n", tin, tout);
+  return 0;
+}
+
+}  // namespace
+
+LOWBIT_REGISTER_COMMAND("convert", "convert a GPTQ/AWQ/compressed-tensors INT4 checkpoint to lowbit's packed layout",
+                        run_convert);
