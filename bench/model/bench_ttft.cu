@@ -52,7 +52,7 @@ int usage(const std::string& err) {
                "usage: lowbit bench ttft [--models llama3-8b,llama3-70b,qwen3-30b-a3b] [--batch 8,32] [--seq 1024]\n"
                "       [--tp N (default: all GPUs)] [--modes all|none,nccl,oneshot,twoshot,q8q8,q4q8,q4q4,auto]\n"
                "       [--layers L (time L layers, scale to the full depth; default all, 16 for 70B)]\n"
-               "       [--group 128] [--precision exact|int8|int4-int8|int4 (for auto)] [--warmup 1] [--reps 5]\n"
+               "       [--group 128] [--precision exact|int8|int4-int8|int4 (for auto)] [--warmup 1] [--reps 3]\n"
                "       [--out PREFIX (default docs/benchmarks/ttft)]\n");
   return 2;
 }
@@ -70,7 +70,7 @@ int run(const std::vector<std::string>& argv) {
   const int layers_opt = int(a.get_int("layers", 0));
   const int group = int(a.get_int("group", 128));
   const int warmup = int(a.get_int("warmup", 1));
-  const int reps = int(a.get_int("reps", 5));
+  const int reps = int(a.get_int("reps", 3));
   const std::string out = a.get("out", "docs/benchmarks/ttft");
   auto modes = a.get_list("modes", {"all"});
   if (modes.size() == 1 && modes[0] == "all") modes = {"none", "nccl", "oneshot", "twoshot", "q8q8", "q4q8", "q4q4", "auto"};

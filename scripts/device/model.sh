@@ -18,11 +18,11 @@ step() {  # step NAME LIMIT_SECONDS CMD...
   summary+="$name: rc=$rc ($(( $(date +%s) - t0 )) s)\n"
   tail -n 25 "$OUT/$name.log"
 }
-step gpu_model_tests 120 "$BIN/lowbit_tests_gpu_model"
-step multigpu_model_tests 120 "$BIN/lowbit_tests_multigpu_model"
+step gpu_model_tests 60 "$BIN/lowbit_tests_gpu_model"
+step multigpu_model_tests 90 "$BIN/lowbit_tests_multigpu_model"
 batches=8,32
 [ "${QUICK:-0}" = 1 ] && batches=8
-step bench_ttft 200 "$BIN/lowbit" bench ttft --batch "$batches" --out "$OUT/ttft"
+step bench_ttft 180 "$BIN/lowbit" bench ttft --batch "$batches" --out "$OUT/ttft"
 echo "=== model summary ==="
 printf "$summary"
 [ -f "$OUT/ttft.md" ] && cat "$OUT/ttft.md"
