@@ -4,8 +4,13 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -367,6 +372,132 @@ TEST(AllreduceMultiGpuNccl, CreateFromNcclThreads) {
   for (Mode m : {Mode::kTwoShot, Mode::kNccl}) run_case(rk, m, DType::kF16, 128, 100000, false, true, seed++);
   for (int r = 0; r < N; ++r) rk.comms[r].reset();
   for (int r = 0; r < N; ++r) ncclCommDestroy(nc[r]);
+}
+
+
+// ---- create_from_nccl across two processes (the MPI path: CUDA IPC) --------------------
+// The parent forks + execs this binary with LOWBIT_AR_ROLE=1 running only ChildRole; the
+// ncclUniqueId goes through a temp file. Each process runs rank (role) on GPU (role).
+int run_process_rank(int rank, const std::string& id_file) {
+  const int N = 2;
+  ncclUniqueId id;
+  if (rank == 0) {
+    if (ncclGetUniqueId(&id) != ncclSuccess) return 10;
+    std::ofstream(id_file + ".tmp", std::ios::binary).write(reinterpret_cast<const char*>(&id), sizeof id);
+    std::rename((id_file + ".tmp").c_str(), id_file.c_str());
+  } else {
+    bool got = false;
+    for (int i = 0; i < 3000 && !got; ++i) {  // bounded: 30 s
+      std::ifstream f(id_file, std::ios::binary);
+      if (f && f.read(reinterpret_cast<char*>(&id), sizeof id)) got = true;
+      else usleep(10000);
+    }
+    if (!got) return 11;
+  }
+  if (cudaSetDevice(rank) != cudaSuccess) return 12;
+  ncclComm_t nc;
+  if (ncclCommInitRank(&nc, N, id, rank) != ncclSuccess) return 13;
+  std::unique_ptr<Communicator> comm;
+  Status st = Communicator::create_from_nccl(nc, Config{}, &comm);
+  if (!st.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, st.to_string().c_str());
+    return 14;
+  }
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  int rc = 0;
+  const size_t n = (size_t{1} << 20) + 77;
+  uint16_t *in = nullptr, *out = nullptr;
+  uint32_t* seed_d = nullptr;
+  cudaMalloc(&in, n * 2);
+  cudaMalloc(&out, n * 2);
+  cudaMalloc(&seed_d, 4);
+  uint32_t seed = 4242;
+  cudaMemcpy(seed_d, &seed, 4, cudaMemcpyHostToDevice);
+  for (Mode m : {Mode::kQ4Q8, Mode::kTwoShot, Mode::kOneShot, Mode::kQ8Q8, Mode::kQ4Q4, Mode::kNccl}) {
+    const DType t = DType::kBF16;
+    Options o;
+    o.mode = m;
+    Mode ran = comm->resolve_mode(n, t, o);
+    if (rank == 0) std::printf("2-process create_from_nccl: %s runs as %s\n", mode_name(m), mode_name(ran));
+    if (m != Mode::kNccl && ran == Mode::kNccl) rc = 20;  // IPC must work between processes of one host
+    cudaMemsetAsync(out, 0xFF, n * 2, s);
+    fill_kernel<<<256, 256, 0, s>>>(in, n, seed_d, rank, t, m == Mode::kNccl);
+    st = comm->allreduce(in, out, n, t, o, s);
+    if (!st.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, st.to_string().c_str());
+      return 21;
+    }
+    cudaStreamSynchronize(s);
+    st = comm->check_peer_error();
+    if (!st.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, st.to_string().c_str());
+      return 22;
+    }
+    std::vector<std::vector<uint16_t>> x(N, std::vector<uint16_t>(n)), want(N, std::vector<uint16_t>(n));
+    std::vector<uint16_t> got(n);
+    cudaMemcpy(got.data(), out, n * 2, cudaMemcpyDeviceToHost);
+    std::vector<const uint16_t*> xi;
+    std::vector<uint16_t*> wo;
+    for (int r = 0; r < N; ++r) {
+      for (size_t i = 0; i < n; ++i) x[r][i] = gen_value(seed, r, i, t, m == Mode::kNccl);
+      xi.push_back(x[r].data());
+      wo.push_back(want[r].data());
+    }
+    if (!reference_allreduce(ran == Mode::kNccl ? Mode::kTwoShot : ran, 128, t, xi, wo, n).ok()) return 23;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i) bad += got[i] != want[0][i];
+    if (bad) {
+      std::fprintf(stderr, "rank %d: %s: %zu of %zu elements differ from the reference\n", rank, mode_name(m), bad, n);
+      rc = 24;
+    }
+  }
+  cudaFree(in);
+  cudaFree(out);
+  cudaFree(seed_d);
+  comm.reset();
+  ncclCommDestroy(nc);
+  return rc;
+}
+
+TEST(AllreduceMultiGpuNccl, ChildRole) {
+  const char* role = std::getenv("LOWBIT_AR_ROLE");
+  if (!role) GTEST_SKIP() << "only runs as the child of CreateFromNcclTwoProcesses";
+  const char* f = std::getenv("LOWBIT_AR_ID_FILE");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(run_process_rank(std::atoi(role), f), 0);
+}
+
+TEST(AllreduceMultiGpuNccl, CreateFromNcclTwoProcesses) {
+  if (std::getenv("LOWBIT_AR_ROLE")) GTEST_SKIP() << "child";
+  char exe[4096] = {};
+  ASSERT_GT(readlink("/proc/self/exe", exe, sizeof exe - 1), 0);
+  std::string id_file = "/tmp/lowbit_ar_id_" + std::to_string(getpid());
+  std::remove(id_file.c_str());
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("LOWBIT_AR_ROLE", "1", 1);
+    setenv("LOWBIT_AR_ID_FILE", id_file.c_str(), 1);
+    execl(exe, exe, "--gtest_filter=AllreduceMultiGpuNccl.ChildRole", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int rc = run_process_rank(0, id_file);
+  int status = 0;
+  // Bounded wait for the child (its own waits are bounded too).
+  bool done = false;
+  for (int i = 0; i < 6000 && !done; ++i) {
+    if (waitpid(pid, &status, WNOHANG) == pid) done = true;
+    else usleep(10000);
+  }
+  if (!done) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  std::remove(id_file.c_str());
+  EXPECT_TRUE(done) << "child did not finish within 60 s";
+  EXPECT_EQ(rc, 0) << "rank 0 (this process) failed";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
 }
 
 }  // namespace
