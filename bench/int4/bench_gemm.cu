@@ -93,6 +93,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     const size_t wbf_bytes = static_cast<size_t>(sh.n) * sh.k * 2;
     const int bcopies = rotation_copies(wbf_bytes, 8);
     std::vector<DevBuf> wbf;
+    cudaDeviceSynchronize();  // fills ran on the default stream; `stream` does not wait for it
     for (int c = 0; c < bcopies; ++c) {
       wbf.emplace_back(wbf_bytes);
       st = dequantize(w4[c % copies]->view, wbf.back().as<uint16_t>(), stream);
@@ -109,6 +110,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
       size_t wsb = 0;
       (void)gemm_workspace_size(ws, m, &wsb);
       DevBuf work(wsb);
+      cudaDeviceSynchronize();  // x fill (default stream) before `stream` uses it
       int call = 0;
       auto run_int4 = [&](cudaStream_t s) {
         GemmArgs a;

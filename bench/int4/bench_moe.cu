@@ -93,6 +93,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
     const size_t b13 = static_cast<size_t>(sh.E) * 2 * sh.I * sh.H * 2, b2 = static_cast<size_t>(sh.E) * sh.H * sh.I * 2;
     const int bcopies = rotation_copies((b13 + b2) / sh.E * std::min(sh.E, sh.topk), 4);
     std::vector<DevBuf> f13, f2;
+    cudaDeviceSynchronize();  // fills ran on the default stream; `stream` does not wait for it
     for (int c = 0; c < bcopies; ++c) {
       f13.emplace_back(b13);
       f2.emplace_back(b2);
@@ -130,6 +131,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
           ba(static_cast<size_t>(P) * sh.I * 2), by(static_cast<size_t>(P) * sh.H * 2);
       fill_act(bx.p, static_cast<size_t>(P) * sh.H, 7u, act, 0.1f, 1.f);
       fill_act(ba.p, static_cast<size_t>(P) * sh.I, 8u, act, 0.1f, 1.f);
+      cudaDeviceSynchronize();  // fills (default stream) before `stream` uses them
       int call = 0, bcall = 0;
       auto run_int4 = [&](cudaStream_t s) {
         MoeArgs a;

@@ -94,7 +94,8 @@ __device__ __forceinline__ void dequant_word(uint32_t word, const OctetParams<T>
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const uint32_t t = lop3_and_or(word >> (4 * j), 0x000F000Fu, Act<T>::kMagic);
-    out[j] = __hmul2(__hsub2(bits_as<T2>(t), p.zb[j]), p.s[j]);
+    // _rn: never contracted into an fma with a neighbouring add (one rounding, as specified).
+    out[j] = __hmul2_rn(__hsub2(bits_as<T2>(t), p.zb[j]), p.s[j]);
   }
 }
 

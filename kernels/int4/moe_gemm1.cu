@@ -95,6 +95,9 @@ Status moe_gemm1(const void* x, const KernelWeightsView& w13, const int32_t* sor
                    "int4::moe_gemm1: needs 2I %% 16 == 0 and H %% 32 == 0 (2I=%d H=%d)", w13.shape.n, w13.shape.k);
   LOWBIT_CHECK_ARG(m >= 1 && topk >= 1 && block_m >= 1 && block_m <= 128, "int4::moe_gemm1: m=%d topk=%d block_m=%d", m,
                    topk, block_m);
+  LOWBIT_CHECK_ARG(moe_max_padded(m, topk, w13.shape.experts, block_m) / block_m <= 65535,
+                   "int4::moe_gemm1: %lld sorted blocks exceed the grid limit 65535 (raise block_m)",
+                   static_cast<long long>(moe_max_padded(m, topk, w13.shape.experts, block_m) / block_m));
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   LOWBIT_CUDA_RETURN(w13.shape.act == DType::kF16
                          ? kern::launch<__half>(x, w13, sorted_ids, expert_ids, num_post_padded, m, topk, block_m, inter, st)

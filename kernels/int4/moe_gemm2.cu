@@ -88,6 +88,9 @@ Status moe_gemm2(const void* inter, const KernelWeightsView& w2, const int32_t* 
                    "int4::moe_gemm2: needs H %% 8 == 0 and I %% 32 == 0 (H=%d I=%d)", w2.shape.n, w2.shape.k);
   LOWBIT_CHECK_ARG(m >= 1 && topk >= 1 && block_m >= 1 && block_m <= 128, "int4::moe_gemm2: m=%d topk=%d block_m=%d", m,
                    topk, block_m);
+  LOWBIT_CHECK_ARG(moe_max_padded(m, topk, w2.shape.experts, block_m) / block_m <= 65535,
+                   "int4::moe_gemm2: %lld sorted blocks exceed the grid limit 65535 (raise block_m)",
+                   static_cast<long long>(moe_max_padded(m, topk, w2.shape.experts, block_m) / block_m));
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   LOWBIT_CUDA_RETURN(w2.shape.act == DType::kF16
                          ? kern::launch<__half>(inter, w2, sorted_ids, expert_ids, num_post_padded, topk_weights, m,
