@@ -12,7 +12,11 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -28,14 +32,18 @@
 namespace lowbit::allreduce {
 namespace {
 
+// Input element i of rank r (the host regenerates any rank's input for the reference).
+__host__ __device__ inline uint16_t bench_value(size_t i, int rank, DType t) {
+  uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ (static_cast<uint32_t>(rank) * 0x9E3779B9u);
+  h ^= h >> 15;
+  h *= 2246822519u;
+  h ^= h >> 13;
+  return float_to_half_bits(t, static_cast<float>(h & 0xFFFF) / 8192.0f - 4.0f);
+}
+
 __global__ void fill_input(uint16_t* x, size_t n, int rank, DType t) {
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ (static_cast<uint32_t>(rank) * 0x9E3779B9u);
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    x[i] = float_to_half_bits(t, static_cast<float>(h & 0xFFFF) / 8192.0f - 4.0f);
-  }
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    x[i] = bench_value(i, rank, t);
 }
 
 struct Dev {
@@ -94,19 +102,37 @@ double bytes_sent(Mode m, size_t count, int N, int G) {
   }
 }
 
+// The ranks this process drives: all of them (single process) or one (--launcher env).
 struct Ctx {
-  int N = 0;
-  std::vector<std::unique_ptr<Communicator>> comms;
-  std::vector<Dev> dev;
+  int N = 0;                      // world size
+  std::vector<int> rank_of;       // local index -> global rank
+  std::vector<int> device_of;     // local index -> CUDA device
+  std::vector<std::unique_ptr<Communicator>> comms;  // local
+  std::vector<Dev> dev;                              // local
+  ncclComm_t world = nullptr;  // --launcher env: to combine results across processes
+  double* scratch = nullptr;   // device double on local rank 0's device
   int iters = 20, reps = 10;
+  int L() const { return static_cast<int>(comms.size()); }
+  bool root() const { return rank_of[0] == 0; }
 };
+
+// Across processes (env launcher): max or sum of a per-process value.
+Status combine(Ctx& c, double* v, ncclRedOp_t op) {
+  if (!c.world) return Status::Ok();
+  LOWBIT_CUDA_RETURN(cudaSetDevice(c.device_of[0]));
+  LOWBIT_CUDA_RETURN(cudaMemcpy(c.scratch, v, sizeof(double), cudaMemcpyHostToDevice));
+  LOWBIT_NCCL_RETURN(ncclAllReduce(c.scratch, c.scratch, 1, ncclFloat64, op, c.world, c.dev[0].stream));
+  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(v, c.scratch, sizeof(double), cudaMemcpyDeviceToHost, c.dev[0].stream));
+  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(c.dev[0].stream));
+  return Status::Ok();
+}
 
 // Enqueue one all-reduce on every rank (inside an NCCL group: one thread drives all GPUs).
 Status enqueue_all(Ctx& c, size_t count, DType t, const Options& o) {
   if (ncclGroupStart() != ncclSuccess) return make_status(StatusCode::kNcclError, "ncclGroupStart failed");
   Status st;
-  for (int r = 0; r < c.N && st.ok(); ++r) {
-    cudaSetDevice(r);
+  for (int r = 0; r < c.L() && st.ok(); ++r) {
+    cudaSetDevice(c.device_of[r]);
     st = c.comms[r]->allreduce(c.dev[r].in, c.dev[r].out, count, t, o, c.dev[r].stream);
   }
   if (ncclGroupEnd() != ncclSuccess && st.ok()) st = make_status(StatusCode::kNcclError, "ncclGroupEnd failed");
@@ -114,41 +140,41 @@ Status enqueue_all(Ctx& c, size_t count, DType t, const Options& o) {
 }
 
 Status time_mode(Ctx& c, size_t count, DType t, const Options& o, double* us) {
-  std::vector<cudaGraph_t> g(c.N);
-  std::vector<cudaGraphExec_t> ex(c.N);
-  for (int r = 0; r < c.N; ++r) {
-    LOWBIT_CUDA_RETURN(cudaSetDevice(r));
+  std::vector<cudaGraph_t> g(c.L());
+  std::vector<cudaGraphExec_t> ex(c.L());
+  for (int r = 0; r < c.L(); ++r) {
+    LOWBIT_CUDA_RETURN(cudaSetDevice(c.device_of[r]));
     LOWBIT_CUDA_RETURN(cudaStreamBeginCapture(c.dev[r].stream, cudaStreamCaptureModeThreadLocal));
   }
   Status st;
   for (int k = 0; k < c.iters && st.ok(); ++k) st = enqueue_all(c, count, t, o);
-  for (int r = 0; r < c.N; ++r) {
-    cudaSetDevice(r);
+  for (int r = 0; r < c.L(); ++r) {
+    cudaSetDevice(c.device_of[r]);
     cudaError_t e = cudaStreamEndCapture(c.dev[r].stream, &g[r]);
     if (st.ok() && e != cudaSuccess) st = make_status(StatusCode::kCudaError, "capture failed: %s", cudaGetErrorString(e));
   }
   LOWBIT_RETURN_IF_ERROR(st);
-  for (int r = 0; r < c.N; ++r) {
-    LOWBIT_CUDA_RETURN(cudaSetDevice(r));
+  for (int r = 0; r < c.L(); ++r) {
+    LOWBIT_CUDA_RETURN(cudaSetDevice(c.device_of[r]));
     LOWBIT_CUDA_RETURN(cudaGraphInstantiate(&ex[r], g[r], 0));
   }
-  std::vector<std::vector<double>> per(c.N);
+  std::vector<std::vector<double>> per(c.L());
   for (int rep = 0; rep < c.reps + 2; ++rep) {
-    for (int r = 0; r < c.N; ++r) {
-      cudaSetDevice(r);
+    for (int r = 0; r < c.L(); ++r) {
+      cudaSetDevice(c.device_of[r]);
       LOWBIT_CUDA_RETURN(cudaEventRecord(c.dev[r].a, c.dev[r].stream));
       LOWBIT_CUDA_RETURN(cudaGraphLaunch(ex[r], c.dev[r].stream));
       LOWBIT_CUDA_RETURN(cudaEventRecord(c.dev[r].b, c.dev[r].stream));
     }
-    for (int r = 0; r < c.N; ++r) {
-      cudaSetDevice(r);
+    for (int r = 0; r < c.L(); ++r) {
+      cudaSetDevice(c.device_of[r]);
       LOWBIT_CUDA_RETURN(cudaEventSynchronize(c.dev[r].b));
       float ms = 0;
       LOWBIT_CUDA_RETURN(cudaEventElapsedTime(&ms, c.dev[r].a, c.dev[r].b));
       if (rep >= 2) per[r].push_back(1000.0 * ms / c.iters);
     }
   }
-  for (int r = 0; r < c.N; ++r) {
+  for (int r = 0; r < c.L(); ++r) {
     LOWBIT_RETURN_IF_ERROR(c.comms[r]->check_peer_error());
     cudaGraphExecDestroy(ex[r]);
     cudaGraphDestroy(g[r]);
@@ -158,7 +184,7 @@ Status time_mode(Ctx& c, size_t count, DType t, const Options& o, double* us) {
     std::sort(v.begin(), v.end());
     *us = std::max(*us, v[v.size() / 2]);
   }
-  return Status::Ok();
+  return combine(c, us, ncclMax);
 }
 
 // #wrong on sampled windows (group aligned): vs reference and across ranks.
@@ -170,20 +196,22 @@ Status count_wrong(Ctx& c, size_t count, DType t, Mode algo, int G, size_t* wron
   if (count > W) starts.push_back((count - W) / 1024 * 1024);
   for (size_t s0 : starts) {
     size_t m = std::min(W, count - s0);
-    std::vector<std::vector<uint16_t>> x(c.N, std::vector<uint16_t>(m)), y(c.N, std::vector<uint16_t>(m)),
+    std::vector<std::vector<uint16_t>> x(c.N, std::vector<uint16_t>(m)), y(c.L(), std::vector<uint16_t>(m)),
         want(c.N, std::vector<uint16_t>(m));
     std::vector<const uint16_t*> xi;
     std::vector<uint16_t*> wo;
     for (int r = 0; r < c.N; ++r) {
-      LOWBIT_CUDA_RETURN(cudaSetDevice(r));
-      LOWBIT_CUDA_RETURN(cudaStreamSynchronize(c.dev[r].stream));
-      LOWBIT_CUDA_RETURN(cudaMemcpy(x[r].data(), c.dev[r].in + s0, m * 2, cudaMemcpyDeviceToHost));
-      LOWBIT_CUDA_RETURN(cudaMemcpy(y[r].data(), c.dev[r].out + s0, m * 2, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < m; ++i) x[r][i] = bench_value(s0 + i, r, t);
       xi.push_back(x[r].data());
       wo.push_back(want[r].data());
     }
+    for (int r = 0; r < c.L(); ++r) {
+      LOWBIT_CUDA_RETURN(cudaSetDevice(c.device_of[r]));
+      LOWBIT_CUDA_RETURN(cudaStreamSynchronize(c.dev[r].stream));
+      LOWBIT_CUDA_RETURN(cudaMemcpy(y[r].data(), c.dev[r].out + s0, m * 2, cudaMemcpyDeviceToHost));
+    }
     LOWBIT_RETURN_IF_ERROR(reference_allreduce(algo == Mode::kNccl ? Mode::kTwoShot : algo, G, t, xi, wo, m));
-    for (int r = 0; r < c.N; ++r) {
+    for (int r = 0; r < c.L(); ++r) {
       for (size_t i = 0; i < m; ++i) {
         bool ok = y[r][i] == y[0][i];
         if (algo == Mode::kNccl) {
@@ -197,6 +225,9 @@ Status count_wrong(Ctx& c, size_t count, DType t, Mode algo, int G, size_t* wron
       }
     }
   }
+  double w = static_cast<double>(*wrong);
+  LOWBIT_RETURN_IF_ERROR(combine(c, &w, ncclSum));
+  *wrong = static_cast<size_t>(w);
   return Status::Ok();
 }
 
@@ -215,12 +246,13 @@ int run(const std::vector<std::string>& argv) {
     std::fprintf(stderr,
                  "%s\nusage: lowbit bench allreduce [--sizes 16K:1G] [--modes all|nccl,oneshot,...] [--dtype bf16]\n"
                  "       [--group 128] [--gpus N] [--iters 20] [--reps 10] [--buffer 64M] [--tune]\n"
-                 "       [--out docs/benchmarks/allreduce]\n",
+                 "       [--out docs/benchmarks/allreduce] [--launcher env --rendezvous FILE]\n",
                  args.error().c_str());
     return args.ok() ? 0 : 2;
   }
-  if (args.has("launcher")) {
-    std::fprintf(stderr, "bench allreduce: --launcher env is not implemented yet (use the single-process mode)\n");
+  const bool env_launch = args.has("launcher");
+  if (env_launch && (args.get("launcher") != "env" || !args.has("rendezvous"))) {
+    std::fprintf(stderr, "bench allreduce: --launcher env --rendezvous FILE (the only launcher mode)\n");
     return 2;
   }
   uint64_t lo = 16 << 10, hi = 1ull << 30;
@@ -274,24 +306,78 @@ int run(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "bench allreduce: %s\n", args.error().c_str());
     return 2;
   }
-  if (N < 1 || N > ngpu || N > 8) {
-    std::fprintf(stderr, "bench allreduce: --gpus %d but %d GPUs visible (1..8)\n", N, ngpu);
-    return 2;
-  }
-  c.N = N;
-  std::vector<int> devs;
-  for (int i = 0; i < N; ++i) devs.push_back(i);
   Config cfg;
   cfg.buffer_bytes = buffer;
-  Status st = Communicator::create_single_process(devs, cfg, &c.comms);
+  Status st;
+  if (env_launch) {
+    // One process per GPU: rank/size from the launcher's environment; rank 0 publishes the
+    // ncclUniqueId in the rendezvous file (tmp + rename), the others poll it (bounded).
+    auto env_int = [](std::initializer_list<const char*> names, int def) {
+      for (const char* n : names)
+        if (const char* v = std::getenv(n)) return std::atoi(v);
+      return def;
+    };
+    const int rank = env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK"}, -1);
+    N = env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"}, -1);
+    const int local = env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"}, rank);
+    if (rank < 0 || N < 1 || rank >= N || local < 0 || local >= ngpu) {
+      std::fprintf(stderr, "bench allreduce: --launcher env: rank %d, size %d, local rank %d, %d GPUs visible\n", rank,
+                   N, local, ngpu);
+      return 2;
+    }
+    const std::string file = args.get("rendezvous");
+    ncclUniqueId id;
+    if (rank == 0) {
+      ncclGetUniqueId(&id);
+      FILE* f = std::fopen((file + ".tmp").c_str(), "wb");
+      if (!f || std::fwrite(&id, sizeof id, 1, f) != 1) {
+        std::fprintf(stderr, "bench allreduce: cannot write %s.tmp\n", file.c_str());
+        return 1;
+      }
+      std::fclose(f);
+      std::rename((file + ".tmp").c_str(), file.c_str());
+    } else {
+      bool got = false;
+      for (int i = 0; i < 6000 && !got; ++i) {  // 60 s
+        if (FILE* f = std::fopen(file.c_str(), "rb")) {
+          got = std::fread(&id, sizeof id, 1, f) == 1;
+          std::fclose(f);
+        }
+        if (!got) usleep(10000);
+      }
+      if (!got) {
+        std::fprintf(stderr, "bench allreduce: rank %d: no ncclUniqueId in %s after 60 s\n", rank, file.c_str());
+        return 1;
+      }
+    }
+    cudaSetDevice(local);
+    if (ncclCommInitRank(&c.world, N, id, rank) != ncclSuccess) {
+      std::fprintf(stderr, "bench allreduce: rank %d: ncclCommInitRank failed\n", rank);
+      return 1;
+    }
+    c.comms.resize(1);
+    st = Communicator::create_from_nccl(c.world, cfg, &c.comms[0]);
+    c.rank_of = {rank};
+    c.device_of = {local};
+    cudaMalloc(&c.scratch, sizeof(double));
+  } else {
+    if (N < 1 || N > ngpu || N > 8) {
+      std::fprintf(stderr, "bench allreduce: --gpus %d but %d GPUs visible (1..8)\n", N, ngpu);
+      return 2;
+    }
+    std::vector<int> devs;
+    for (int i = 0; i < N; ++i) devs.push_back(i), c.rank_of.push_back(i), c.device_of.push_back(i);
+    st = Communicator::create_single_process(devs, cfg, &c.comms);
+  }
+  c.N = N;
   if (!st.ok()) {
     std::fprintf(stderr, "bench allreduce: %s\n", st.to_string().c_str());
     return 1;
   }
-  c.dev.resize(N);
+  c.dev.resize(c.L());
   const size_t max_count = hi / 2;
-  for (int r = 0; r < N; ++r) {
-    cudaSetDevice(r);
+  for (int r = 0; r < c.L(); ++r) {
+    cudaSetDevice(c.device_of[r]);
     Dev& d = c.dev[r];
     if (cudaMalloc(&d.in, max_count * 2) != cudaSuccess || cudaMalloc(&d.out, max_count * 2) != cudaSuccess) {
       std::fprintf(stderr, "bench allreduce: out of memory for %zu-byte buffers\n", max_count * 2);
@@ -300,10 +386,13 @@ int run(const std::vector<std::string>& argv) {
     cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking);
     cudaEventCreate(&d.a);
     cudaEventCreate(&d.b);
-    fill_input<<<1024, 256, 0, d.stream>>>(d.in, max_count, r, t);
+    fill_input<<<1024, 256, 0, d.stream>>>(d.in, max_count, c.rank_of[r], t);
   }
+  // The root prints and writes; every process measures.
+  if (!c.root()) std::freopen("/dev/null", "w", stdout);
   double peer_gbps = 0;
-  st = measure_peer_bandwidth(N, &peer_gbps);
+  // Needs two GPUs in this process (not measured with --launcher env: floor columns are 0).
+  st = measure_peer_bandwidth(c.L(), &peer_gbps);
   if (!st.ok()) {
     std::fprintf(stderr, "bench allreduce: %s\n", st.to_string().c_str());
     return 1;
@@ -398,17 +487,19 @@ int run(const std::vector<std::string>& argv) {
   rec["dtype"] = dtype_name(t);
   rec["group_size"] = G;
   rec["auto_rows"] = auto_rows;
-  bench::write_results(prefix, rec, rows, table.markdown(),
+  if (c.root()) bench::write_results(prefix, rec, rows, table.markdown(),
                        {{"x", "bytes"}, {"y", "time_us"}, {"series", "mode"}, {"logx", true}, {"logy", true},
                         {"title", "all-reduce time per call, " + std::to_string(N) + " GPUs, " + dtype_name(t)}});
-  for (int r = 0; r < N; ++r) {
-    cudaSetDevice(r);
+  for (int r = 0; r < c.L(); ++r) {
+    cudaSetDevice(c.device_of[r]);
     cudaFree(c.dev[r].in);
     cudaFree(c.dev[r].out);
     cudaStreamDestroy(c.dev[r].stream);
     cudaEventDestroy(c.dev[r].a);
     cudaEventDestroy(c.dev[r].b);
   }
+  c.comms.clear();
+  if (c.world) ncclCommDestroy(c.world);
   if (failures) std::printf("bench allreduce: %d FAILED measurements or wrong outputs\n", failures);
   return failures ? 1 : 0;
 }
