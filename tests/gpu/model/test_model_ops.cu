@@ -109,8 +109,8 @@ TEST(ModelOps, RopeAdjacentPairs) {
   dp.put(std::vector<int32_t>(pos.begin(), pos.end()));
   ASSERT_OK(gpu::rope(B(*dx), stride, T, nh, hd, dp.p, 10000.0f, 0));
   auto got = ref::from_bf16_bits(dx->get());
-  // Angles up to ~1000 rad in fp32 carry ~6e-5 rad error; output rounds once to bf16.
-  expect_close_rel(got, want, 1.0 / 128, 2.0 * 2e-4, "rope");
+  // Angles up to ~1000 rad in fp32 carry ~1.2e-4 rad error (x |v| <= 2.9); output rounds once to bf16.
+  expect_close_rel(got, want, 1.0 / 128, 1e-3, "rope");
   for (int t = 0; t < T; ++t)
     for (int i = nh * hd; i < stride; ++i) ASSERT_EQ(got[size_t(t) * stride + i], x[size_t(t) * stride + i]);
   EXPECT_FALSE(gpu::rope(B(*dx), stride, T, nh, 15, dp.p, 10000.0f, 0).ok());
@@ -185,8 +185,8 @@ TEST(ModelOps, LinearBf16AndFp32Out) {
   ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
   Dev<float> y32(size_t(T) * N);
   ASSERT_OK(gpu::linear(h, B(*dx), K, B(*dw), y32.p, true, N, T, N, K));
-  // fp32 accumulation of K = 80 products of bf16-exact values: error ~ K * 2^-24 * sum|xw|.
-  expect_close_rel(y32.get(), want, 1e-5, 1e-4, "linear fp32");
+  // fp32 accumulation of K = 80 exact products (bf16 x bf16): worst case ~ K * 2^-24 * sum|xw| ~ 1e-4.
+  expect_close_rel(y32.get(), want, 1e-5, 5e-4, "linear fp32");
   Dev<uint16_t> y16(size_t(T) * N);
   ASSERT_OK(gpu::linear(h, B(*dx), K, B(*dw), B(y16), false, N, T, N, K));
   expect_close_rel(ref::from_bf16_bits(y16.get()), want, 1.0 / 128, 1e-4, "linear bf16");
