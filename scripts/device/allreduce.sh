@@ -2,7 +2,8 @@
 # GPU round of the all-reduce component, on a 2x H200 machine (any N >= 2 works).
 # env: BIN = directory with lowbit_tests_multigpu_allreduce and lowbit; OUT = results dir.
 # Runs the multi-GPU tests (gtest XML + log), then the benchmark over 16K..1G.
-# Budget: < 5 minutes (tests ~1-2 min, bench ~1-2 min); each part is bounded by `timeout`.
+# Budget: < 5 minutes nominal (tests ~1-2 min, bench ~1-2 min, tune ~1 min, env-launcher
+# bench ~20 s); each part is bounded by `timeout` (worst case 180+150+120+90 s).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 : "${BIN:?set BIN to the directory with the built binaries}"
@@ -30,6 +31,18 @@ timeout 120 "$BIN/lowbit" bench allreduce --sizes 1M:256M --modes twoshot,q8q8,q
 tune_rc=$?
 grep -E "^tune|^    \{" "$OUT/allreduce_tune.log" || tail -n 20 "$OUT/allreduce_tune.log"
 
-echo "== summary: tests rc=$test_rc (124 = timed out), bench rc=$bench_rc, tune rc=$tune_rc"
+echo "== bench with --launcher env (2 processes, create_from_nccl / CUDA IPC)"
+rm -f "$OUT/allreduce_rdv"
+( RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 timeout 90 "$BIN/lowbit" bench allreduce --launcher env \
+    --rendezvous "$OUT/allreduce_rdv" --sizes 1M:64M --modes twoshot,q4q8 --iters 5 --reps 3 \
+    --out "$OUT/allreduce_env_r1" > "$OUT/allreduce_env_rank1.log" 2>&1 ) &
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 timeout 90 "$BIN/lowbit" bench allreduce --launcher env \
+  --rendezvous "$OUT/allreduce_rdv" --sizes 1M:64M --modes twoshot,q4q8 --iters 5 --reps 3 \
+  --out "$OUT/allreduce_env" > "$OUT/allreduce_env.log" 2>&1
+env_rc=$?
+wait
+tail -n 15 "$OUT/allreduce_env.log"; tail -n 3 "$OUT/allreduce_env_rank1.log"
+
+echo "== summary: tests rc=$test_rc (124 = timed out), bench rc=$bench_rc, tune rc=$tune_rc, env-launcher rc=$env_rc"
 grep -E "^\[  (PASSED|FAILED)" "$OUT/allreduce_tests.log" || true
 exit $(( test_rc != 0 || bench_rc != 0 ))
