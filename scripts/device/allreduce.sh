@@ -3,7 +3,7 @@
 # env: BIN = directory with lowbit_tests_multigpu_allreduce and lowbit; OUT = results dir.
 # Runs the multi-GPU tests (gtest XML + log), then the benchmark over 16K..1G.
 # Budget: < 5 minutes nominal (tests ~1-2 min, bench ~1-2 min, tune ~1 min, env-launcher
-# bench ~20 s); each part is bounded by `timeout` (worst case 180+150+120+90 s).
+# bench ~20 s); each part is bounded by `timeout` (worst case 170+120+60+45 s).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 : "${BIN:?set BIN to the directory with the built binaries}"
@@ -14,29 +14,29 @@ export LOWBIT_SOURCE_DIR="$PWD"
 nvidia-smi topo -m > "$OUT/allreduce_topo.txt" 2>&1 || true
 
 echo "== multi-GPU tests"
-timeout 180 "$BIN/lowbit_tests_multigpu_allreduce" --gtest_output="xml:$OUT/allreduce_tests.xml" \
+timeout 170 "$BIN/lowbit_tests_multigpu_allreduce" --gtest_output="xml:$OUT/allreduce_tests.xml" \
   > "$OUT/allreduce_tests.log" 2>&1
 test_rc=$?
 tail -n 25 "$OUT/allreduce_tests.log"
 
 echo "== bench"
-timeout 150 "$BIN/lowbit" bench allreduce --sizes 16K:1G --iters 10 --reps 5 --out "$OUT/allreduce" \
+timeout 120 "$BIN/lowbit" bench allreduce --sizes 16K:1G --iters 10 --reps 5 --out "$OUT/allreduce" \
   > "$OUT/allreduce_bench.log" 2>&1
 bench_rc=$?
 cat "$OUT/allreduce_bench.log"
 
-echo "== bench --tune (num_sms sweep, 1M..256M, quantized + twoshot)"
-timeout 120 "$BIN/lowbit" bench allreduce --sizes 1M:256M --modes twoshot,q8q8,q4q8,q4q4 --iters 5 --reps 3 \
+echo "== bench --tune (num_sms sweep, 1M..64M, quantized + twoshot)"
+timeout 60 "$BIN/lowbit" bench allreduce --sizes 1M:64M --modes twoshot,q8q8,q4q8,q4q4 --iters 5 --reps 3 \
   --tune --out "$OUT/allreduce_tune" > "$OUT/allreduce_tune.log" 2>&1
 tune_rc=$?
 grep -E "^tune|^    \{" "$OUT/allreduce_tune.log" || tail -n 20 "$OUT/allreduce_tune.log"
 
 echo "== bench with --launcher env (2 processes, create_from_nccl / CUDA IPC)"
 rm -f "$OUT/allreduce_rdv"
-( RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 timeout 90 "$BIN/lowbit" bench allreduce --launcher env \
+( RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 timeout 45 "$BIN/lowbit" bench allreduce --launcher env \
     --rendezvous "$OUT/allreduce_rdv" --sizes 1M:64M --modes twoshot,q4q8 --iters 5 --reps 3 \
     --out "$OUT/allreduce_env_r1" > "$OUT/allreduce_env_rank1.log" 2>&1 ) &
-RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 timeout 90 "$BIN/lowbit" bench allreduce --launcher env \
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 timeout 45 "$BIN/lowbit" bench allreduce --launcher env \
   --rendezvous "$OUT/allreduce_rdv" --sizes 1M:64M --modes twoshot,q4q8 --iters 5 --reps 3 \
   --out "$OUT/allreduce_env" > "$OUT/allreduce_env.log" 2>&1
 env_rc=$?
