@@ -18,7 +18,7 @@ __global__ void __launch_bounds__(32 * kMoeKSlices)
                      const uint16_t* __restrict__ zeros, const int32_t* __restrict__ sorted_ids,
                      const int32_t* __restrict__ expert_ids, const int32_t* __restrict__ num_post_padded, int M,
                      int topk, int BM, int H, int I, int G, T* __restrict__ inter) {
-  __shared__ float red[kMoeKSlices][2 * kMoeRows * 8][33];
+  __shared__ float red[kMoeKGroups][2 * kMoeRows * 8][kMoeWords + 1];
   __shared__ int s_ids[128];
   __shared__ int s_valid;
   const int b = blockIdx.y;
@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(32 * kMoeKSlices)
   const int N = 2 * I, NG = H / G;
   const uint32_t* qe = qw + static_cast<size_t>(e) * H * (N / 8);
   const size_t so = static_cast<size_t>(e) * NG * N;
-  const int word = blockIdx.x * 32 + threadIdx.x;
+  const int word = blockIdx.x * kMoeWords + threadIdx.x % kMoeWords;
   const bool col_ok = word < I / 8;
   const int words[2] = {word, I / 8 + word};
   for (int r0 = 0; r0 < nvalid; r0 += kMoeRows) {
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(32 * kMoeKSlices)
       rows[m] = (r0 + m < nvalid) ? x + static_cast<size_t>(s_ids[r0 + m] / topk) * H : nullptr;
     float out[2][kMoeRows][8];
     moe_rows_dot<T, 2>(rows, H, G, N, qe, scales + so, zeros ? zeros + so : nullptr, words, col_ok, red, out);
-    if (threadIdx.y == 0 && col_ok) {
+    if (threadIdx.y == 0 && threadIdx.x < kMoeWords && col_ok) {  // K group 0 writes
 #pragma unroll
       for (int m = 0; m < kMoeRows; ++m) {
         if (r0 + m >= nvalid) break;

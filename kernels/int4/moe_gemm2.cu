@@ -16,7 +16,7 @@ __global__ void __launch_bounds__(32 * kMoeKSlices)
                      const int32_t* __restrict__ expert_ids, const int32_t* __restrict__ num_post_padded,
                      const float* __restrict__ topk_weights, int M, int topk, int BM, int H, int I, int G,
                      float* __restrict__ slot_out) {
-  __shared__ float red[kMoeKSlices][kMoeRows * 8][33];
+  __shared__ float red[kMoeKGroups][kMoeRows * 8][kMoeWords + 1];
   __shared__ int s_ids[128];
   __shared__ int s_valid;
   const int b = blockIdx.y;
@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(32 * kMoeKSlices)
   const int N = H, K = I, NG = K / G;
   const uint32_t* qe = qw + static_cast<size_t>(e) * K * (N / 8);
   const size_t so = static_cast<size_t>(e) * NG * N;
-  const int word = blockIdx.x * 32 + threadIdx.x;
+  const int word = blockIdx.x * kMoeWords + threadIdx.x % kMoeWords;
   const bool col_ok = word < N / 8;
   const int words[1] = {word};
   for (int r0 = 0; r0 < nvalid; r0 += kMoeRows) {
@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(32 * kMoeKSlices)
       rows[m] = (r0 + m < nvalid) ? inter + static_cast<size_t>(s_ids[r0 + m]) * K : nullptr;
     float out[1][kMoeRows][8];
     moe_rows_dot<T, 1>(rows, K, G, N, qe, scales + so, zeros ? zeros + so : nullptr, words, col_ok, red, out);
-    if (threadIdx.y == 0 && col_ok) {
+    if (threadIdx.y == 0 && threadIdx.x < kMoeWords && col_ok) {  // K group 0 writes
 #pragma unroll
       for (int m = 0; m < kMoeRows; ++m) {
         if (r0 + m >= nvalid) break;

@@ -8,21 +8,29 @@
 
 namespace lowbit::int4::kern {
 
+// Block: 32 x kMoeKSlices threads. Lane l owns word column (l & 7) of the block's 8 (64
+// output columns) and K group (l >> 3) + 4 * threadIdx.y of kMoeKGroups: narrow column
+// tiles so that decode (one token per expert) still spreads over many SMs; a warp reads 4
+// rows x 32 B (whole sectors).
 constexpr int kMoeKSlices = 4;
-constexpr int kMoeRows = 4;  // rows per pass (MT)
-constexpr int kMoeCols = 256;  // columns (32 words) per block
+constexpr int kMoeWords = 8;                      // words per block
+constexpr int kMoeKGroups = 4 * kMoeKSlices;      // K groups per block
+constexpr int kMoeRows = 4;                       // rows per pass (MT)
+constexpr int kMoeCols = 8 * kMoeWords;           // output columns per block
 
-// Block: (32, kMoeKSlices) threads. rows[m]: row base pointer or nullptr (row absent: zeros).
-// words[w]: the word column of this lane (valid when < nw). On return red[0..] is
-// overwritten; out[w][m][j] holds the full sum for column 8*words[w] + j (all threads).
+// rows[m]: row base pointer or nullptr (row absent: zeros). words[w]: the word column of
+// this lane (valid when col_ok). red is overwritten; out[w][m][j] holds the full sum for
+// column 8*words[w] + j in the lanes of K group 0 (lane < 8, threadIdx.y == 0), K groups
+// added in order; other lanes get zeros.
 template <typename T, int NW>
 __device__ __forceinline__ void moe_rows_dot(const T* const (&rows)[kMoeRows], int K, int G, int N,
                                              const uint32_t* __restrict__ qw, const uint16_t* __restrict__ scales,
                                              const uint16_t* __restrict__ zeros, const int (&words)[NW], bool col_ok,
-                                             float (*red)[NW * kMoeRows * 8][33], float (&out)[NW][kMoeRows][8]) {
+                                             float (*red)[NW * kMoeRows * 8][kMoeWords + 1], float (&out)[NW][kMoeRows][8]) {
   using T2 = typename Act<T>::T2;
   constexpr int MT = kMoeRows;
-  const int lane = threadIdx.x, ty = threadIdx.y;
+  const int wl = threadIdx.x % kMoeWords;
+  const int kg = threadIdx.x / kMoeWords + 4 * threadIdx.y;
   const int nw = N / 8;
   float acc[NW][MT][8];
 #pragma unroll
@@ -33,7 +41,7 @@ __device__ __forceinline__ void moe_rows_dot(const T* const (&rows)[kMoeRows], i
       for (int j = 0; j < 8; ++j) acc[w][m][j] = 0.f;
   if (col_ok) {
     const int chunks = K / kKernelKChunk;
-    for (int c = ty; c < chunks; c += kMoeKSlices) {
+    for (int c = kg; c < chunks; c += kMoeKGroups) {
       const int k0 = c * kKernelKChunk;
       OctetParams<T> p[NW];
 #pragma unroll
@@ -81,9 +89,9 @@ __device__ __forceinline__ void moe_rows_dot(const T* const (&rows)[kMoeRows], i
 #pragma unroll
     for (int m = 0; m < MT; ++m)
 #pragma unroll
-      for (int j = 0; j < 8; ++j) red[ty][(w * MT + m) * 8 + j][lane] = acc[w][m][j];
+      for (int j = 0; j < 8; ++j) red[kg][(w * MT + m) * 8 + j][wl] = acc[w][m][j];
   __syncthreads();
-  // Every thread reads back its own column's sums, slices added in order.
+  // Every lane reads back its word's sums, K groups added in order.
 #pragma unroll
   for (int w = 0; w < NW; ++w)
 #pragma unroll
@@ -91,8 +99,9 @@ __device__ __forceinline__ void moe_rows_dot(const T* const (&rows)[kMoeRows], i
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         float s = 0.f;
+        if (kg == 0)  // only K group 0 writes results; the others skip the read-back
 #pragma unroll
-        for (int t = 0; t < kMoeKSlices; ++t) s += red[t][(w * MT + m) * 8 + j][lane];
+          for (int t = 0; t < kMoeKGroups; ++t) s += red[t][(w * MT + m) * 8 + j][wl];
         out[w][m][j] = s;
       }
 }
