@@ -26,8 +26,17 @@ quick=()
 step gpu_int4_tests 100 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1
 step bench_gemm 70 "$BIN/lowbit" bench gemm "${quick[@]}" --out "$OUT/gemm"
 step bench_moe 70 "$BIN/lowbit" bench moe "${quick[@]}" --out "$OUT/moe"
+# SASS facts of the int4 kernels (tensor-core and LOP3 use, local-memory traffic).
+if command -v cuobjdump > /dev/null; then
+  cuobjdump --dump-sass "$BIN/lowbit_tests_gpu_int4" > "$OUT/sass.txt" 2>&1
+  for k in gemm_tc_kernel gemm_skinny_kernel moe_gemm1_kernel moe_gemm2_kernel; do
+    awk -v k="$k" '/Function :/ {on = index($0, k) > 0} on' "$OUT/sass.txt" > "$OUT/sass_$k.txt"
+    echo "sass $k: HMMA=$(grep -c HMMA "$OUT/sass_$k.txt") LOP3=$(grep -c LOP3 "$OUT/sass_$k.txt") LDL/STL=$(grep -cE 'LDL|STL' "$OUT/sass_$k.txt")"
+  done | tee "$OUT/sass_summary.txt"
+fi
 echo "=== int4 summary ==="
 printf "$summary"
 grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" | tail -5
 for f in gemm moe; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
 grep -h "total #wrong" "$OUT"/bench_*.log
+cat "$OUT/sass_summary.txt" 2>/dev/null
