@@ -28,11 +28,14 @@ step bench_gemm 70 "$BIN/lowbit" bench gemm "${quick[@]}" --out "$OUT/gemm"
 step bench_moe 70 "$BIN/lowbit" bench moe "${quick[@]}" --out "$OUT/moe"
 # SASS facts of the int4 kernels (tensor-core and LOP3 use, local-memory traffic).
 if command -v cuobjdump > /dev/null; then
-  cuobjdump --dump-sass "$BIN/lowbit_tests_gpu_int4" > "$OUT/sass.txt" 2>&1
+  sass=$(mktemp /tmp/int4-sass.XXXX)
+  cuobjdump --dump-sass "$BIN/lowbit_tests_gpu_int4" > "$sass" 2>&1
   for k in gemm_tc_kernel gemm_skinny_kernel moe_gemm1_kernel moe_gemm2_kernel; do
-    awk -v k="$k" '/Function :/ {on = index($0, k) > 0} on' "$OUT/sass.txt" > "$OUT/sass_$k.txt"
-    echo "sass $k: HMMA=$(grep -c HMMA "$OUT/sass_$k.txt") LOP3=$(grep -c LOP3 "$OUT/sass_$k.txt") LDL/STL=$(grep -cE 'LDL|STL' "$OUT/sass_$k.txt")"
+    awk -v k="$k" '/Function :/ {on = index($0, k) > 0} on' "$sass" > "$sass.k"
+    echo "sass $k: HMMA=$(grep -c HMMA "$sass.k") LOP3=$(grep -c LOP3 "$sass.k") LDL/STL=$(grep -cE 'LDL|STL' "$sass.k")"
   done | tee "$OUT/sass_summary.txt"
+  awk '/Function :/ {on = index($0, "gemm_tc_kernel") > 0} on' "$sass" | head -3000 > "$OUT/sass_gemm_tc.txt"
+  rm -f "$sass" "$sass.k"
 fi
 echo "=== int4 summary ==="
 printf "$summary"
