@@ -12,7 +12,7 @@ void put(int32_t* word, int slot, int v) {
 Status awq_to_kpacked(const AwqLinear& in, DType act, ScalePolicy policy, KPackedWeights* out, ConvertReport* report) {
   LOWBIT_CHECK_ARG(out != nullptr, "awq_to_kpacked: out is null");
   const int K = in.k, N = in.n;
-  LOWBIT_CHECK_ARG(K > 0 && N > 0, "awq: k=%d, n=%d must be positive", K, N);
+  LOWBIT_CHECK_ARG(K > 0 && N > 0 && K < (1 << 30) && N < (1 << 30), "awq: k=%d, n=%d must be in [1, 2^30)", K, N);
   LOWBIT_CHECK_ARG(N % 8 == 0, "awq: n=%d must be a multiple of 8 (qweight packs 8 columns per word)", N);
   LOWBIT_CHECK_ARG(K % 2 == 0, "awq: k=%d must be even", K);
   const int G = in.group_size == kPerChannel ? K : in.group_size;

@@ -12,7 +12,8 @@ void put(int32_t* word, int slot, int v) {
 Status ct_to_kpacked(const CtLinear& in, DType act, ScalePolicy policy, KPackedWeights* out, ConvertReport* report) {
   LOWBIT_CHECK_ARG(out != nullptr, "ct_to_kpacked: out is null");
   const int K = in.k, N = in.n;
-  LOWBIT_CHECK_ARG(K > 0 && N > 0, "compressed-tensors: weight_shape [N=%d, K=%d] must be positive", N, K);
+  LOWBIT_CHECK_ARG(K > 0 && N > 0 && K < (1 << 30) && N < (1 << 30),
+                   "compressed-tensors: weight_shape [N=%d, K=%d] must be positive and < 2^30", N, K);
   LOWBIT_CHECK_ARG(K % 2 == 0, "compressed-tensors: K=%d must be even for the K-packed layout", K);
   const int G = in.group_size == kPerChannel ? K : in.group_size;
   LOWBIT_CHECK_ARG(G > 0 && K % G == 0, "compressed-tensors: K=%d is not a multiple of group_size=%d", K, in.group_size);

@@ -18,7 +18,7 @@ Status gptq_to_kpacked(const GptqLinear& in, DType act, ScalePolicy policy, KPac
                        ConvertReport* report) {
   LOWBIT_CHECK_ARG(out != nullptr, "gptq_to_kpacked: out is null");
   const int K = in.k, N = in.n;
-  LOWBIT_CHECK_ARG(K > 0 && N > 0, "gptq: k=%d, n=%d must be positive", K, N);
+  LOWBIT_CHECK_ARG(K > 0 && N > 0 && K < (1 << 30) && N < (1 << 30), "gptq: k=%d, n=%d must be in [1, 2^30)", K, N);
   LOWBIT_CHECK_ARG(K % 8 == 0, "gptq: k=%d must be a multiple of 8 (qweight packs 8 rows per word)", K);
   const int G = in.group_size == kPerChannel ? K : in.group_size;
   LOWBIT_CHECK_ARG(G > 0 && K % G == 0, "gptq: k=%d is not a multiple of group_size=%d", K, in.group_size);

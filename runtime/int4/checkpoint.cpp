@@ -137,8 +137,10 @@ Status parse_config(const std::string& path, QuantConfig* qc) {
 }
 
 // Group size from the scale tensor's group count, checked against a configured value.
-Status resolve_group(int configured, int k, int ng, const std::string& layer, int* g) {
-  LOWBIT_CHECK_ARG(ng >= 1 && k % ng == 0, "layer '%s': K=%d not divisible by %d scale groups", layer.c_str(), k, ng);
+Status resolve_group(int configured, int k, int64_t ng64, const std::string& layer, int* g) {
+  LOWBIT_CHECK_ARG(ng64 >= 1 && ng64 <= k && k % ng64 == 0, "layer '%s': K=%d not divisible by %lld scale groups",
+                   layer.c_str(), k, static_cast<long long>(ng64));
+  const int ng = static_cast<int>(ng64);
   int inferred = ng == 1 ? kPerChannel : k / ng;
   if (configured == 0) {
     *g = inferred;
@@ -166,7 +168,7 @@ Status convert_gptq(const SafetensorsFile& f, const std::string& p, const QuantC
                    "layer '%s': qweight shape out of range", p.c_str());
   LOWBIT_CHECK_ARG(sc->shape[1] == g.n, "layer '%s': scales [%lld, %lld] do not match N=%d", p.c_str(),
                    (long long)sc->shape[0], (long long)sc->shape[1], g.n);
-  LOWBIT_RETURN_IF_ERROR(resolve_group(qc.group_size, g.k, static_cast<int>(sc->shape[0]), p, &g.group_size));
+  LOWBIT_RETURN_IF_ERROR(resolve_group(qc.group_size, g.k, sc->shape[0], p, &g.group_size));
   g.version = qc.format == CheckpointFormat::kGptqV2 ? GptqVersion::kV2 : GptqVersion::kV1;
   g.symmetric = qc.symmetric == -1 ? true : qc.symmetric == 1;
   LOWBIT_RETURN_IF_ERROR(read_i32(f, *qw, &g.qweight));
@@ -175,6 +177,12 @@ Status convert_gptq(const SafetensorsFile& f, const std::string& p, const QuantC
   if (gi) LOWBIT_RETURN_IF_ERROR(read_i32(f, *gi, &g.g_idx));
   L->in_bytes = qw->nbytes + sc->nbytes + (qz ? qz->nbytes : 0) + (gi ? gi->nbytes : 0);
   Status st = gptq_to_kpacked(g, o.act, o.scale_policy, w, &L->report);
+  if (qc.symmetric == -1 && !st.ok() && st.code() == StatusCode::kCorruptData && !g.qzeros.empty()) {
+    // Symmetry unknown (no config, no --sym/--asym): zeros that are not all 8 mean asymmetric.
+    g.symmetric = false;
+    L->report = {};
+    st = gptq_to_kpacked(g, o.act, o.scale_policy, w, &L->report);
+  }
   L->symmetric = g.symmetric;
   return st;
 }
@@ -192,7 +200,7 @@ Status convert_awq(const SafetensorsFile& f, const std::string& p, const QuantCo
   a.n = static_cast<int>(qw->shape[1] * 8);
   LOWBIT_CHECK_ARG(sc->shape[1] == a.n, "layer '%s': scales [%lld, %lld] do not match N=%d", p.c_str(),
                    (long long)sc->shape[0], (long long)sc->shape[1], a.n);
-  LOWBIT_RETURN_IF_ERROR(resolve_group(qc.group_size, a.k, static_cast<int>(sc->shape[0]), p, &a.group_size));
+  LOWBIT_RETURN_IF_ERROR(resolve_group(qc.group_size, a.k, sc->shape[0], p, &a.group_size));
   LOWBIT_RETURN_IF_ERROR(read_i32(f, *qw, &a.qweight));
   ScaleSource src;
   std::vector<float> s32;
@@ -220,7 +228,7 @@ Status convert_ct(const SafetensorsFile& f, const std::string& p, const QuantCon
   c.k = shape[1];
   LOWBIT_CHECK_ARG(ws->shape[0] == c.n, "layer '%s': weight_scale rows %lld != N=%d", p.c_str(), (long long)ws->shape[0],
                    c.n);
-  LOWBIT_RETURN_IF_ERROR(resolve_group(qc.group_size, c.k, static_cast<int>(ws->shape[1]), p, &c.group_size));
+  LOWBIT_RETURN_IF_ERROR(resolve_group(qc.group_size, c.k, ws->shape[1], p, &c.group_size));
   LOWBIT_RETURN_IF_ERROR(read_i32(f, *wp, &c.weight_packed));
   LOWBIT_RETURN_IF_ERROR(read_scales(f, *ws, &c.scale_source, &c.weight_scale, &c.weight_scale_f32));
   if (zp) LOWBIT_RETURN_IF_ERROR(read_i32(f, *zp, &c.weight_zero_point));
@@ -315,7 +323,10 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
     } else {
       st = make_status(StatusCode::kInvalidArgument, "format %s does not use .qweight", checkpoint_format_name(qc.format));
     }
-    if (!st.ok()) return Status(st.code(), "convert: layer '" + p + "': " + st.message());
+    if (!st.ok()) {
+      const bool named = st.message().find("'" + p + "'") != std::string::npos;
+      return Status(st.code(), named ? "convert: " + st.message() : "convert: layer '" + p + "': " + st.message());
+    }
     const WeightShape& s = w.shape;
     L.n = s.n;
     L.k = s.k;

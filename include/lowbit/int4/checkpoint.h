@@ -33,7 +33,7 @@ struct ConvertOptions {
   std::string config_path;  // optional HF config.json with "quantization_config"
   CheckpointFormat format = CheckpointFormat::kUnknown;  // kUnknown: config, else auto-detect
   int group_size = 0;        // 0: from config, else inferred from the scale shape
-  int symmetric = -1;        // -1: from config / zero tensors; 0/1 forced (GPTQ)
+  int symmetric = -1;        // -1: from config, else from the zeros (all z = 8: symmetric); 0/1 forced
   std::string layer_prefix;  // only layers whose prefix starts with this
   DType act = DType::kBF16;
   ScalePolicy scale_policy = ScalePolicy::kExact;

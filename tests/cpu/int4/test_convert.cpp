@@ -225,3 +225,59 @@ TEST(Convert, ErrorsAreNamed) {
   EXPECT_NE(convert_checkpoint(o, &sum).message().find("no quantized layers"), std::string::npos);
   std::remove(in.c_str());
 }
+
+// Mutated checkpoints (header and data bytes) must give a Status, never a crash; run under
+// ASan/UBSan in the sanitizer build.
+TEST(Convert, MutatedCheckpointsNeverCrash) {
+  const std::string in = tmp("fz.safetensors"), mut = tmp("fz_mut.safetensors"), out = tmp("fz_out.safetensors");
+  auto w = weight(16, 32, 16, false, DType::kF16, 9, 1);
+  GptqLinear g;
+  ASSERT_TRUE(kpacked_to_gptq(w, 0, GptqVersion::kV1, &g).ok());
+  Ckpt c;
+  add_gptq(&c, "x", g);
+  auto wc = weight(8, 16, 8, false, DType::kF16, 10);
+  CtLinear ct;
+  ASSERT_TRUE(kpacked_to_ct(wc, 0, &ct).ok());
+  c.add_i32("y.weight_packed", {8, 2}, ct.weight_packed);
+  c.add_h("y.weight_scale", TensorDType::kF16, {8, 2}, ct.weight_scale);
+  c.add_i32("y.weight_shape", {2}, {8, 16});
+  c.add_i32("y.weight_zero_point", {1, 2}, ct.weight_zero_point);
+  ASSERT_TRUE(c.write(in).ok());
+  std::ifstream f(in, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ConvertOptions o;
+  o.in_path = mut;
+  o.out_path = out;
+  o.format = CheckpointFormat::kGptqV1;
+  o.act = DType::kF16;
+  ConvertSummary sum;
+  {
+    std::ofstream m(mut, std::ios::binary);
+    m.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  Status st = convert_checkpoint(o, &sum);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  std::mt19937 rng(77);
+  int failures = 0;
+  for (int it = 0; it < 400; ++it) {
+    auto b = bytes;
+    for (int m = 0; m < 1 + static_cast<int>(rng() % 3); ++m) {
+      size_t i = rng() % b.size();
+      if (rng() % 2) b[i] = static_cast<char>(rng());
+      else b[i] = "0123456789[],"[rng() % 13];
+    }
+    {
+      std::ofstream m(mut, std::ios::binary | std::ios::trunc);
+      m.write(b.data(), static_cast<std::streamsize>(b.size()));
+    }
+    st = convert_checkpoint(o, &sum);
+    if (!st.ok()) {
+      ++failures;
+      EXPECT_FALSE(st.message().empty());
+    }
+  }
+  EXPECT_GT(failures, 0);
+  std::remove(in.c_str());
+  std::remove(mut.c_str());
+  std::remove(out.c_str());
+}
