@@ -12,6 +12,8 @@
 //     s16 = round_to_dtype(s)
 //     out = decode(C2, encode(C2, s16))      -- the same bytes on every rank
 //   so all ranks' outputs are bit-identical and equal the CPU reference bit for bit.
+// - Every rounding to the dtype turns NaN into the positive canonical NaN (0x7E00 fp16,
+//   0x7FC0 bf16): a NaN's sign is not preserved (GPU fp32 adds drop it).
 #pragma once
 
 #include <cstddef>

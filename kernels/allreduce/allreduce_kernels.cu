@@ -92,7 +92,7 @@ __device__ __forceinline__ void signal_all(const KernelArgs& a, size_t idx, uint
 }
 
 __device__ __forceinline__ float h2f(DType t, uint16_t h) { return half_bits_to_float(t, h); }
-__device__ __forceinline__ uint16_t f2h(DType t, float f) { return float_to_half_bits(t, f); }
+__device__ __forceinline__ uint16_t f2h(DType t, float f) { return proto::round_output(t, f); }
 
 // ---- raw (unquantized) pieces: 8 elements (16 bytes) per thread ----------------------
 __device__ __forceinline__ void copy_raw(const uint16_t* src, uint16_t* const* dst, int ndst, size_t n) {

@@ -131,7 +131,7 @@ void ProtocolSim::run_block(int rank, int tile, const proto::Plan& p, DType dtyp
           float v = decode_at(p.c1, dtype, me.mem.data() + proto::oneshot_offset(areas_, p, e, j, tile), p.ts, i);
           s = j == 0 ? v : s + v;
         }
-        out[sp.begin + i] = float_to_half_bits(dtype, s);
+        out[sp.begin + i] = proto::round_output(dtype, s);
       }
       continue;
     }
@@ -153,7 +153,7 @@ void ProtocolSim::run_block(int rank, int tile, const proto::Plan& p, DType dtyp
         float v = decode_at(p.c1, dtype, me.mem.data() + proto::recv_offset(areas_, p, r, tile), p.ts, i);
         s = r == 0 ? v : s + v;
       }
-      tmp[i] = float_to_half_bits(dtype, s);
+      tmp[i] = proto::round_output(dtype, s);
     }
     for (int j = 0; j < N; ++j) {
       Rank& dst = ranks_[static_cast<size_t>(j)];
@@ -165,7 +165,7 @@ void ProtocolSim::run_block(int rank, int tile, const proto::Plan& p, DType dtyp
       if (!wait_flag(rank, proto::flag2_index(tile, j), e, j, proto::kStepAllGather, c, st)) return;
       proto::Span sp = proto::tile_span(p, c, j, tile);
       const uint8_t* src = me.mem.data() + proto::gather_offset(areas_, p, j, tile);
-      for (size_t i = 0; i < sp.n; ++i) out[sp.begin + i] = float_to_half_bits(dtype, decode_at(p.c2, dtype, src, p.ts, i));
+      for (size_t i = 0; i < sp.n; ++i) out[sp.begin + i] = proto::round_output(dtype, decode_at(p.c2, dtype, src, p.ts, i));
     }
   }
   // The last block of this rank to finish advances the epoch base (as the kernel does).

@@ -103,7 +103,7 @@ Status reference_allreduce(Mode mode, int group_size, DType dtype, const std::ve
     for (size_t i = 0; i < n; ++i) {
       float s = half_bits_to_float(dtype, inputs[0][i]);
       for (size_t r = 1; r < N; ++r) s += half_bits_to_float(dtype, inputs[r][i]);
-      result[i] = float_to_half_bits(dtype, s);
+      result[i] = proto::round_output(dtype, s);
     }
   } else {
     codec::CodecSpec c1 = step1_codec(mode, group_size), c2 = step2_codec(mode, group_size);
@@ -118,9 +118,9 @@ Status reference_allreduce(Mode mode, int group_size, DType dtype, const std::ve
         roundtrip_group(c1, dtype, inputs[r] + g0, m, v.data());
         for (size_t i = 0; i < m; ++i) acc[i] = r == 0 ? v[i] : acc[i] + v[i];
       }
-      for (size_t i = 0; i < m; ++i) s16[i] = float_to_half_bits(dtype, acc[i]);
+      for (size_t i = 0; i < m; ++i) s16[i] = proto::round_output(dtype, acc[i]);
       roundtrip_group(c2, dtype, s16.data(), m, out.data());
-      for (size_t i = 0; i < m; ++i) result[g0 + i] = float_to_half_bits(dtype, out[i]);
+      for (size_t i = 0; i < m; ++i) result[g0 + i] = proto::round_output(dtype, out[i]);
     }
   }
   for (size_t r = 0; r < N; ++r) std::memcpy(outputs[r], result.data(), n * sizeof(uint16_t));

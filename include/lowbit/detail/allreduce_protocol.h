@@ -255,6 +255,14 @@ struct ErrorRecord {
   int32_t pad;
 };
 
+// fp32 -> output dtype for every sum and decoded value of the all-reduce. NaN becomes the
+// positive canonical NaN: the GPU's fp32 add returns a sign-less canonical NaN while the
+// host propagates the NaN operand's sign, so the sign of a NaN is not part of the contract.
+LOWBIT_HD uint16_t round_output(DType t, float v) {
+  if (v != v) return t == DType::kF16 ? kF16CanonicalNaN : kBF16CanonicalNaN;
+  return float_to_half_bits(t, v);
+}
+
 // Total order of 16-bit float bit patterns (-0 < +0), used for a group's min/max so that
 // every implementation picks the same stored min bits whatever its reduction order.
 LOWBIT_HD uint32_t half_order_key(uint16_t h) {
