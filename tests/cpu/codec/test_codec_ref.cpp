@@ -260,7 +260,9 @@ TEST(CodecRef, NanInfConfinedToTheirGroup) {
       for (size_t g = 0; g < 5; ++g) {
         bool bad = g == 1 || g == 3;
         for (size_t i = g * G; i < (g + 1) * G; ++i) {
-          if (bad) ASSERT_EQ(out[i], canon) << "element " << i;
+          if (bad) {
+            ASSERT_EQ(out[i], canon) << "element " << i;
+          }
         }
         if (!bad) {  // untouched groups encode exactly as without the bad values
           EXPECT_EQ(std::memcmp(&enc[g * G * s.bits / 8], &enc_clean[g * G * s.bits / 8], G * s.bits / 8), 0);
