@@ -23,9 +23,9 @@ step() {  # step NAME LIMIT_SECONDS CMD...
 }
 quick=()
 [ "${QUICK:-0}" = 1 ] && quick=(--quick)
-step gpu_int4_tests 100 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1
-step bench_gemm 70 "$BIN/lowbit" bench gemm "${quick[@]}" --out "$OUT/gemm"
-step bench_moe 70 "$BIN/lowbit" bench moe "${quick[@]}" --out "$OUT/moe"
+step gpu_int4_tests 120 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1
+step bench_gemm 55 "$BIN/lowbit" bench gemm ${quick[@]+"${quick[@]}"} --out "$OUT/gemm"
+step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/moe"
 # SASS facts of the int4 kernels (tensor-core and LOP3 use, local-memory traffic).
 if command -v cuobjdump > /dev/null; then
   sass=$(mktemp /tmp/int4-sass.XXXX)
