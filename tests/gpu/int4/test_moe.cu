@@ -159,6 +159,8 @@ TEST(Int4MoeArgs, Refused) {
   ASSERT_TRUE(repack_for_kernels(random_kpacked(s2, 2), &w2).ok());
   DevWeights d13(w13), d2(w2);
   DevBuf x(4 * 64 * 2), l(4 * 4 * 4), y(4 * 64 * 2), ws(1 << 20);
+  ASSERT_EQ(cudaMemset(x.p, 0, x.bytes), cudaSuccess);  // defined inputs (this test checks Status only)
+  ASSERT_EQ(cudaMemset(l.p, 0, l.bytes), cudaSuccess);
   MoeArgs a;
   a.x = x.p;
   a.router_logits = l.as<float>();
