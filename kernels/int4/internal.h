@@ -15,7 +15,7 @@ namespace lowbit::int4::detail {
 // the grid (split-K), partial sums reduced in a fixed order.
 constexpr int kSkinnyCols = 256;
 constexpr int kSkinnyKSlices = 4;
-constexpr int kSkinnyTargetBlocks = 264;  // ~2 per SM on a 132-SM H200; fixed so the
+constexpr int kSkinnyTargetBlocks = 528;  // ~4 per SM on a 132-SM H200 (bytes in flight); fixed so the
                                           // workspace size does not depend on the device
 int skinny_rows_per_tile(int m);
 int skinny_splits(int m, int n, int k);
