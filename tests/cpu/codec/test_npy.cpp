@@ -18,11 +18,12 @@ std::vector<uint8_t> make_npy(const std::string& descr, const std::string& shape
   std::string h = "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }";
   while ((10 + h.size() + 1) % 64) h += ' ';
   h += '\n';
-  std::vector<uint8_t> b = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(h.size() & 0xFF),
+  std::vector<uint8_t> b(10 + h.size() + nbytes);
+  const uint8_t head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(h.size() & 0xFF),
                             static_cast<uint8_t>(h.size() >> 8)};
-  b.insert(b.end(), h.begin(), h.end());
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  b.insert(b.end(), p, p + nbytes);
+  std::memcpy(b.data(), head, 10);
+  std::memcpy(b.data() + 10, h.data(), h.size());
+  if (nbytes) std::memcpy(b.data() + 10 + h.size(), data, nbytes);
   return b;
 }
 }  // namespace
