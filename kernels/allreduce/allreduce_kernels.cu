@@ -10,6 +10,9 @@
 // ErrorRecord and raises the local abort word so every other block exits too.
 #include "kernels/allreduce/allreduce_kernels.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "lowbit/detail/cuda_check.h"
 
 namespace lowbit::allreduce::kernels {
@@ -91,8 +94,15 @@ __device__ __forceinline__ void signal_all(const KernelArgs& a, size_t idx, uint
   }
 }
 
-__device__ __forceinline__ float h2f(DType t, uint16_t h) { return half_bits_to_float(t, h); }
-__device__ __forceinline__ uint16_t f2h(DType t, float f) { return proto::round_output(t, f); }
+// Hardware conversions: correctly rounded like float_bits.h on every non-NaN value (see
+// there); NaN is canonicalized exactly as proto::round_output does.
+__device__ __forceinline__ float h2f(DType t, uint16_t h) {
+  return t == DType::kF16 ? __half2float(__ushort_as_half(h)) : __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
+__device__ __forceinline__ uint16_t f2h(DType t, float f) {
+  if (f != f) return t == DType::kF16 ? kF16CanonicalNaN : kBF16CanonicalNaN;
+  return t == DType::kF16 ? __half_as_ushort(__float2half_rn(f)) : __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
 
 // ---- raw (unquantized) pieces: 8 elements (16 bytes) per thread ----------------------
 __device__ __forceinline__ void copy_raw(const uint16_t* src, uint16_t* const* dst, int ndst, size_t n) {
