@@ -1,5 +1,9 @@
 #include "bench/common/bench_common.h"
 
+#if LOWBIT_HAS_CUDA
+#include "bench/common/gpu_timing.cuh"
+#endif
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -22,7 +26,12 @@ nlohmann::json run_record(const std::vector<std::string>& argv, const std::strin
   gethostname(host, sizeof host - 1);
   std::string cmd = "lowbit " + subcommand;
   for (const auto& a : argv) cmd += " " + a;
-  return {{"date", date}, {"commit", LOWBIT_GIT_COMMIT}, {"host", host}, {"command", cmd}};
+#if LOWBIT_HAS_CUDA
+  const std::string machine = machine_description();
+#else
+  const std::string machine = "CPU only (built without CUDA)";
+#endif
+  return {{"date", date}, {"commit", LOWBIT_GIT_COMMIT}, {"host", host}, {"command", cmd}, {"machine", machine}};
 }
 
 void Table::print_header() const {
