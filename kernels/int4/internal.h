@@ -10,13 +10,14 @@
 
 namespace lowbit::int4::detail {
 
-// Skinny (decode) GEMM tiling: a block is 32 x kSkinnyKSlices threads, one N-packed word (8
-// columns) per lane, 256 columns per block; K is split across the block's slices and across
-// the grid (split-K), partial sums reduced in a fixed order.
-constexpr int kSkinnyCols = 256;
+// Skinny (decode) GEMM tiling (gemm_skinny.cu): a block is 2 column warps x
+// kSkinnyKSlices K-slice warps, 64 columns per warp (mma m16n8k16, y^T = W x^T), 128
+// columns per block; K is split across the block's slices and across the grid (split-K),
+// partial sums reduced in a fixed order.
+constexpr int kSkinnyCols = 128;
 constexpr int kSkinnyKSlices = 4;
-constexpr int kSkinnyTargetBlocks = 528;  // ~4 per SM on a 132-SM H200 (bytes in flight); fixed so the
-                                          // workspace size does not depend on the device
+constexpr int kSkinnyTargetBlocks = 396;  // ~3 per SM on a 132-SM H200 (24 warps: bytes in flight); fixed so
+                                          // the workspace size does not depend on the device
 int skinny_rows_per_tile(int m);
 int skinny_splits(int m, int n, int k);
 
