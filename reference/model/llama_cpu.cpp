@@ -105,27 +105,29 @@ Status CpuLlama::combine(int layer, int site, std::vector<std::vector<float>>& p
     return Status::Ok();
   }
   const size_t N = partial.size();
-  std::vector<std::vector<uint16_t>> in(N, std::vector<uint16_t>(m)), out(N, std::vector<uint16_t>(m));
+  // reference_allreduce writes the same result to every rank's output (the GPU ranks all end
+  // with identical data), so one output buffer serves all N output pointers.
+  std::vector<std::vector<uint16_t>> in(N, std::vector<uint16_t>(m));
+  std::vector<uint16_t> out(m);
   std::vector<const uint16_t*> ip(N);
-  std::vector<uint16_t*> op(N);
+  std::vector<uint16_t*> op(N, out.data());
   for (size_t r = 0; r < N; ++r) {
     for (size_t i = 0; i < m; ++i) in[r][i] = float_to_bf16_bits(partial[r][i]);
     ip[r] = in[r].data();
-    op[r] = out[r].data();
   }
   LOWBIT_RETURN_IF_ERROR(allreduce::reference_allreduce(opt_.mode, opt_.group_size, DType::kBF16, ip, op, m));
   if (opt_.site_errors && allreduce::mode_is_quantized(opt_.mode)) {
-    std::vector<std::vector<uint16_t>> ex(1, std::vector<uint16_t>(m));
-    std::vector<uint16_t*> ep(N, ex[0].data());
-    std::vector<std::vector<uint16_t>> exr(N, std::vector<uint16_t>(m));
-    for (size_t r = 0; r < N; ++r) ep[r] = exr[r].data();
+    // The exact (one-shot) result of the same bf16 partials; every rank's output is the
+    // same, so one buffer serves all output pointers.
+    std::vector<uint16_t> exact(m);
+    std::vector<uint16_t*> ep(N, exact.data());
     LOWBIT_RETURN_IF_ERROR(allreduce::reference_allreduce(allreduce::Mode::kOneShot, opt_.group_size, DType::kBF16, ip, ep, m));
     SiteErrorStats& st = *opt_.site_errors;
     for (int t = 0; t < n; ++t) {
       double num = 0, den = 0;
       for (int i = 0; i < cfg_.hidden; ++i) {
         size_t k = static_cast<size_t>(t) * cfg_.hidden + i;
-        double e = bf16_bits_to_float(exr[0][k]), q = bf16_bits_to_float(out[0][k]);
+        double e = bf16_bits_to_float(exact[k]), q = bf16_bits_to_float(out[k]);
         num += (q - e) * (q - e);
         den += e * e;
       }
@@ -135,7 +137,7 @@ Status CpuLlama::combine(int layer, int site, std::vector<std::vector<float>>& p
       st.count[site][layer] += 1;
     }
   }
-  for (size_t i = 0; i < m; ++i) x[i] += bf16_bits_to_float(out[0][i]);
+  for (size_t i = 0; i < m; ++i) x[i] += bf16_bits_to_float(out[i]);
   return Status::Ok();
 }
 
