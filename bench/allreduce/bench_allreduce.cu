@@ -245,7 +245,7 @@ int run(const std::vector<std::string>& argv) {
   if (!args.ok() || args.has("help")) {
     std::fprintf(stderr,
                  "%s\nusage: lowbit bench allreduce [--sizes 16K:1G] [--modes all|nccl,oneshot,...] [--dtype bf16]\n"
-                 "       [--group 128] [--gpus N] [--iters 20] [--reps 10] [--buffer 64M] [--tune]\n"
+                 "       [--group 128] [--gpus N] [--iters 20] [--reps 10] [--buffer 256M] [--tune]\n"
                  "       [--out docs/benchmarks/allreduce] [--launcher env --rendezvous FILE]\n",
                  args.error().c_str());
     return args.ok() ? 0 : 2;
@@ -295,7 +295,7 @@ int run(const std::vector<std::string>& argv) {
   Ctx c;
   c.iters = static_cast<int>(args.get_int("iters", 20));
   c.reps = static_cast<int>(args.get_int("reps", 10));
-  uint64_t buffer = 64ull << 20;
+  uint64_t buffer = Config{}.buffer_bytes;
   if (args.has("buffer") && !cli::parse_size(args.get("buffer"), &buffer)) {
     std::fprintf(stderr, "bench allreduce: bad --buffer\n");
     return 2;

@@ -60,7 +60,7 @@ struct Config {
   // Staging memory per rank (device memory, mapped on every peer), split into a one-shot
   // area (1/4) and step-1 receive / step-2 gather areas (3/8 each). Larger messages are
   // processed in chunks that fit; see lowbit/detail/allreduce_protocol.h.
-  size_t buffer_bytes = 64ull << 20;
+  size_t buffer_bytes = 256ull << 20;  // fewer chunks for large messages (an H200 has 141 GB)
   int timeout_ms = 10000;   // bound on every wait for a peer
   int default_num_sms = 0;  // blocks per kernel; 0: chosen per mode and size
 };

@@ -13,6 +13,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "lowbit/detail/codec_device.cuh"
 #include "lowbit/detail/cuda_check.h"
 
 namespace lowbit::allreduce::kernels {
@@ -419,18 +420,215 @@ __global__ void __launch_bounds__(kThreads) twostep_kernel(KernelArgs a) {
   finish_kernel(a, base);
 }
 
-template <int B1, int B2>
-Status launch_g(int group_size, const KernelArgs& a, cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>(a.plan.tiles)), block(kThreads);
+// ---- quantized two-step kernel: 8 elements (one 16-byte vector) per thread ------------
+// A group of G elements is held by GL = G/8 consecutive lanes (aligned), so a warp holds
+// 32/GL groups and 256 elements per pass; groups never straddle warps. The codec math is
+// codec_device.cuh (bit-exact with codec_math.h: order-key min/max, reciprocal quantize with
+// exact fallback, magic-number unpack). Lane l of a span handles vector v (elements
+// 8v..8v+7 of the span); its codes live at byte v*BITS of the tile segment (INT4: one
+// 32-bit word, INT8: 8 bytes), the group's metadata at meta_off + 4*(v/GL).
+constexpr int kQThreads = 512;  // 16 warps per SM: latency hiding for the load->encode chain
+constexpr int kQUnroll = 2;     // vectors per lane per pass (loads issued before the math)
+
+__device__ __forceinline__ int vec_valid(size_t n, size_t v) {
+  const size_t e0 = v * 8;
+  return e0 >= n ? 0 : (n - e0 >= 8 ? 8 : static_cast<int>(n - e0));
+}
+
+// Plain (non-peer) input loads: 16 bytes when the vector is full, zero padding otherwise.
+__device__ __forceinline__ uint4 load_vec(const uint16_t* src, size_t v, int valid) {
+  if (valid == 8) return *reinterpret_cast<const uint4*>(src + 8 * v);
+  uint16_t h[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) h[i] = i < valid ? src[8 * v + i] : 0;
+  return make_uint4(h[0] | (uint32_t(h[1]) << 16), h[2] | (uint32_t(h[3]) << 16), h[4] | (uint32_t(h[5]) << 16),
+                    h[6] | (uint32_t(h[7]) << 16));
+}
+
+__device__ __forceinline__ void store_vec(uint16_t* dst, size_t v, int valid, const uint4& y) {
+  if (valid == 8) {
+    *reinterpret_cast<uint4*>(dst + 8 * v) = y;
+    return;
+  }
+  const uint32_t w[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (i < valid) dst[8 * v + i] = static_cast<uint16_t>(w[i / 2] >> (16 * (i % 2)));
+}
+
+// Encodes one lane's vector into ndst segments. The whole warp must call it (group
+// reductions shuffle); lanes past the span's groups pass active = false (valid = 0).
+template <DType T, int BITS, int G>
+__device__ __forceinline__ void enc_vec(const uint4& x, int valid, bool active, size_t v, uint8_t* const* dst, int ndst,
+                                        size_t meta_off) {
+  namespace dv = codec::dev;
+  constexpr int GL = G / 8;
+  const codec::CodecSpec spec{BITS, G};
+  uint32_t mm = dv::minmax8(x, valid);
+  mm = dv::group_reduce_minmax<GL>(mm);
+  const codec::GroupMeta gm = dv::group_meta<T>(spec, mm);
+  const dv::QuantCtx qc = dv::make_quant_ctx(spec, gm);
+  float r[8];
+  dv::quantize8<T>(qc, spec, x, r, valid);
+  if (!active) return;
+  if constexpr (BITS == 4) {
+    const uint32_t w = dv::int4_pack8(r);
+    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint32_t*>(dst[j] + 4 * v) = w;
+  } else {
+    const uint2 b = dv::int8_pack8(r);
+    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint2*>(dst[j] + 8 * v) = b;
+  }
+  if (v % GL == 0) {
+    const uint32_t mw = dv::meta_word(gm);
+    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint32_t*>(dst[j] + meta_off + 4 * (v / GL)) = mw;
+  }
+}
+
+// Decodes one lane's vector of a segment written by a peer (ld.global.cg).
+template <DType T, int BITS, int G>
+__device__ __forceinline__ void dec_vec(const uint8_t* src, size_t v, size_t meta_off, float (&out)[8]) {
+  namespace dv = codec::dev;
+  constexpr int GL = G / 8;
+  const uint32_t mw = __ldcg(reinterpret_cast<const unsigned int*>(src + meta_off + 4 * (v / GL)));
+  const codec::GroupMeta gm = dv::load_meta<T>(mw);
+  float qf[8];
+  if constexpr (BITS == 4) {
+    dv::int4_unpack8(__ldcg(reinterpret_cast<const unsigned int*>(src + 4 * v)), qf);
+  } else {
+    dv::int8_unpack8(__ldcg(reinterpret_cast<const uint2*>(src + 8 * v)), qf);
+  }
+  dv::dequantize8<T>(gm, qf, out);
+}
+
+template <DType T, int B1, int B2, int G>
+__global__ void __launch_bounds__(kQThreads, 1) quant_kernel(KernelArgs a) {
+  __shared__ uint64_t s_base;
+  __shared__ int s_abort;
+  const uint64_t base = read_base(a, &s_base, &s_abort);
+  const int tile = blockIdx.x;
+  const Plan& p = a.plan;
+  const int N = a.nranks;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  constexpr int GL = G / 8;
+  constexpr size_t kPass = 32 * kQUnroll;  // vectors per warp pass
+  const size_t meta1 = codec::codec_data_bytes(codec::CodecSpec{B1, G}, p.ts);
+  const size_t meta2 = codec::codec_data_bytes(codec::CodecSpec{B2, G}, p.ts);
+  const size_t wstart = static_cast<size_t>(warp) * kPass, wstride = static_cast<size_t>(nwarps) * kPass;
+
+  for (size_t c = 0; c < p.num_chunks; ++c) {
+    const uint64_t e = proto::chunk_epoch(base, c);
+    // Step 1: my tile of every slice j, encoded into owner j's recv slot for me.
+    for (int j = 0; j < N; ++j) {
+      const Span sp = proto::tile_span(p, c, j, tile);
+      uint8_t* dst = a.base[j] + proto::recv_offset(a.areas, p, a.rank, tile);
+      const uint16_t* src = a.in + sp.begin;
+      const size_t nvp = proto::ceil_div(sp.n, G) * GL;
+      for (size_t v0 = wstart; v0 < nvp; v0 += wstride) {
+        uint4 x[kQUnroll];
+        int valid[kQUnroll];
+#pragma unroll
+        for (int u = 0; u < kQUnroll; ++u) {
+          const size_t v = v0 + 32 * u + lane;
+          valid[u] = vec_valid(sp.n, v);
+          x[u] = load_vec(src, v, valid[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kQUnroll; ++u) {
+          const size_t v = v0 + 32 * u + lane;
+          enc_vec<T, B1, G>(x[u], valid[u], v < nvp, v, &dst, 1, meta1);
+        }
+      }
+    }
+    signal_all(a, proto::flag1_index(tile, a.rank), e);
+    if (!wait_all(a, [&](int r) { return proto::flag1_index(tile, r); }, e, proto::kStepReduceScatter, c, &s_abort))
+      return;
+
+    // Step 2: reduce my slice's tile over all senders (rank order), encode once, push to all.
+    {
+      const Span mine = proto::tile_span(p, c, a.rank, tile);
+      const uint8_t* src[proto::kMaxRanks];
+      uint8_t* dst[proto::kMaxRanks];
+      for (int r = 0; r < N; ++r) {
+        src[r] = a.base[a.rank] + proto::recv_offset(a.areas, p, r, tile);
+        dst[r] = a.base[r] + proto::gather_offset(a.areas, p, a.rank, tile);
+      }
+      const size_t nvp = proto::ceil_div(mine.n, G) * GL;
+      for (size_t v0 = wstart; v0 < nvp; v0 += wstride) {
+        uint4 s16[kQUnroll];
+        int valid[kQUnroll];
+#pragma unroll
+        for (int u = 0; u < kQUnroll; ++u) {
+          const size_t v = v0 + 32 * u + lane;
+          valid[u] = vec_valid(mine.n, v);
+          float acc[8];
+          if (v < nvp) {
+            dec_vec<T, B1, G>(src[0], v, meta1, acc);
+            for (int r = 1; r < N; ++r) {
+              float w[8];
+              dec_vec<T, B1, G>(src[r], v, meta1, w);
+#pragma unroll
+              for (int i = 0; i < 8; ++i) acc[i] = __fadd_rn(acc[i], w[i]);
+            }
+          } else {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[i] = 0.0f;
+          }
+          s16[u] = codec::dev::pack_out8<T>(acc);
+        }
+#pragma unroll
+        for (int u = 0; u < kQUnroll; ++u) {
+          const size_t v = v0 + 32 * u + lane;
+          enc_vec<T, B2, G>(s16[u], valid[u], v < nvp, v, dst, N, meta2);
+        }
+      }
+    }
+    signal_all(a, proto::flag2_index(tile, a.rank), e);
+    if (!wait_all(a, [&](int r) { return proto::flag2_index(tile, r); }, e, proto::kStepAllGather, c, &s_abort))
+      return;
+
+    // Step 3: decode every owner's reduced tile into the output.
+    for (int j = 0; j < N; ++j) {
+      const Span sp = proto::tile_span(p, c, j, tile);
+      const uint8_t* src = a.base[a.rank] + proto::gather_offset(a.areas, p, j, tile);
+      uint16_t* out = a.out + sp.begin;
+      const size_t nv = proto::ceil_div(sp.n, 8);
+      for (size_t v0 = static_cast<size_t>(threadIdx.x); v0 < nv; v0 += static_cast<size_t>(blockDim.x) * kQUnroll) {
+        float val[kQUnroll][8];
+#pragma unroll
+        for (int u = 0; u < kQUnroll; ++u) {
+          const size_t v = v0 + static_cast<size_t>(blockDim.x) * u;
+          if (v < nv) dec_vec<T, B2, G>(src, v, meta2, val[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kQUnroll; ++u) {
+          const size_t v = v0 + static_cast<size_t>(blockDim.x) * u;
+          if (v < nv) store_vec(out, v, vec_valid(sp.n, v), codec::dev::pack_out8<T>(val[u]));
+        }
+      }
+    }
+    __syncthreads();
+  }
+  finish_kernel(a, base);
+}
+
+template <DType T, int B1, int B2>
+Status launch_q(int group_size, const KernelArgs& a, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(a.plan.tiles)), block(kQThreads);
   switch (group_size) {
-    case 32: twostep_kernel<B1, B2, 32><<<grid, block, 0, s>>>(a); break;
-    case 64: twostep_kernel<B1, B2, 64><<<grid, block, 0, s>>>(a); break;
-    case 128: twostep_kernel<B1, B2, 128><<<grid, block, 0, s>>>(a); break;
+    case 32: quant_kernel<T, B1, B2, 32><<<grid, block, 0, s>>>(a); break;
+    case 64: quant_kernel<T, B1, B2, 64><<<grid, block, 0, s>>>(a); break;
+    case 128: quant_kernel<T, B1, B2, 128><<<grid, block, 0, s>>>(a); break;
     default:
       return make_status(StatusCode::kInvalidArgument, "allreduce: group size %d not in {32, 64, 128}", group_size);
   }
   LOWBIT_CUDA_RETURN_LAUNCH();
   return Status::Ok();
+}
+
+template <int B1, int B2>
+Status launch_g(int group_size, const KernelArgs& a, cudaStream_t s) {
+  return a.dtype == DType::kF16 ? launch_q<DType::kF16, B1, B2>(group_size, a, s)
+                                : launch_q<DType::kBF16, B1, B2>(group_size, a, s);
 }
 
 }  // namespace

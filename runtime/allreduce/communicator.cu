@@ -34,7 +34,9 @@ int default_blocks(Mode m, size_t bytes, int sms) {
   switch (m) {
     case Mode::kOneShot: per_block = 32 << 10, cap = 32; break;
     case Mode::kTwoShot: per_block = 64 << 10, cap = 64; break;
-    default: per_block = 64 << 10, cap = sms; break;
+    // Quantized: one 512-thread block encodes 8 KiB of a slice per pass; spread small
+    // messages over many SMs (the per-block chain is the latency), up to every SM.
+    default: per_block = 16 << 10, cap = sms; break;
   }
   size_t b = (bytes + per_block - 1) / per_block;
   if (b < 1) b = 1;

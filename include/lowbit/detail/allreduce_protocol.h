@@ -22,7 +22,7 @@
 // modes (so groups never straddle slices, tiles or chunks: every boundary is a multiple of
 // G from the start of the tensor) and 8 (16 bytes) for raw modes. The tile size ts is fixed
 // for the whole call; in a slot, tile t is an independent encoded segment (codec_math.h
-// layout) at byte offset t * tile_bytes(ts).
+// layout) at byte offset t * tile_bytes, tile_bytes = round_up(encoded bytes(ts), 16).
 //
 // ---- Epochs -------------------------------------------------------------------------
 // Every rank keeps a device-resident u64 `seq base` that only grows. Chunk c of a call
@@ -59,6 +59,9 @@ constexpr int kMaxRanks = 8;
 constexpr int kMaxTiles = 132;  // >= SMs of an H200 (132)
 constexpr int kRawBits = 16;    // "codec" of unquantized steps: the 16-bit values as they are
 constexpr size_t kRawUnit = 8;  // elements: 16-byte vectors
+// Tile segments inside a slot start at multiples of 16 bytes (tile bytes are rounded up):
+// the quantized kernels load/store 8 elements' codes (4 or 8 bytes) per thread.
+constexpr size_t kTileAlign = 16;
 
 // Control block words (u64 indices).
 constexpr size_t kFlag1Index = 0;
@@ -149,8 +152,13 @@ LOWBIT_HD bool make_plan(Kind kind, StepCodec c1, StepCodec c2, int nranks, int 
     // 2 parity halves x N slots x T tiles x ts x 2 bytes
     ts_max = areas.oneshot_bytes / (2 * N * static_cast<size_t>(tiles) * 2) / U * U;
   } else {
-    size_t a = areas.recv_bytes / (N * static_cast<size_t>(tiles) * step_bytes(p->c1, U)) * U;
-    size_t b = areas.gather_bytes / (N * static_cast<size_t>(tiles) * step_bytes(p->c2, U)) * U;
+    // Each tile segment is padded to kTileAlign bytes (so every segment starts 16-byte
+    // aligned and kernels can use vector loads/stores): reserve that padding first.
+    const size_t nt = N * static_cast<size_t>(tiles);
+    const size_t per_tile_r = areas.recv_bytes / nt, per_tile_g = areas.gather_bytes / nt;
+    if (per_tile_r <= kTileAlign || per_tile_g <= kTileAlign) return false;
+    size_t a = (per_tile_r - kTileAlign) / step_bytes(p->c1, U) * U;
+    size_t b = (per_tile_g - kTileAlign) / step_bytes(p->c2, U) * U;
     ts_max = a < b ? a : b;
   }
   if (ts_max < U) return false;
@@ -170,8 +178,8 @@ LOWBIT_HD bool make_plan(Kind kind, StepCodec c1, StepCodec c2, int nranks, int 
     p->num_chunks = ceil_div(count, per_chunk);
   }
   p->tiles = tiles;
-  p->tile1_bytes = step_bytes(p->c1, p->ts);
-  p->tile2_bytes = step_bytes(p->c2, p->ts);
+  p->tile1_bytes = round_up(step_bytes(p->c1, p->ts), kTileAlign);
+  p->tile2_bytes = round_up(step_bytes(p->c2, p->ts), kTileAlign);
   p->slot1_bytes = p->tile1_bytes * static_cast<size_t>(tiles);
   p->slot2_bytes = p->tile2_bytes * static_cast<size_t>(tiles);
   return true;
