@@ -42,7 +42,8 @@ std::map<std::string, ModelSpec> model_specs() {
   q.vocab_size = 151936, q.hidden = 2048, q.intermediate = 6144, q.n_layers = 48, q.n_heads = 32, q.n_kv_heads = 4;
   q.head_dim = 128, q.rope_theta = 1000000.0f, q.tied_embeddings = false, q.n_experts = 128, q.n_experts_used = 8;
   q.expert_intermediate = 768;
-  m[q.name] = {q, -1};
+  // int4 experts on the int4 component's CUDA-core fused MoE: 8 of 48 layers timed, scaled.
+  m[q.name] = {q, 8};
   return m;
 }
 
@@ -51,7 +52,7 @@ int usage(const std::string& err) {
   std::fprintf(stderr,
                "usage: lowbit bench ttft [--models llama3-8b,llama3-70b,qwen3-30b-a3b] [--batch 8,32] [--seq 1024]\n"
                "       [--tp N (default: all GPUs)] [--modes all|none,nccl,oneshot,twoshot,q8q8,q4q8,q4q4,auto]\n"
-               "       [--layers L (time L layers, scale to the full depth; default all, 16 for 70B)]\n"
+               "       [--layers L (time L layers, scale to the full depth; default all; 16 for 70B, 8 for Qwen3-30B-A3B)]\n"
                "       [--group 128] [--precision exact|int8|int4-int8|int4 (for auto)] [--warmup 1] [--reps 3]\n"
                "       [--out PREFIX (default docs/benchmarks/ttft)]\n");
   return 2;
@@ -103,7 +104,8 @@ int run(const std::vector<std::string>& argv) {
   record["note"] =
       "synthetic bf16 weights in real shapes, one layer's weights shared by all layers (same compute); "
       "attention = cuBLAS batched GEMMs + causal softmax (not flash); TTFT = embedding + all layers + final norm "
-      "+ LM head of each sequence's last token";
+      "+ LM head of each sequence's last token; Qwen3-30B-A3B: bf16 attention + router, int4 experts (symmetric, "
+      "group 128) through int4::fused_moe, split by expert intermediate size over the ranks (no QK-norm)";
   nlohmann::json rows = nlohmann::json::array(), skipped = nlohmann::json::array();
   bench::Table table({{"model", 14}, {"batch", 6}, {"layers", 9}, {"mode", 8}, {"runs as", 8}, {"TTFT ms", 10},
                       {"comm %", 7}, {"vs nccl", 8}, {"AR us", 9}, {"AR k", 6}, {"bound", 7}, {"of bound", 9}});

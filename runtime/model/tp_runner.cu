@@ -7,10 +7,13 @@
 #include <functional>
 #include <thread>
 
+#include <nccl.h>
+
 #include "kernels/model/cublas_check.cuh"
 #include "lowbit/allreduce_cuda.h"
 #include "lowbit/detail/cuda_check.h"
 #include "lowbit/detail/float_bits.h"
+#include "lowbit/int4/kernels.h"
 #include "lowbit/model/gpu_ops.h"
 #include "lowbit/model/tp_runner.h"
 
@@ -28,6 +31,9 @@ struct LayerPtrs {
   bf16* ffn_norm = nullptr;   // [H]
   bf16* wgu = nullptr;        // [2 I, H]: this rank's gate rows then up rows
   bf16* wdown = nullptr;      // [H, I]: this rank's input columns
+  // MoE layers (n_experts > 0) instead of wgu/wdown:
+  bf16* router = nullptr;     // [E, H] bf16, replicated
+  int4::KernelWeightsView w13, w2;  // int4 experts: [E, 2 I/TP, H] (gate rows then up rows), [E, H, I/TP]
 };
 
 struct Rank {
@@ -46,6 +52,9 @@ struct Rank {
   float *logits = nullptr, *nll = nullptr;
   void* attn_ws = nullptr;
   size_t attn_ws_bytes = 0;
+  float* router_logits = nullptr;  // MoE: [T, E]
+  void* moe_ws = nullptr;
+  size_t moe_ws_bytes = 0;
   std::vector<void*> act_allocs;
 };
 
@@ -122,53 +131,127 @@ struct TpRunner::Impl {
     LOWBIT_RETURN_IF_ERROR(dalloc(&L->ffn_norm, H, &r.weight_allocs));
     LOWBIT_RETURN_IF_ERROR(dalloc(&L->wqkv, size_t(qkv_width(r)) * H, &r.weight_allocs));
     LOWBIT_RETURN_IF_ERROR(dalloc(&L->wo, size_t(H) * r.shard.n_q_heads * cfg.head_dim, &r.weight_allocs));
+    if (cfg.n_experts > 0) return alloc_moe(r, L);
     LOWBIT_RETURN_IF_ERROR(dalloc(&L->wgu, size_t(2) * r.shard.n_inter * H, &r.weight_allocs));
     LOWBIT_RETURN_IF_ERROR(dalloc(&L->wdown, size_t(H) * r.shard.n_inter, &r.weight_allocs));
     return Status::Ok();
   }
 
-  Status enqueue_forward(Rank& r, const TpComm& comm) {
+  // Expert shapes of this rank: w13 [E, 2 I/TP, H], w2 [E, H, I/TP]; symmetric int4, group 128,
+  // bf16 scales, N-packed kernel layout (the fused MoE's only layout).
+  int4::WeightShape moe_shape(const Rank& r, bool w13) const {
+    int4::WeightShape s;
+    s.experts = cfg.n_experts;
+    s.n = w13 ? 2 * r.shard.n_inter : cfg.hidden;
+    s.k = w13 ? cfg.hidden : r.shard.n_inter;
+    s.group_size = 128;
+    s.symmetric = true;
+    s.act = DType::kBF16;
+    return s;
+  }
+  Status alloc_moe(Rank& r, LayerPtrs* L) {
+    LOWBIT_RETURN_IF_ERROR(dalloc(&L->router, size_t(cfg.n_experts) * cfg.hidden, &r.weight_allocs));
+    for (int which = 0; which < 2; ++which) {
+      int4::KernelWeightsView& v = which == 0 ? L->w13 : L->w2;
+      v.shape = moe_shape(r, which == 0);
+      v.kind = int4::KernelLayoutKind::kNPackedInterleaved;
+      LOWBIT_CHECK_ARG(int4::kernel_layout_for(v.shape) == v.kind,
+                       "TpRunner: MoE expert shape N=%d K=%d has no N-packed int4 layout", v.shape.n, v.shape.k);
+      void *q = nullptr, *sc = nullptr;
+      LOWBIT_RETURN_IF_ERROR(dmalloc(&q, int4::kernel_qweight_bytes(v.shape, v.kind), &r.weight_allocs));
+      LOWBIT_RETURN_IF_ERROR(dmalloc(&sc, int4::kernel_scale_count(v.shape) * 2, &r.weight_allocs));
+      v.qweight = q;
+      v.scales = static_cast<const uint16_t*>(sc);
+      v.zeros = nullptr;
+    }
+    return Status::Ok();
+  }
+
+  // The forward is enqueued on every rank from ONE thread: stage by stage, rank by rank,
+  // with each set of all-reduces issued inside one ncclGroupStart/End. NCCL requires the
+  // group when a single thread drives several GPUs; the earlier one-thread-per-rank capture
+  // of ncclAllReduce (no group) faulted with an illegal address on 64 MiB messages.
+  Status each_rank(const std::function<Status(Rank&)>& fn) {
+    for (Rank& r : ranks) {
+      LOWBIT_CUDA_RETURN(cudaSetDevice(r.device));
+      if (Status st = fn(r); !st.ok()) return make_status(st.code(), "rank %d: %s", r.rank, st.message().c_str());
+    }
+    return Status::Ok();
+  }
+  // One all-reduce per rank of `count` bf16 from in to out, grouped.
+  Status allreduce_all(const allreduce::Options& o, size_t count, bool from_x) {
+    LOWBIT_NCCL_RETURN(ncclGroupStart());
+    Status st = each_rank([&](Rank& r) { return r.comm->allreduce(from_x ? r.x : r.y, r.y, count, DType::kBF16, o, r.stream); });
+    const ncclResult_t e = ncclGroupEnd();
+    LOWBIT_RETURN_IF_ERROR(st);
+    if (e != ncclSuccess) return make_status(StatusCode::kNcclError, "ncclGroupEnd: %s", ncclGetErrorString(e));
+    return Status::Ok();
+  }
+
+  Status enqueue_attention(Rank& r, const LayerPtrs& L) {
     const int T = opt.batch * opt.seq, H = cfg.hidden, hd = cfg.head_dim;
-    const int nq = r.shard.n_q_heads, nkv = r.shard.n_kv_heads, I = r.shard.n_inter;
+    const int nq = r.shard.n_q_heads, nkv = r.shard.n_kv_heads;
     const int64_t W = qkv_width(r);
     cudaStream_t s = r.stream;
-    LOWBIT_CUBLAS_RETURN(cublasSetStream(r.cublas, s));
-    const bool reduce = !comm.skip && tp() > 1;
-    auto allreduce = [&]() -> Status {
-      if (!reduce) return Status::Ok();
-      return r.comm->allreduce(r.y, r.y, size_t(T) * H, DType::kBF16, comm.opts, s);
-    };
     gpu::AttentionShape as;
     as.batch = opt.batch, as.seq = opt.seq, as.n_q_heads = nq, as.n_kv_heads = nkv, as.head_dim = hd;
     as.qkv_stride = W, as.out_stride = int64_t(nq) * hd;
-    LOWBIT_RETURN_IF_ERROR(gpu::embedding(r.tokens, T, r.tok_embd, cfg.vocab_size, H, r.x, s));
+    LOWBIT_RETURN_IF_ERROR(gpu::rmsnorm(r.x, H, L.attn_norm, r.xn, H, T, H, cfg.rms_eps, s));
+    LOWBIT_RETURN_IF_ERROR(gpu::linear(r.cublas, r.xn, H, L.wqkv, r.qkv, false, W, T, int(W), H));
+    LOWBIT_RETURN_IF_ERROR(gpu::rope(r.qkv, W, T, nq + nkv, hd, r.positions, cfg.rope_theta, s));
+    LOWBIT_RETURN_IF_ERROR(gpu::causal_attention(r.cublas, as, r.qkv, r.attn, r.attn_ws, r.attn_ws_bytes, s));
+    return gpu::linear(r.cublas, r.attn, int64_t(nq) * hd, L.wo, r.y, false, H, T, H, nq * hd);
+  }
+
+  Status enqueue_ffn(Rank& r, const LayerPtrs& L) {
+    const int T = opt.batch * opt.seq, H = cfg.hidden, I = r.shard.n_inter;
+    cudaStream_t s = r.stream;
+    LOWBIT_RETURN_IF_ERROR(gpu::residual_add(r.x, r.y, int64_t(T) * H, s));
+    LOWBIT_RETURN_IF_ERROR(gpu::rmsnorm(r.x, H, L.ffn_norm, r.xn, H, T, H, cfg.rms_eps, s));
+    if (cfg.n_experts > 0) return enqueue_moe(r, L);
+    LOWBIT_RETURN_IF_ERROR(gpu::linear(r.cublas, r.xn, H, L.wgu, r.gu, false, 2 * I, T, 2 * I, H));
+    LOWBIT_RETURN_IF_ERROR(gpu::silu_mul(r.gu, T, I, r.act, s));
+    return gpu::linear(r.cublas, r.act, I, L.wdown, r.y, false, H, T, H, I);
+  }
+
+  // MoE FFN (Megatron MoE-TP): router logits from the replicated gate (fp32), then the int4
+  // fused MoE over every expert's [i0, i0 + I/TP) slice; the partial sums are all-reduced.
+  Status enqueue_moe(Rank& r, const LayerPtrs& L) {
+    const int T = opt.batch * opt.seq, H = cfg.hidden;
+    LOWBIT_RETURN_IF_ERROR(gpu::linear(r.cublas, r.xn, H, L.router, r.router_logits, true, cfg.n_experts, T,
+                                       cfg.n_experts, H));
+    int4::MoeArgs a;
+    a.x = r.xn, a.router_logits = r.router_logits, a.y = r.y, a.m = T, a.topk = cfg.n_experts_used;
+    a.renormalize = true;
+    return int4::fused_moe(a, L.w13, L.w2, r.moe_ws, r.moe_ws_bytes, r.stream);
+  }
+
+  Status enqueue_forward_all(const TpComm& comm) {
+    const int T = opt.batch * opt.seq, H = cfg.hidden;
+    const bool reduce = !comm.skip && tp() > 1;
+    const size_t n = size_t(T) * H;
+    LOWBIT_RETURN_IF_ERROR(each_rank([&](Rank& r) -> Status {
+      LOWBIT_CUBLAS_RETURN(cublasSetStream(r.cublas, r.stream));
+      return gpu::embedding(r.tokens, T, r.tok_embd, cfg.vocab_size, H, r.x, r.stream);
+    }));
     for (int l = 0; l < layers_to_run(); ++l) {
-      const LayerPtrs& L = r.layers[l];
-      LOWBIT_RETURN_IF_ERROR(gpu::rmsnorm(r.x, H, L.attn_norm, r.xn, H, T, H, cfg.rms_eps, s));
-      LOWBIT_RETURN_IF_ERROR(gpu::linear(r.cublas, r.xn, H, L.wqkv, r.qkv, false, W, T, int(W), H));
-      LOWBIT_RETURN_IF_ERROR(gpu::rope(r.qkv, W, T, nq + nkv, hd, r.positions, cfg.rope_theta, s));
-      LOWBIT_RETURN_IF_ERROR(gpu::causal_attention(r.cublas, as, r.qkv, r.attn, r.attn_ws, r.attn_ws_bytes, s));
-      LOWBIT_RETURN_IF_ERROR(gpu::linear(r.cublas, r.attn, int64_t(nq) * hd, L.wo, r.y, false, H, T, H, nq * hd));
-      LOWBIT_RETURN_IF_ERROR(allreduce());
-      LOWBIT_RETURN_IF_ERROR(gpu::residual_add(r.x, r.y, int64_t(T) * H, s));
-      LOWBIT_RETURN_IF_ERROR(gpu::rmsnorm(r.x, H, L.ffn_norm, r.xn, H, T, H, cfg.rms_eps, s));
-      LOWBIT_RETURN_IF_ERROR(gpu::linear(r.cublas, r.xn, H, L.wgu, r.gu, false, 2 * I, T, 2 * I, H));
-      LOWBIT_RETURN_IF_ERROR(gpu::silu_mul(r.gu, T, I, r.act, s));
-      LOWBIT_RETURN_IF_ERROR(gpu::linear(r.cublas, r.act, I, L.wdown, r.y, false, H, T, H, I));
-      LOWBIT_RETURN_IF_ERROR(allreduce());
-      LOWBIT_RETURN_IF_ERROR(gpu::residual_add(r.x, r.y, int64_t(T) * H, s));
+      LOWBIT_RETURN_IF_ERROR(each_rank([&](Rank& r) { return enqueue_attention(r, r.layers[l]); }));
+      if (reduce) LOWBIT_RETURN_IF_ERROR(allreduce_all(comm.opts, n, false));
+      LOWBIT_RETURN_IF_ERROR(each_rank([&](Rank& r) { return enqueue_ffn(r, r.layers[l]); }));
+      if (reduce) LOWBIT_RETURN_IF_ERROR(allreduce_all(comm.opts, n, false));
+      LOWBIT_RETURN_IF_ERROR(each_rank([&](Rank& r) { return gpu::residual_add(r.x, r.y, int64_t(T) * H, r.stream); }));
     }
-    if (opt.all_logits) {
-      LOWBIT_RETURN_IF_ERROR(gpu::rmsnorm(r.x, H, r.out_norm, r.xn, H, T, H, cfg.rms_eps, s));
-      LOWBIT_RETURN_IF_ERROR(gpu::linear(r.cublas, r.xn, H, r.lm_head, r.logits, true, cfg.vocab_size, T,
-                                         cfg.vocab_size, H));
-    } else {  // last token of every sequence: row stride seq * H picks it without a gather
+    return each_rank([&](Rank& r) -> Status {
+      cudaStream_t s = r.stream;
+      if (opt.all_logits) {
+        LOWBIT_RETURN_IF_ERROR(gpu::rmsnorm(r.x, H, r.out_norm, r.xn, H, T, H, cfg.rms_eps, s));
+        return gpu::linear(r.cublas, r.xn, H, r.lm_head, r.logits, true, cfg.vocab_size, T, cfg.vocab_size, H);
+      }
+      // last token of every sequence: row stride seq * H picks it without a gather
       LOWBIT_RETURN_IF_ERROR(gpu::rmsnorm(r.x + int64_t(opt.seq - 1) * H, int64_t(opt.seq) * H, r.out_norm, r.xn, H,
                                           opt.batch, H, cfg.rms_eps, s));
-      LOWBIT_RETURN_IF_ERROR(gpu::linear(r.cublas, r.xn, H, r.lm_head, r.logits, true, cfg.vocab_size, opt.batch,
-                                         cfg.vocab_size, H));
-    }
-    return Status::Ok();
+      return gpu::linear(r.cublas, r.xn, H, r.lm_head, r.logits, true, cfg.vocab_size, opt.batch, cfg.vocab_size, H);
+    });
   }
 
   Status ready() const {
@@ -178,73 +261,103 @@ struct TpRunner::Impl {
     return Status::Ok();
   }
 
-  // Times `enqueue` on all ranks: captured per rank (thread-local capture), replays started
-  // together behind a barrier, per replay the slowest rank; median in ms.
-  Status time_ranks(const std::function<Status(Rank&)>& enqueue, int warmup, int reps, double* median_ms,
-                    bool* graphed) {
+  // Times `enqueue_all` (enqueues on every rank from this thread): captured into one graph
+  // per rank (all streams captured together, thread-local mode), warm-up replays, then
+  // `reps` replays launched back to back on all ranks; per replay the slowest rank; median ms.
+  // Falls back to eager launches when capture fails.
+  Status time_all(const std::function<Status()>& enqueue_all, int warmup, int reps, double* median_ms,
+                  bool* graphed) {
     const int n = tp();
     std::vector<cudaGraphExec_t> exec(n, nullptr);
-    std::vector<int> captured(n, 0);
-    LOWBIT_RETURN_IF_ERROR(for_ranks([&](Rank& r) -> Status {
-      cudaGraph_t g = nullptr;
+    std::vector<cudaGraph_t> g(n, nullptr);
+    bool ok = true;
+    for (Rank& r : ranks) {
+      LOWBIT_CUDA_RETURN(cudaSetDevice(r.device));
       LOWBIT_CUDA_RETURN(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
-      Status st = enqueue(r);
-      cudaError_t e = cudaStreamEndCapture(r.stream, &g);
-      if (st.ok() && e == cudaSuccess && g && cudaGraphInstantiate(&exec[r.rank], g, 0) == cudaSuccess)
-        captured[r.rank] = 1;
-      if (g) cudaGraphDestroy(g);
+    }
+    Status cap = enqueue_all();
+    for (Rank& r : ranks) {
+      cudaSetDevice(r.device);
+      if (cudaStreamEndCapture(r.stream, &g[r.rank]) != cudaSuccess || !g[r.rank]) ok = false;
+    }
+    ok = ok && cap.ok();
+    for (Rank& r : ranks) {
+      cudaSetDevice(r.device);
+      if (ok && cudaGraphInstantiate(&exec[r.rank], g[r.rank], 0) != cudaSuccess) ok = false;
+      if (g[r.rank]) cudaGraphDestroy(g[r.rank]);
       (void)cudaGetLastError();  // a failed capture is not an error: we fall back to eager launches
-      return Status::Ok();
-    }));
-    const bool all_graphed = std::all_of(captured.begin(), captured.end(), [](int c) { return c != 0; });
-    *graphed = all_graphed;
-    std::vector<std::vector<double>> ms(n, std::vector<double>(reps, 0.0));
-    std::barrier bar(n);
-    Status st = for_ranks([&](Rank& r) -> Status {
-      cudaEvent_t a = nullptr, b = nullptr;
-      auto run = [&]() -> Status {
-        if (all_graphed) {
-          LOWBIT_CUDA_RETURN(cudaGraphLaunch(exec[r.rank], r.stream));
-          return Status::Ok();
+    }
+    *graphed = ok;
+    auto destroy = [&]() {
+      for (Rank& r : ranks)
+        if (exec[r.rank]) {
+          cudaSetDevice(r.device);
+          cudaGraphExecDestroy(exec[r.rank]);
         }
-        return enqueue(r);
-      };
-      auto body = [&]() -> Status {
-        LOWBIT_CUDA_RETURN(cudaEventCreate(&a));
-        LOWBIT_CUDA_RETURN(cudaEventCreate(&b));
-        for (int i = 0; i < warmup; ++i) LOWBIT_RETURN_IF_ERROR(run());
-        LOWBIT_CUDA_RETURN(cudaStreamSynchronize(r.stream));
-        for (int i = 0; i < reps; ++i) {
-          bar.arrive_and_wait();
-          LOWBIT_CUDA_RETURN(cudaEventRecord(a, r.stream));
-          LOWBIT_RETURN_IF_ERROR(run());
-          LOWBIT_CUDA_RETURN(cudaEventRecord(b, r.stream));
-          LOWBIT_CUDA_RETURN(cudaEventSynchronize(b));
-          float t = 0;
-          LOWBIT_CUDA_RETURN(cudaEventElapsedTime(&t, a, b));
-          ms[r.rank][i] = t;
-        }
-        return Status::Ok();
-      };
-      Status s = body();
-      if (!s.ok()) bar.arrive_and_drop();  // never leave the other ranks waiting on us
-      if (a) cudaEventDestroy(a);
-      if (b) cudaEventDestroy(b);
-      if (s.ok() && r.comm) s = r.comm->check_peer_error();
-      return s;
-    });
-    for (int i = 0; i < n; ++i)
-      if (exec[i]) {
-        cudaSetDevice(ranks[i].device);
-        cudaGraphExecDestroy(exec[i]);
+    };
+    auto run = [&]() -> Status {
+      if (!ok) return enqueue_all();
+      for (Rank& r : ranks) {
+        LOWBIT_CUDA_RETURN(cudaSetDevice(r.device));
+        LOWBIT_CUDA_RETURN(cudaGraphLaunch(exec[r.rank], r.stream));
       }
-    LOWBIT_RETURN_IF_ERROR(st);
+      return Status::Ok();
+    };
+    std::vector<cudaEvent_t> a(n, nullptr), b(n, nullptr);
     std::vector<double> per_rep(reps, 0.0);
-    for (int i = 0; i < reps; ++i)
-      for (int k = 0; k < n; ++k) per_rep[i] = std::max(per_rep[i], ms[k][i]);
+    auto body = [&]() -> Status {
+      for (Rank& r : ranks) {
+        LOWBIT_CUDA_RETURN(cudaSetDevice(r.device));
+        LOWBIT_CUDA_RETURN(cudaEventCreate(&a[r.rank]));
+        LOWBIT_CUDA_RETURN(cudaEventCreate(&b[r.rank]));
+      }
+      for (int i = 0; i < warmup; ++i) LOWBIT_RETURN_IF_ERROR(run());
+      LOWBIT_RETURN_IF_ERROR(sync_all());
+      for (int i = 0; i < reps; ++i) {
+        for (Rank& r : ranks) {
+          LOWBIT_CUDA_RETURN(cudaSetDevice(r.device));
+          LOWBIT_CUDA_RETURN(cudaEventRecord(a[r.rank], r.stream));
+        }
+        LOWBIT_RETURN_IF_ERROR(run());
+        for (Rank& r : ranks) {
+          LOWBIT_CUDA_RETURN(cudaSetDevice(r.device));
+          LOWBIT_CUDA_RETURN(cudaEventRecord(b[r.rank], r.stream));
+        }
+        for (Rank& r : ranks) {
+          LOWBIT_CUDA_RETURN(cudaSetDevice(r.device));
+          LOWBIT_CUDA_RETURN(cudaEventSynchronize(b[r.rank]));
+          float t = 0;
+          LOWBIT_CUDA_RETURN(cudaEventElapsedTime(&t, a[r.rank], b[r.rank]));
+          per_rep[i] = std::max(per_rep[i], double(t));
+        }
+      }
+      return Status::Ok();
+    };
+    Status st = body();
+    for (Rank& r : ranks) {
+      cudaSetDevice(r.device);
+      if (a[r.rank]) cudaEventDestroy(a[r.rank]);
+      if (b[r.rank]) cudaEventDestroy(b[r.rank]);
+    }
+    destroy();
+    LOWBIT_RETURN_IF_ERROR(st);
     std::sort(per_rep.begin(), per_rep.end());
     *median_ms = per_rep[reps / 2];
     return Status::Ok();
+  }
+
+  // Waits for every rank's stream; a peer timeout recorded by an all-reduce kernel wins.
+  Status sync_all() {
+    Status first;
+    for (Rank& r : ranks) {
+      cudaSetDevice(r.device);
+      const cudaError_t e = cudaStreamSynchronize(r.stream);
+      Status st = r.comm ? r.comm->check_peer_error() : Status::Ok();
+      if (st.ok() && e != cudaSuccess)
+        st = make_status(StatusCode::kCudaError, "cudaStreamSynchronize: %s", cudaGetErrorString(e));
+      if (!st.ok() && first.ok()) first = make_status(st.code(), "rank %d: %s", r.rank, st.message().c_str());
+    }
+    return first;
   }
 
   ~Impl() {
@@ -274,9 +387,9 @@ Status TpRunner::create(const LlamaConfig& cfg, const std::vector<int>& devices,
                    cfg.hidden, cfg.vocab_size, cfg.n_layers, cfg.head_dim);
   LOWBIT_CHECK_ARG(cfg.head_dim % 2 == 0, "TpRunner::create: head_dim=%d must be even (RoPE pairs)", cfg.head_dim);
   if (cfg.n_experts > 0)
-    return make_status(StatusCode::kNotSupported,
-                       "TpRunner: MoE layers (%s, %d experts) are not implemented yet; dense models only",
-                       cfg.name.c_str(), cfg.n_experts);
+    LOWBIT_CHECK_ARG(cfg.n_experts_used >= 1 && cfg.n_experts_used <= cfg.n_experts && cfg.expert_intermediate > 0,
+                     "TpRunner::create: MoE config %s: %d experts, %d used, expert_intermediate %d", cfg.name.c_str(),
+                     cfg.n_experts, cfg.n_experts_used, cfg.expert_intermediate);
   int n_dev = 0;
   LOWBIT_CUDA_RETURN(cudaGetDeviceCount(&n_dev));
   for (int d : devices)
@@ -312,6 +425,9 @@ Status TpRunner::load_weights(const LlamaWeights& w) {
   Impl& m = *impl_;
   const LlamaConfig& c = m.cfg;
   const int H = c.hidden, hd = c.head_dim;
+  if (c.n_experts > 0)
+    return make_status(StatusCode::kNotSupported,
+                       "load_weights: MoE (%s) runs with synthetic int4 experts only (init_synthetic)", c.name.c_str());
   auto check = [](const std::vector<float>& v, size_t n, const char* what, int layer) -> Status {
     if (v.size() != n)
       return make_status(StatusCode::kInvalidArgument, "load_weights: %s of layer %d has %zu values, expected %zu",
@@ -404,8 +520,22 @@ Status TpRunner::init_synthetic(uint64_t seed, bool share_layers) {
       LOWBIT_RETURN_IF_ERROR(fill(P.wqkv, size_t(m.qkv_width(r)) * H, -a(H), a(H)));
       // Row-parallel inputs are 1/tp of the full fan-in: scale by the full one.
       LOWBIT_RETURN_IF_ERROR(fill(P.wo, size_t(H) * qdim, -a(c.n_heads * c.head_dim), a(c.n_heads * c.head_dim)));
-      LOWBIT_RETURN_IF_ERROR(fill(P.wgu, size_t(2) * I * H, -a(H), a(H)));
-      LOWBIT_RETURN_IF_ERROR(fill(P.wdown, size_t(H) * I, -a(c.intermediate), a(c.intermediate)));
+      if (c.n_experts > 0) {
+        LOWBIT_RETURN_IF_ERROR(fill(P.router, size_t(c.n_experts) * H, -a(H), a(H)));
+        // int4 experts: (q - 8) has standard deviation ~4.64, so scale 1 / (4.64 sqrt(fan_in))
+        // gives weights of the same spread as the dense layers (fan_in of w2: the full I).
+        for (int which = 0; which < 2; ++which) {
+          const int4::KernelWeightsView& v = which == 0 ? P.w13 : P.w2;
+          const float sc = 1.0f / (4.64f * std::sqrt(float(which == 0 ? H : c.expert_intermediate)));
+          LOWBIT_RETURN_IF_ERROR(gpu::fill_bits(static_cast<uint32_t*>(const_cast<void*>(v.qweight)),
+                                                int4::kernel_qweight_bytes(v.shape, v.kind) / 4, ++sd, r.stream));
+          LOWBIT_RETURN_IF_ERROR(fill(reinterpret_cast<bf16*>(const_cast<uint16_t*>(v.scales)),
+                                      int4::kernel_scale_count(v.shape), 0.9f * sc, 1.1f * sc));
+        }
+      } else {
+        LOWBIT_RETURN_IF_ERROR(fill(P.wgu, size_t(2) * I * H, -a(H), a(H)));
+        LOWBIT_RETURN_IF_ERROR(fill(P.wdown, size_t(H) * I, -a(c.intermediate), a(c.intermediate)));
+      }
     }
     for (int l = distinct; l < c.n_layers; ++l) r.layers[l] = r.layers[0];
     LOWBIT_CUDA_RETURN(cudaStreamSynchronize(r.stream));
@@ -436,8 +566,15 @@ Status TpRunner::prepare(const TpRunOptions& opt) {
     LOWBIT_RETURN_IF_ERROR(dalloc(&r.y, size_t(T) * H, &r.act_allocs));
     LOWBIT_RETURN_IF_ERROR(dalloc(&r.qkv, size_t(T) * m.qkv_width(r), &r.act_allocs));
     LOWBIT_RETURN_IF_ERROR(dalloc(&r.attn, size_t(T) * qdim, &r.act_allocs));
-    LOWBIT_RETURN_IF_ERROR(dalloc(&r.gu, size_t(T) * 2 * I, &r.act_allocs));
-    LOWBIT_RETURN_IF_ERROR(dalloc(&r.act, size_t(T) * I, &r.act_allocs));
+    if (m.cfg.n_experts > 0) {
+      LOWBIT_RETURN_IF_ERROR(dalloc(&r.router_logits, size_t(T) * m.cfg.n_experts, &r.act_allocs));
+      LOWBIT_RETURN_IF_ERROR(int4::moe_workspace_size(T, m.cfg.n_experts_used, m.cfg.n_experts, H, I, DType::kBF16, 0,
+                                                      &r.moe_ws_bytes));
+      LOWBIT_RETURN_IF_ERROR(dmalloc(&r.moe_ws, r.moe_ws_bytes, &r.act_allocs));
+    } else {
+      LOWBIT_RETURN_IF_ERROR(dalloc(&r.gu, size_t(T) * 2 * I, &r.act_allocs));
+      LOWBIT_RETURN_IF_ERROR(dalloc(&r.act, size_t(T) * I, &r.act_allocs));
+    }
     LOWBIT_RETURN_IF_ERROR(dalloc(&r.tokens, T, &r.act_allocs));
     LOWBIT_RETURN_IF_ERROR(dalloc(&r.targets, T, &r.act_allocs));
     LOWBIT_RETURN_IF_ERROR(dalloc(&r.nll, T, &r.act_allocs));
@@ -484,12 +621,10 @@ Status TpRunner::set_tokens(const std::vector<int32_t>& tokens) {
 Status TpRunner::forward(const TpComm& comm) {
   Impl& m = *impl_;
   LOWBIT_RETURN_IF_ERROR(m.ready());
-  return m.for_ranks([&](Rank& r) -> Status {
-    LOWBIT_RETURN_IF_ERROR(m.enqueue_forward(r, comm));
-    LOWBIT_CUDA_RETURN(cudaStreamSynchronize(r.stream));
-    if (r.comm) LOWBIT_RETURN_IF_ERROR(r.comm->check_peer_error());
-    return Status::Ok();
-  });
+  Status st = m.enqueue_forward_all(comm);
+  Status sy = m.sync_all();  // also after an enqueue error: never leave work in flight
+  LOWBIT_RETURN_IF_ERROR(st);
+  return sy;
 }
 
 Status TpRunner::logits(std::vector<float>* out) {
@@ -537,7 +672,7 @@ Status TpRunner::time_forward(const TpComm& comm, int warmup, int reps, double* 
   Impl& m = *impl_;
   LOWBIT_CHECK_ARG(median_ms && graphed && reps > 0 && warmup >= 0, "time_forward: bad arguments");
   LOWBIT_RETURN_IF_ERROR(m.ready());
-  return m.time_ranks([&](Rank& r) { return m.enqueue_forward(r, comm); }, warmup, reps, median_ms, graphed);
+  return m.time_all([&] { return m.enqueue_forward_all(comm); }, warmup, reps, median_ms, graphed);
 }
 
 Status TpRunner::time_allreduce(const allreduce::Options& opts, int calls, int warmup, int reps, double* median_us) {
@@ -554,10 +689,9 @@ Status TpRunner::time_allreduce(const allreduce::Options& opts, int calls, int w
   }));
   bool graphed = false;
   double ms = 0;
-  LOWBIT_RETURN_IF_ERROR(m.time_ranks(
-      [&](Rank& r) -> Status {
-        for (int i = 0; i < calls; ++i)
-          LOWBIT_RETURN_IF_ERROR(r.comm->allreduce(r.x, r.y, n, DType::kBF16, opts, r.stream));
+  LOWBIT_RETURN_IF_ERROR(m.time_all(
+      [&]() -> Status {
+        for (int i = 0; i < calls; ++i) LOWBIT_RETURN_IF_ERROR(m.allreduce_all(opts, n, true));
         return Status::Ok();
       },
       warmup, reps, &ms, &graphed));

@@ -61,6 +61,8 @@ Status nll_rows(const float* logits, int rows, int vocab, const int32_t* targets
 // Deterministic synthetic weights: p[i] = lo + (hi - lo) * u(seed, i), u a hash of the
 // index in [0, 1). Generated on the device so that 70B-sized weights take no host time.
 Status fill_uniform(bf16* p, size_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
+// p[i] = 32 hash bits of (seed, i): synthetic packed INT4 weights (any word is 8 valid nibbles).
+Status fill_bits(uint32_t* p, size_t n, uint64_t seed, cudaStream_t stream);
 
 // y[T, N] = x[T, K] * W[N, K]^T via cuBLAS (bf16 in, fp32 accumulation), y in bf16 or fp32.
 // ldx / ldy: row strides of x and y in elements. The handle's stream is used.
