@@ -1,6 +1,6 @@
 // Dense W4A16 GEMM entry point: validation, workspace sizing, kernel choice.
-//   N-packed layout, M <= 64  -> gemm_skinny.cu (streaming, split-K, CUDA cores)
-//   N-packed layout, M > 64   -> gemm_tc.cu (tensor cores)
+//   N-packed layout, M <= 256 -> gemm_skinny.cu (streaming, split-K, mma m16n8k16)
+//   N-packed layout, M > 256  -> gemm_tc.cu (tiled, tensor cores)
 //   K-packed layout           -> gemm_kpacked.cu (any N, even K)
 #include <cstdint>
 
@@ -10,7 +10,7 @@
 namespace lowbit::int4 {
 
 namespace {
-constexpr int kSkinnyMaxM = 64;
+constexpr int kSkinnyMaxM = 256;  // skinny tensor-core kernel up to here (32-row tiles over grid z)
 bool aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 }  // namespace
 

@@ -16,8 +16,7 @@ namespace lowbit::int4::detail {
 // partial sums reduced in a fixed order.
 constexpr int kSkinnyCols = 128;
 constexpr int kSkinnyKSlices = 4;
-constexpr int kSkinnyTargetBlocks = 396;  // ~3 per SM on a 132-SM H200 (24 warps: bytes in flight); fixed so
-                                          // the workspace size does not depend on the device
+constexpr int kSkinnySMs = 132;  // H200; fixed so the workspace size does not depend on the device
 int skinny_rows_per_tile(int m);
 int skinny_splits(int m, int n, int k);
 

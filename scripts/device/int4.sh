@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # INT4 component on the H200 machine (uses GPU 0 only): GPU tests (dequant bit-exact, GEMM
 # vs fp64, MoE routing/align exact, fused MoE vs reference, argument checks), then
-# `lowbit bench gemm` (Llama-3 8B/70B projections, M = 1,8,32,128,512,2048,8192) and
+# `lowbit bench gemm` (Llama-3 8B/70B projections, M = 1,8,32,128,512,2048,8192, ~15 s) and
 # `lowbit bench moe` (Qwen3-30B-A3B TP1/TP2, Mixtral-8x7B, DeepSeek-V2-Lite, same M set).
 # QUICK=1: the benches' --quick subsets (M = 1,16,256,4096 dense; 1,16,128,2048 MoE).
 # Env: BIN (built binaries), OUT (results). Budget: under 4 minutes (step limits below).
@@ -30,7 +30,7 @@ step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/
 if command -v cuobjdump > /dev/null; then
   sass=$(mktemp /tmp/int4-sass.XXXX)
   cuobjdump --dump-sass "$BIN/lowbit_tests_gpu_int4" > "$sass" 2>&1
-  for k in gemm_tc_kernel gemm_skinny_kernel moe_gemm1_kernel moe_gemm2_kernel; do
+  for k in gemm_tc_kernel gemm_skinny_tc_kernel moe_gemm1_kernel moe_gemm2_kernel; do
     awk -v k="$k" '/Function :/ {on = index($0, k) > 0} on' "$sass" > "$sass.k"
     echo "sass $k: HMMA=$(grep -c HMMA "$sass.k") LOP3=$(grep -c LOP3 "$sass.k") LDL/STL=$(grep -cE 'LDL|STL' "$sass.k")"
   done | tee "$OUT/sass_summary.txt"

@@ -28,9 +28,11 @@ Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
 // ---- dense GEMM ----------------------------------------------------------------------------
 // y[M, N] = x[M, K] * W[expert]^T. x, y: 16 B aligned when the fast path is taken
 // (N-packed layout); any 2 B alignment on the K-packed fallback.
-// The kernel is picked from M: M <= 64 a CUDA-core streaming kernel with split-K over the
-// grid (fp32 partials in the workspace, reduced in a fixed order: deterministic); M > 64 a
-// tensor-core (mma m16n8k16 via WMMA) tiled kernel; K-packed layout: a simple fallback.
+// The kernel is picked from M: M <= 256 a streaming tensor-core kernel (mma m16n8k16 on
+// y^T = W x^T, each weight word dequantized once per block for up to 32 rows, cp.async
+// pipeline) with split-K over the grid (fp32 partials in the workspace, reduced in a fixed
+// order: deterministic); M > 256 a tiled tensor-core kernel (WMMA); K-packed layout: a
+// simple fallback.
 struct GemmArgs {
   const void* x = nullptr;  // [M, K]
   void* y = nullptr;        // [M, N]
