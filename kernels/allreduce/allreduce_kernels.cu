@@ -36,14 +36,6 @@ __device__ __forceinline__ uint64_t globaltimer() {
   return t;
 }
 
-// Nibble slot of element e of an 8-element INT4 run (codec::kInt4Slot, as arithmetic so
-// device code needs no host constant array).
-__host__ __device__ constexpr int int4_slot(int e) { return (e & 1) * 4 + (e >> 1); }
-static_assert(int4_slot(0) == codec::kInt4Slot[0] && int4_slot(1) == codec::kInt4Slot[1] &&
-              int4_slot(2) == codec::kInt4Slot[2] && int4_slot(3) == codec::kInt4Slot[3] &&
-              int4_slot(4) == codec::kInt4Slot[4] && int4_slot(5) == codec::kInt4Slot[5] &&
-              int4_slot(6) == codec::kInt4Slot[6] && int4_slot(7) == codec::kInt4Slot[7]);
-
 __device__ __forceinline__ uint64_t* ctl_of(const KernelArgs& a, int r) { return reinterpret_cast<uint64_t*>(a.base[r]); }
 
 // Threads 0..N-1 wait for flag (index_of(peer)) >= e. Returns false (whole block) on
@@ -105,12 +97,26 @@ __device__ __forceinline__ uint16_t f2h(DType t, float f) {
   return t == DType::kF16 ? __half_as_ushort(__float2half_rn(f)) : __bfloat16_as_ushort(__float2bfloat16_rn(f));
 }
 
-// ---- raw (unquantized) pieces: 8 elements (16 bytes) per thread ----------------------
+// ---- raw (unquantized) pieces: 8 elements (16 bytes) per vector, kRawUnroll vectors per
+// thread per pass with every load issued before the first use (bytes in flight per SM are
+// what bounds these copies: one 16-byte load per thread at a time reaches ~5 GB/s per SM).
+constexpr int kRawUnroll = 4;
+
 __device__ __forceinline__ void copy_raw(const uint16_t* src, uint16_t* const* dst, int ndst, size_t n) {
-  const size_t nv = n / 8;
-  for (size_t v = threadIdx.x; v < nv; v += blockDim.x) {
-    uint4 x = *reinterpret_cast<const uint4*>(src + 8 * v);
-    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint4*>(dst[j] + 8 * v) = x;
+  const size_t nv = n / 8, stride = static_cast<size_t>(blockDim.x) * kRawUnroll;
+  for (size_t v0 = threadIdx.x; v0 < nv; v0 += stride) {
+    uint4 x[kRawUnroll];
+#pragma unroll
+    for (int u = 0; u < kRawUnroll; ++u) {
+      const size_t v = v0 + static_cast<size_t>(blockDim.x) * u;
+      if (v < nv) x[u] = *reinterpret_cast<const uint4*>(src + 8 * v);
+    }
+#pragma unroll
+    for (int u = 0; u < kRawUnroll; ++u) {
+      const size_t v = v0 + static_cast<size_t>(blockDim.x) * u;
+      if (v < nv)
+        for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint4*>(dst[j] + 8 * v) = x[u];
+    }
   }
   for (size_t i = nv * 8 + threadIdx.x; i < n; i += blockDim.x) {
     uint16_t x = src[i];
@@ -120,20 +126,33 @@ __device__ __forceinline__ void copy_raw(const uint16_t* src, uint16_t* const* d
 // dst[k] = round(sum_r src[r]) for every destination k; src are slots written by peers.
 __device__ __forceinline__ void sum_raw(DType t, const uint16_t* const* src, int nsrc, uint16_t* const* dst, int ndst,
                                         size_t n) {
-  const size_t nv = n / 8;
-  for (size_t v = threadIdx.x; v < nv; v += blockDim.x) {
-    float acc[8];
+  const size_t nv = n / 8, stride = static_cast<size_t>(blockDim.x) * kRawUnroll;
+  for (size_t v0 = threadIdx.x; v0 < nv; v0 += stride) {
+    float acc[kRawUnroll][8];
     for (int r = 0; r < nsrc; ++r) {
-      uint4 x = __ldcg(reinterpret_cast<const uint4*>(src[r] + 8 * v));
-      const uint16_t* h = reinterpret_cast<const uint16_t*>(&x);
+      uint4 x[kRawUnroll];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) acc[i] = r == 0 ? h2f(t, h[i]) : acc[i] + h2f(t, h[i]);
+      for (int u = 0; u < kRawUnroll; ++u) {
+        const size_t v = v0 + static_cast<size_t>(blockDim.x) * u;
+        if (v < nv) x[u] = __ldcg(reinterpret_cast<const uint4*>(src[r] + 8 * v));
+      }
+#pragma unroll
+      for (int u = 0; u < kRawUnroll; ++u) {
+        const uint16_t* h = reinterpret_cast<const uint16_t*>(&x[u]);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[u][i] = r == 0 ? h2f(t, h[i]) : acc[u][i] + h2f(t, h[i]);
+      }
     }
-    uint4 y;
-    uint16_t* o = reinterpret_cast<uint16_t*>(&y);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) o[i] = f2h(t, acc[i]);
-    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint4*>(dst[j] + 8 * v) = y;
+    for (int u = 0; u < kRawUnroll; ++u) {
+      const size_t v = v0 + static_cast<size_t>(blockDim.x) * u;
+      if (v >= nv) continue;
+      uint4 y;
+      uint16_t* o = reinterpret_cast<uint16_t*>(&y);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[i] = f2h(t, acc[u][i]);
+      for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint4*>(dst[j] + 8 * v) = y;
+    }
   }
   for (size_t i = nv * 8 + threadIdx.x; i < n; i += blockDim.x) {
     float acc = 0;
@@ -146,131 +165,21 @@ __device__ __forceinline__ void sum_raw(DType t, const uint16_t* const* src, int
   }
 }
 __device__ __forceinline__ void copy_raw_cg(const uint16_t* src, uint16_t* dst, size_t n) {
-  const size_t nv = n / 8;
-  for (size_t v = threadIdx.x; v < nv; v += blockDim.x)
-    *reinterpret_cast<uint4*>(dst + 8 * v) = __ldcg(reinterpret_cast<const uint4*>(src + 8 * v));
+  const size_t nv = n / 8, stride = static_cast<size_t>(blockDim.x) * kRawUnroll;
+  for (size_t v0 = threadIdx.x; v0 < nv; v0 += stride) {
+    uint4 x[kRawUnroll];
+#pragma unroll
+    for (int u = 0; u < kRawUnroll; ++u) {
+      const size_t v = v0 + static_cast<size_t>(blockDim.x) * u;
+      if (v < nv) x[u] = __ldcg(reinterpret_cast<const uint4*>(src + 8 * v));
+    }
+#pragma unroll
+    for (int u = 0; u < kRawUnroll; ++u) {
+      const size_t v = v0 + static_cast<size_t>(blockDim.x) * u;
+      if (v < nv) *reinterpret_cast<uint4*>(dst + 8 * v) = x[u];
+    }
+  }
   for (size_t i = nv * 8 + threadIdx.x; i < n; i += blockDim.x) dst[i] = __ldcg(src + i);
-}
-
-// ---- quantized pieces: one warp per group of G, E = G/32 elements per lane -------------
-template <int G>
-struct Lane {
-  static constexpr int E = G / 32;
-};
-
-// Loads the lane's E values of a group (m valid elements) from plain global memory.
-template <int G>
-__device__ __forceinline__ void load_group(const uint16_t* src, int m, int lane, uint16_t (&x)[G / 32]) {
-  constexpr int E = G / 32;
-  if (m == G) {
-    if constexpr (E == 4) {
-      uint2 v = *reinterpret_cast<const uint2*>(src + lane * 4);
-      *reinterpret_cast<uint2*>(x) = v;
-    } else if constexpr (E == 2) {
-      uint32_t v = *reinterpret_cast<const uint32_t*>(src + lane * 2);
-      *reinterpret_cast<uint32_t*>(x) = v;
-    } else {
-      x[0] = src[lane];
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < E; ++i) x[i] = lane * E + i < m ? src[lane * E + i] : 0;
-  }
-}
-
-// Encodes a group held in registers (m valid) into every destination segment.
-// data: group's data bytes at dst[k] + data_off; meta at dst[k] + meta_off.
-template <int BITS, int G>
-__device__ __forceinline__ void encode_group(DType t, const uint16_t (&x)[G / 32], int m, int lane, uint8_t* const* dst,
-                                             int ndst, size_t data_off, size_t meta_off) {
-  constexpr int E = G / 32;
-  const codec::CodecSpec spec{BITS, G};
-  uint32_t kmin = 0xFFFFFFFFu, kmax = 0;
-  bool finite = true;
-#pragma unroll
-  for (int i = 0; i < E; ++i) {
-    if (lane * E + i < m) {
-      uint32_t k = proto::half_order_key(x[i]);
-      kmin = min(kmin, k);
-      kmax = max(kmax, k);
-      finite = finite && !half_bits_nonfinite(t, x[i]);
-    }
-  }
-  kmin = __reduce_min_sync(0xFFFFFFFFu, kmin);
-  kmax = __reduce_max_sync(0xFFFFFFFFu, kmax);
-  finite = __all_sync(0xFFFFFFFFu, finite);
-  const codec::GroupMeta gm =
-      codec::make_group_meta(spec, t, proto::half_from_order_key(kmin), proto::half_from_order_key(kmax), finite);
-  uint32_t q[E];
-#pragma unroll
-  for (int i = 0; i < E; ++i) q[i] = lane * E + i < m ? codec::quantize_value(spec, gm, h2f(t, x[i])) : 0u;
-  if constexpr (BITS == 8) {
-    uint32_t packed = 0;
-#pragma unroll
-    for (int i = 0; i < E; ++i) packed |= q[i] << (8 * i);
-    for (int j = 0; j < ndst; ++j) {
-      uint8_t* d = dst[j] + data_off + lane * E;
-      if constexpr (E == 4) *reinterpret_cast<uint32_t*>(d) = packed;
-      else if constexpr (E == 2) *reinterpret_cast<uint16_t*>(d) = static_cast<uint16_t>(packed);
-      else *d = static_cast<uint8_t>(packed);
-    }
-  } else {
-    uint32_t word = 0;
-#pragma unroll
-    for (int i = 0; i < E; ++i) word |= q[i] << (4 * int4_slot((lane * E + i) % 8));
-    constexpr int kLanesPerWord = 8 / E;
-#pragma unroll
-    for (int o = 1; o < kLanesPerWord; o <<= 1) word |= __shfl_xor_sync(0xFFFFFFFFu, word, o);
-    if (lane % kLanesPerWord == 0) {
-      const int w = lane / kLanesPerWord;
-      for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint32_t*>(dst[j] + data_off + 4 * w) = word;
-    }
-  }
-  if (lane == 0) {
-    const uint32_t meta = static_cast<uint32_t>(gm.scale_bits) | (static_cast<uint32_t>(gm.min_bits) << 16);
-    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint32_t*>(dst[j] + meta_off) = meta;
-  }
-}
-
-// Decodes the lane's E values of a group from a slot (written by a peer: ld.cg).
-template <int BITS, int G>
-__device__ __forceinline__ void decode_group(DType t, const uint8_t* src, size_t data_off, size_t meta_off, int lane,
-                                             float (&v)[G / 32]) {
-  constexpr int E = G / 32;
-  const uint32_t meta = __ldcg(reinterpret_cast<const unsigned int*>(src + meta_off));
-  const codec::GroupMeta gm =
-      codec::load_group_meta(t, static_cast<uint16_t>(meta & 0xFFFFu), static_cast<uint16_t>(meta >> 16));
-  if constexpr (BITS == 8) {
-    uint32_t packed;
-    const uint8_t* d = src + data_off + lane * E;
-    if constexpr (E == 4) packed = __ldcg(reinterpret_cast<const unsigned int*>(d));
-    else if constexpr (E == 2) packed = __ldcg(reinterpret_cast<const unsigned short*>(d));
-    else packed = __ldcg(reinterpret_cast<const unsigned char*>(d));
-#pragma unroll
-    for (int i = 0; i < E; ++i) v[i] = codec::dequantize_value(t, gm, (packed >> (8 * i)) & 0xFFu);
-  } else {
-    constexpr int kLanesPerWord = 8 / E;
-    const uint32_t word = __ldcg(reinterpret_cast<const unsigned int*>(src + data_off + 4 * (lane / kLanesPerWord)));
-#pragma unroll
-    for (int i = 0; i < E; ++i) {
-      uint32_t q = (word >> (4 * int4_slot((lane * E + i) % 8))) & 0xFu;
-      v[i] = codec::dequantize_value(t, gm, q);
-    }
-  }
-}
-
-template <int G>
-__device__ __forceinline__ void store_group(uint16_t* dst, int m, int lane, const uint16_t (&x)[G / 32]) {
-  constexpr int E = G / 32;
-  if (m == G) {
-    if constexpr (E == 4) *reinterpret_cast<uint2*>(dst + lane * 4) = *reinterpret_cast<const uint2*>(x);
-    else if constexpr (E == 2) *reinterpret_cast<uint32_t*>(dst + lane * 2) = *reinterpret_cast<const uint32_t*>(x);
-    else dst[lane] = x[0];
-  } else {
-#pragma unroll
-    for (int i = 0; i < E; ++i)
-      if (lane * E + i < m) dst[lane * E + i] = x[i];
-  }
 }
 
 // ---- the kernels ------------------------------------------------------------------------
@@ -323,97 +232,46 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(KernelArgs a) {
   finish_kernel(a, base);
 }
 
-// B1/B2: bits of step 1/2 (16 = raw); G: group size (unused when raw).
-template <int B1, int B2, int G>
-__global__ void __launch_bounds__(kThreads) twostep_kernel(KernelArgs a) {
+// Unquantized two-shot: reduce-scatter by pushes (step 1), owner sums in rank order and
+// pushes the rounded sum to every rank (step 2), copy out (step 3).
+__global__ void __launch_bounds__(kThreads) twoshot_kernel(KernelArgs a) {
   __shared__ uint64_t s_base;
   __shared__ int s_abort;
   const uint64_t base = read_base(a, &s_base, &s_abort);
   const int tile = blockIdx.x;
   const Plan& p = a.plan;
   const int N = a.nranks;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
   const DType t = a.dtype;
-  constexpr int E = G / 32;
-  const codec::CodecSpec s1{B1 == 16 ? 8 : B1, G}, s2{B2 == 16 ? 8 : B2, G};
-  const size_t meta1 = B1 == 16 ? 0 : codec::codec_data_bytes(s1, p.ts);
-  const size_t meta2 = B2 == 16 ? 0 : codec::codec_data_bytes(s2, p.ts);
-
   for (size_t c = 0; c < p.num_chunks; ++c) {
     const uint64_t e = proto::chunk_epoch(base, c);
-    // Step 1: my tile of every slice j, encoded into owner j's recv slot for me.
+    // Step 1: my tile of every slice j into owner j's recv slot for me.
     for (int j = 0; j < N; ++j) {
       const Span sp = proto::tile_span(p, c, j, tile);
-      uint8_t* dst = a.base[j] + proto::recv_offset(a.areas, p, a.rank, tile);
-      if constexpr (B1 == 16) {
-        uint16_t* d = reinterpret_cast<uint16_t*>(dst);
-        copy_raw(a.in + sp.begin, &d, 1, sp.n);
-      } else {
-        const int ng = static_cast<int>((sp.n + G - 1) / G);
-        for (int g = warp; g < ng; g += nwarps) {
-          const int m = static_cast<int>(min(static_cast<size_t>(G), sp.n - static_cast<size_t>(g) * G));
-          uint16_t x[E];
-          load_group<G>(a.in + sp.begin + static_cast<size_t>(g) * G, m, lane, x);
-          encode_group<B1, G>(t, x, m, lane, &dst, 1, static_cast<size_t>(g) * G * B1 / 8, meta1 + 4 * g);
-        }
-      }
+      uint16_t* d = reinterpret_cast<uint16_t*>(a.base[j] + proto::recv_offset(a.areas, p, a.rank, tile));
+      copy_raw(a.in + sp.begin, &d, 1, sp.n);
     }
     signal_all(a, proto::flag1_index(tile, a.rank), e);
     if (!wait_all(a, [&](int r) { return proto::flag1_index(tile, r); }, e, proto::kStepReduceScatter, c, &s_abort))
       return;
-
-    // Step 2: reduce my slice's tile over all senders (rank order), encode once, push to all.
+    // Step 2: reduce my slice's tile over all senders (rank order), push to all.
     {
       const Span mine = proto::tile_span(p, c, a.rank, tile);
-      const uint8_t* src[proto::kMaxRanks];
-      uint8_t* dst[proto::kMaxRanks];
+      const uint16_t* src[proto::kMaxRanks];
+      uint16_t* dst[proto::kMaxRanks];
       for (int r = 0; r < N; ++r) {
-        src[r] = a.base[a.rank] + proto::recv_offset(a.areas, p, r, tile);
-        dst[r] = a.base[r] + proto::gather_offset(a.areas, p, a.rank, tile);
+        src[r] = reinterpret_cast<const uint16_t*>(a.base[a.rank] + proto::recv_offset(a.areas, p, r, tile));
+        dst[r] = reinterpret_cast<uint16_t*>(a.base[r] + proto::gather_offset(a.areas, p, a.rank, tile));
       }
-      if constexpr (B1 == 16 && B2 == 16) {
-        sum_raw(t, reinterpret_cast<const uint16_t* const*>(src), N, reinterpret_cast<uint16_t* const*>(dst), N,
-                mine.n);
-      } else {
-        const int ng = static_cast<int>((mine.n + G - 1) / G);
-        for (int g = warp; g < ng; g += nwarps) {
-          const int m = static_cast<int>(min(static_cast<size_t>(G), mine.n - static_cast<size_t>(g) * G));
-          float acc[E];
-          for (int r = 0; r < N; ++r) {
-            float v[E];
-            decode_group<B1, G>(t, src[r], static_cast<size_t>(g) * G * B1 / 8, meta1 + 4 * g, lane, v);
-#pragma unroll
-            for (int i = 0; i < E; ++i) acc[i] = r == 0 ? v[i] : acc[i] + v[i];
-          }
-          uint16_t s16[E];
-#pragma unroll
-          for (int i = 0; i < E; ++i) s16[i] = f2h(t, acc[i]);
-          encode_group<B2, G>(t, s16, m, lane, dst, N, static_cast<size_t>(g) * G * B2 / 8, meta2 + 4 * g);
-        }
-      }
+      sum_raw(t, src, N, dst, N, mine.n);
     }
     signal_all(a, proto::flag2_index(tile, a.rank), e);
     if (!wait_all(a, [&](int r) { return proto::flag2_index(tile, r); }, e, proto::kStepAllGather, c, &s_abort))
       return;
-
-    // Step 3: decode every owner's reduced tile into the output.
+    // Step 3: copy every owner's reduced tile into the output.
     for (int j = 0; j < N; ++j) {
       const Span sp = proto::tile_span(p, c, j, tile);
-      const uint8_t* src = a.base[a.rank] + proto::gather_offset(a.areas, p, j, tile);
-      if constexpr (B2 == 16) {
-        copy_raw_cg(reinterpret_cast<const uint16_t*>(src), a.out + sp.begin, sp.n);
-      } else {
-        const int ng = static_cast<int>((sp.n + G - 1) / G);
-        for (int g = warp; g < ng; g += nwarps) {
-          const int m = static_cast<int>(min(static_cast<size_t>(G), sp.n - static_cast<size_t>(g) * G));
-          float v[E];
-          decode_group<B2, G>(t, src, static_cast<size_t>(g) * G * B2 / 8, meta2 + 4 * g, lane, v);
-          uint16_t y[E];
-#pragma unroll
-          for (int i = 0; i < E; ++i) y[i] = f2h(t, v[i]);
-          store_group<G>(a.out + sp.begin + static_cast<size_t>(g) * G, m, lane, y);
-        }
-      }
+      copy_raw_cg(reinterpret_cast<const uint16_t*>(a.base[a.rank] + proto::gather_offset(a.areas, p, j, tile)),
+                  a.out + sp.begin, sp.n);
     }
     __syncthreads();
   }
@@ -428,7 +286,7 @@ __global__ void __launch_bounds__(kThreads) twostep_kernel(KernelArgs a) {
 // 8v..8v+7 of the span); its codes live at byte v*BITS of the tile segment (INT4: one
 // 32-bit word, INT8: 8 bytes), the group's metadata at meta_off + 4*(v/GL).
 constexpr int kQThreads = 512;  // 16 warps per SM: latency hiding for the load->encode chain
-constexpr int kQUnroll = 2;     // vectors per lane per pass (loads issued before the math)
+constexpr int kQUnroll = 4;     // vectors per lane per pass (loads issued before the math)
 
 __device__ __forceinline__ int vec_valid(size_t n, size_t v) {
   const size_t e0 = v * 8;
@@ -641,7 +499,7 @@ Status launch_allreduce(Mode mode, int group_size, const KernelArgs& a, cudaStre
       LOWBIT_CUDA_RETURN_LAUNCH();
       return Status::Ok();
     case Mode::kTwoShot:
-      twostep_kernel<16, 16, 128><<<grid, block, 0, stream>>>(a);
+      twoshot_kernel<<<grid, block, 0, stream>>>(a);
       LOWBIT_CUDA_RETURN_LAUNCH();
       return Status::Ok();
     case Mode::kQ8Q8: return launch_g<8, 8>(group_size, a, stream);

@@ -26,22 +26,27 @@ namespace {
 ncclDataType_t nccl_type(DType t) { return t == DType::kF16 ? ncclFloat16 : ncclBfloat16; }
 
 // Default blocks (tiles) per mode and size; Options::num_sms / Config::default_num_sms
-// override it. Small messages want few blocks (each block's flag round trip is the cost),
-// large ones enough blocks to saturate NVLink and to quantize at HBM speed.
+// override it. From `lowbit bench allreduce --tune` on 2x H200 (bf16, 2026-11-30): small
+// messages want a few blocks (each block's flag round trip is the cost, but more blocks
+// move the bytes in parallel), large ones every SM. Quantized: the per-block encode chain is
+// the latency, so even 16 KiB uses 16 blocks.
 int default_blocks(Mode m, size_t bytes, int sms) {
-  size_t per_block;
-  int cap;
+  constexpr size_t KiB = 1024;
+  int b;
   switch (m) {
-    case Mode::kOneShot: per_block = 32 << 10, cap = 32; break;
-    case Mode::kTwoShot: per_block = 64 << 10, cap = 64; break;
-    // Quantized: one 512-thread block encodes 8 KiB of a slice per pass; spread small
-    // messages over many SMs (the per-block chain is the latency), up to every SM.
-    default: per_block = 16 << 10, cap = sms; break;
+    case Mode::kOneShot:
+      b = bytes <= 64 * KiB ? 8 : bytes <= 128 * KiB ? 16 : bytes <= 512 * KiB ? 32 : bytes <= 1024 * KiB ? 64 : sms;
+      break;
+    case Mode::kTwoShot:
+      b = bytes <= 32 * KiB ? 8 : bytes <= 64 * KiB ? 16 : bytes <= 1024 * KiB ? 32 : bytes <= 8192 * KiB ? 64 : sms;
+      break;
+    default: {
+      size_t q = bytes / KiB;
+      b = q < 16 ? 16 : q > static_cast<size_t>(sms) ? sms : static_cast<int>(q);
+      break;
+    }
   }
-  size_t b = (bytes + per_block - 1) / per_block;
-  if (b < 1) b = 1;
-  if (b > static_cast<size_t>(cap)) b = static_cast<size_t>(cap);
-  return static_cast<int>(b);
+  return b < 1 ? 1 : b > sms ? sms : b;
 }
 
 class CommImpl final : public Communicator {
