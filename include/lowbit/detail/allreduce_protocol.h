@@ -173,9 +173,15 @@ LOWBIT_HD bool make_plan(Kind kind, StepCodec c1, StepCodec c2, int nranks, int 
     p->num_chunks = count == 0 ? 0 : 1;
     p->chunk_full = kind == Kind::kOneShot ? static_cast<size_t>(tiles) * p->ts : N * tiles * p->ts;
   } else {
-    p->ts = ts_max;
-    p->chunk_full = per_chunk;
-    p->num_chunks = ceil_div(count, per_chunk);
+    // Several chunks: balance them (shrink the tile so that all chunks are about equally
+    // long) -- a short last chunk at full tile size would leave most blocks idle while the
+    // rest take as long as for a full chunk. ts <= ts_max because count <= nc * per_chunk.
+    const size_t nc = ceil_div(count, per_chunk);
+    const size_t lanes = kind == Kind::kOneShot ? static_cast<size_t>(tiles) : N * tiles;
+    p->ts = round_up(ceil_div(count, nc * lanes), U);
+    if (p->ts > ts_max) p->ts = ts_max;
+    p->chunk_full = lanes * p->ts;
+    p->num_chunks = ceil_div(count, p->chunk_full);
   }
   p->tiles = tiles;
   p->tile1_bytes = round_up(step_bytes(p->c1, p->ts), kTileAlign);
