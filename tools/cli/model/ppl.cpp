@@ -1,11 +1,16 @@
-// lowbit ppl: perplexity of a GGUF Llama on WikiText-2 with the CPU engine, optionally
-// under simulated tensor parallelism with a quantized all-reduce (see docs/model.md).
+// lowbit ppl: perplexity of a GGUF Llama on WikiText-2, on the CPU engine (simulated tensor
+// parallelism, reference all-reduce) or on the GPUs (TpRunner, the real all-reduce kernels).
+// Protocol in lowbit/model/perplexity.h; see docs/model.md.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "lowbit/model/perplexity.h"
+#include "lowbit/model/tp_runner.h"
 #include "tools/cli/args.h"
 #include "tools/cli/command.h"
 #include "tools/cli/model/model_common.h"
@@ -13,68 +18,97 @@
 namespace lowbit::cli::model_cmd {
 namespace {
 
-constexpr int kDefaultMaxWindows = 8;  // ~8k tokens: a few minutes on 2 cores
+constexpr int kDefaultCpuWindows = 8;  // ~8k tokens: a few minutes on 2 cores
 
-struct PplResult {
-  std::string mode;
-  int group = 0;
+const char* kHelp =
+    "usage: lowbit ppl [options]\n"
+    "Perplexity of a GGUF Llama on the WikiText-2 test split: the text is tokenized (no BOS) and\n"
+    "cut into non-overlapping blocks of ctx tokens; window [BOS, t0..t_{ctx-2}] predicts\n"
+    "t0..t_{ctx-1}, so every token of the scored prefix is predicted once; ppl = exp(mean NLL).\n"
+    "\n"
+    "  --device cpu|gpu|auto  auto (default): gpu when built with CUDA and a device is present\n"
+    "                         cpu: fp32 engine, simulated TP, reference all-reduce (bf16 partials)\n"
+    "                         gpu: TpRunner (bf16, cuBLAS) on GPUs 0..tp-1 with the real all-reduce\n"
+    "  --tp N                 ranks (default 2; gpu: 1 when only one GPU is present). cpu: 0 = plain\n"
+    "                         fp32 without TP; the gpu runner needs tp <= KV heads (SmolLM2: 3)\n"
+    "  --mode M               exact (default), q8q8, q4q8, q4q4; also nccl/oneshot/twoshot (gpu:\n"
+    "                         that algorithm; exact = nccl on gpu; cpu: all unquantized = exact)\n"
+    "  --group G              quantization group size 32, 64, 128 (default 128)\n"
+    "  --all-modes            exact + {q8q8,q4q8,q4q4} x G {32,64,128}; table with change vs exact\n"
+    "  --ctx N                window length (default 1024)\n"
+    "  --max-windows N        windows scored, 0 = all (default: gpu all 296, cpu 8 = a prefix)\n"
+    "  --batch N              gpu: windows per forward (default 8)\n"
+    "  --threads N            cpu threads (default 2)\n"
+    "  --site-errors          cpu: per-layer relative L2 error of each quantized all-reduce\n"
+    "  --json PATH            write the results as JSON and a markdown table (PATH with .md);\n"
+    "                         --all-modes on gpu defaults to docs/benchmarks/ppl_gpu.json\n"
+    "  --model PATH           default models/SmolLM2-135M-Instruct.Q4_1.gguf under the repo root\n"
+    "                         (cwd or a parent with models/), else <exe>/../../\n"
+    "  --text PATH            default $LOWBIT_DATA_DIR/wikitext-2-raw/wiki.test.raw; without\n"
+    "                         LOWBIT_DATA_DIR the first existing of <root>/../shared/data/\n"
+    "                         wikitext-2-raw/wiki.test.raw, <root>/data/wiki.test.raw,\n"
+    "                         <root>/data/wikitext-2-raw/wiki.test.raw\n"
+    "The file and device used are printed first.\n";
+
+struct PplRow {
+  std::string mode;  // display name: exact or the quantized mode
+  std::string algo;  // the all-reduce algorithm that ran
+  int group = 0;     // 0: unquantized
   double ppl = 0, nll = 0;
   int64_t tokens = 0;
   double seconds = 0;
+  bool has_sites = false;
   model::SiteErrorStats sites;
 };
 
-// Scores windows [BOS, t_0 .. t_{ctx-2}] -> targets t_0 .. t_{ctx-1} over consecutive,
-// non-overlapping blocks of ctx text tokens: every text token of the prefix scored once.
-Status run_ppl(const LoadedModel& m, const std::vector<int32_t>& toks, int ctx, int n_windows, int tp,
-               allreduce::Mode mode, int group, int threads, bool site_errors, PplResult* res) {
+Status run_cpu(const LoadedModel& m, const std::vector<int32_t>& toks, int ctx, int n_windows, int tp,
+               allreduce::Mode mode, int group, int threads, bool site_errors, PplRow* res) {
   model::CpuEngineOptions o;
   o.tp = tp;
   o.mode = mode;
   o.group_size = group;
   o.threads = threads;
   o.max_ctx = ctx;
-  o.site_errors = site_errors ? &res->sites : nullptr;
+  res->has_sites = site_errors && allreduce::mode_is_quantized(mode);
+  o.site_errors = res->has_sites ? &res->sites : nullptr;
   model::CpuLlama eng;
   LOWBIT_RETURN_IF_ERROR(eng.init(m.cfg, &m.w, o));
-  res->mode = display_mode(mode);
-  res->group = allreduce::mode_is_quantized(mode) ? group : 0;
-  const int V = m.cfg.vocab_size;
-  constexpr int kRows = 64;
-  std::vector<float> hidden, logits(static_cast<size_t>(kRows) * V);
-  std::vector<int32_t> in(ctx);
-  double nll = 0;
-  int64_t count = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  for (int w = 0; w < n_windows; ++w) {
-    const int32_t* tgt = toks.data() + static_cast<int64_t>(w) * ctx;
-    in[0] = m.tok.bos_id();
-    for (int i = 1; i < ctx; ++i) in[i] = tgt[i - 1];
-    eng.reset();
-    LOWBIT_RETURN_IF_ERROR(eng.forward(in.data(), ctx, &hidden));
-    for (int r0 = 0; r0 < ctx; r0 += kRows) {
-      int rows = std::min(kRows, ctx - r0);
-      eng.logits(hidden.data() + static_cast<size_t>(r0) * m.cfg.hidden, rows, logits.data());
-      for (int r = 0; r < rows; ++r) {
-        const float* lg = logits.data() + static_cast<size_t>(r) * V;
-        double mx = lg[0];
-        for (int v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(lg[v]));
-        double se = 0;
-        for (int v = 0; v < V; ++v) se += std::exp(static_cast<double>(lg[v]) - mx);
-        nll += std::log(se) + mx - lg[tgt[r0 + r]];
-        ++count;
-      }
-    }
-    double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "\r  [%s%s] window %d/%d  ppl %.4f  %.0f tok/s   ", res->mode.c_str(),
-                 res->group ? (" G" + std::to_string(res->group)).c_str() : "", w + 1, n_windows, std::exp(nll / count),
-                 count / sec);
-  }
+  const std::string tag = res->mode + (res->group ? " G" + std::to_string(res->group) : "");
+  const auto t0 = std::chrono::steady_clock::now();
+  model::PplResult r;
+  LOWBIT_RETURN_IF_ERROR(model::cpu_perplexity(&eng, m.tok.bos_id(), toks, ctx, n_windows, &r,
+                                               [&](int done, int total, double ppl) {
+                                                 double s = std::chrono::duration<double>(
+                                                                std::chrono::steady_clock::now() - t0).count();
+                                                 std::fprintf(stderr, "\r  [%s] window %d/%d  ppl %.4f  %.0f tok/s   ",
+                                                              tag.c_str(), done, total, ppl, double(done) * ctx / s);
+                                               }));
   std::fprintf(stderr, "\n");
-  res->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  res->tokens = count;
-  res->nll = nll / count;
-  res->ppl = std::exp(res->nll);
+  res->seconds = r.seconds;
+  res->tokens = r.n_scored;
+  res->nll = r.nll_sum / double(r.n_scored);
+  res->ppl = r.ppl;
+  return Status::Ok();
+}
+
+Status run_gpu(const LoadedModel& m, const std::vector<int>& chunks, int ctx, int n_windows, int tp,
+               const std::string& algo, int group, int batch, PplRow* res) {
+  model::GpuPplOptions o;
+  o.ctx = ctx + 1;       // chunk = [BOS, ctx text tokens]
+  o.first_scored = 0;    // score every position j >= 1 of the chunk: ctx predictions
+  o.tp = tp;
+  o.batch = batch;
+  o.max_chunks = n_windows;
+  LOWBIT_RETURN_IF_ERROR(model::parse_tp_comm(algo, group, &o.comm));
+  model::PplResult r;
+  LOWBIT_RETURN_IF_ERROR(model::gpu_perplexity(m.cfg, m.w, chunks, o, &r));
+  if (r.n_scored != int64_t(n_windows) * ctx)
+    return make_status(StatusCode::kInternal, "gpu_perplexity scored %lld predictions, expected %lld",
+                       static_cast<long long>(r.n_scored), static_cast<long long>(n_windows) * ctx);
+  res->seconds = r.seconds;
+  res->tokens = r.n_scored;
+  res->nll = r.nll_sum / double(r.n_scored);
+  res->ppl = r.ppl;
   return Status::Ok();
 }
 
@@ -100,119 +134,190 @@ double site_mean(const model::SiteErrorStats& s, int site) {
   return c ? a / c : 0.0;
 }
 
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+int fail(const Status& st) {
+  std::fprintf(stderr, "lowbit ppl: %s\n", st.to_string().c_str());
+  return 1;
+}
+
 int cmd_ppl(const std::vector<std::string>& argv) {
-  Args a(argv, {"model", "text", "ctx", "tp", "mode", "group", "max-windows", "all-modes", "json", "site-errors", "threads"},
+  for (auto& s : argv)
+    if (s == "--help" || s == "-h") {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+  Args a(argv, {"model", "text", "ctx", "tp", "mode", "group", "max-windows", "all-modes", "json", "site-errors",
+                "threads", "device", "batch"},
          {"all-modes", "site-errors"});
   if (!a.ok()) {
-    std::fprintf(stderr, "lowbit ppl: %s\n", a.error().c_str());
+    std::fprintf(stderr, "lowbit ppl: %s (see lowbit ppl --help)\n", a.error().c_str());
     return 2;
   }
-  std::string model_path = a.get("model", default_model()), text_path = a.get("text", default_text());
-  int ctx = static_cast<int>(a.get_int("ctx", 1024)), tp = static_cast<int>(a.get_int("tp", 2));
-  int group = static_cast<int>(a.get_int("group", 128)), threads = static_cast<int>(a.get_int("threads", 2));
-  int64_t max_windows = a.get_int("max-windows", kDefaultMaxWindows);
-  bool all = a.has("all-modes"), sites = a.has("site-errors");
-  if (!a.ok() || ctx < 2 || tp < 0 || threads < 1 || max_windows < 0) {
+  // Device.
+  const std::string dev_opt = a.get("device", "auto");
+  const int n_gpus = cuda_device_count();
+  bool gpu = false;
+  std::string dev_why;
+  if (dev_opt == "gpu") {
+    if (n_gpus == 0) {
+      std::fprintf(stderr, "lowbit ppl: --device gpu but %s\n",
+                   LOWBIT_HAS_CUDA_FLAG ? "no CUDA device is visible" : "lowbit was built without CUDA");
+      return 1;
+    }
+    gpu = true, dev_why = "--device gpu";
+  } else if (dev_opt == "cpu") {
+    dev_why = "--device cpu";
+  } else if (dev_opt == "auto") {
+    gpu = n_gpus > 0;
+    dev_why = gpu ? "auto: CUDA device present" : (LOWBIT_HAS_CUDA_FLAG ? "auto: no CUDA device" : "auto: built without CUDA");
+  } else {
+    std::fprintf(stderr, "lowbit ppl: --device must be cpu, gpu or auto, not '%s'\n", dev_opt.c_str());
+    return 2;
+  }
+  const std::string model_path = a.get("model", default_model());
+  const bool text_given = a.has("text");
+  const std::string text_path = a.get("text", default_text());
+  const int ctx = static_cast<int>(a.get_int("ctx", 1024));
+  int tp = static_cast<int>(a.get_int("tp", gpu && n_gpus < 2 ? 1 : 2));
+  const int group = static_cast<int>(a.get_int("group", 128)), threads = static_cast<int>(a.get_int("threads", 2));
+  const int batch = static_cast<int>(a.get_int("batch", 8));
+  const int64_t max_windows = a.get_int("max-windows", gpu ? 0 : kDefaultCpuWindows);
+  const bool all = a.has("all-modes"), sites = a.has("site-errors");
+  const std::string mode_str = a.get("mode", "exact");
+  if (!a.ok() || ctx < 2 || tp < 0 || threads < 1 || max_windows < 0 || batch < 1) {
     std::fprintf(stderr, "lowbit ppl: bad option (%s)\n", a.error().c_str());
     return 2;
   }
-  allreduce::Mode mode;
-  Status st = parse_model_mode(a.get("mode", "exact"), &mode);
-  if (!st.ok()) {
-    std::fprintf(stderr, "lowbit ppl: %s\n", st.to_string().c_str());
+  if (gpu && tp == 0) tp = 1;  // no "plain" mode on the GPU: TP=1 has no all-reduce
+  if (gpu && tp > n_gpus) {
+    std::fprintf(stderr, "lowbit ppl: --tp %d needs %d GPUs, %d visible\n", tp, tp, n_gpus);
+    return 1;
+  }
+  // Runs: (display mode, algorithm name for the GPU, CPU mode, group).
+  struct Run {
+    std::string mode, algo;
+    allreduce::Mode cpu_mode;
+    int group;
+  };
+  std::vector<Run> runs;
+  if (all) {
+    runs.push_back({"exact", "nccl", allreduce::Mode::kOneShot, 0});
+    for (auto md : {allreduce::Mode::kQ8Q8, allreduce::Mode::kQ4Q8, allreduce::Mode::kQ4Q4})
+      for (int g : {32, 64, 128}) runs.push_back({allreduce::mode_name(md), allreduce::mode_name(md), md, g});
+    if (tp == 0) tp = 2;
+  } else {
+    allreduce::Mode md;
+    Status st = parse_model_mode(mode_str, &md);
+    if (!st.ok()) {
+      std::fprintf(stderr, "lowbit ppl: %s\n", st.to_string().c_str());
+      return 2;
+    }
+    const bool q = allreduce::mode_is_quantized(md);
+    runs.push_back({display_mode(md), mode_str == "exact" ? "nccl" : mode_str, md, q ? group : 0});
+  }
+  if (tp == 0 && allreduce::mode_is_quantized(runs[0].cpu_mode)) {
+    std::fprintf(stderr, "lowbit ppl: a quantized mode needs --tp >= 1\n");
     return 2;
   }
+  if (gpu && tp == 1 && (all || runs[0].group))
+    std::fprintf(stderr, "lowbit ppl: warning: TP=1 has no all-reduce; quantized modes equal exact\n");
+
+  std::printf("device: %s (%s)", gpu ? "GPU" : "CPU", dev_why.c_str());
+  if (gpu) std::printf(", %d visible, using %d x %s", n_gpus, tp, cuda_device_name(0).c_str());
+  std::printf("\n");
+  std::fflush(stdout);
+  if (!text_given && !std::filesystem::exists(text_path)) {
+    std::fprintf(stderr, "lowbit ppl: no WikiText-2 test file; tried %s (pass --text or set LOWBIT_DATA_DIR)\n",
+                 join_paths(default_text_candidates()).c_str());
+    return 1;
+  }
+  std::printf("model: %s%s\ntext:  %s%s\n", model_path.c_str(), a.has("model") ? "" : " (default)", text_path.c_str(),
+              text_given ? "" : " (default)");
   LoadedModel m;
   auto t0 = std::chrono::steady_clock::now();
-  st = load_model(model_path, &m);
+  Status st = load_model(model_path, &m);
   std::string text;
   if (st.ok()) st = read_text(text_path, &text);
   std::vector<int32_t> toks;
   if (st.ok()) st = m.tok.encode(text, false, false, &toks);
-  if (!st.ok()) {
-    std::fprintf(stderr, "lowbit ppl: %s\n", st.to_string().c_str());
-    return 1;
-  }
+  if (!st.ok()) return fail(st);
   if (ctx > m.cfg.context_length && m.cfg.context_length > 0) {
     std::fprintf(stderr, "lowbit ppl: --ctx %d exceeds the model's context %d\n", ctx, m.cfg.context_length);
     return 2;
   }
-  int total_windows = static_cast<int>(toks.size() / ctx);
-  int n_windows = max_windows == 0 ? total_windows : static_cast<int>(std::min<int64_t>(max_windows, total_windows));
-  std::printf("model %s (%s): %d layers, hidden %d, heads %d/%d kv, vocab %d; loaded+tokenized in %.1f s\n", model_path.c_str(),
-              m.cfg.name.c_str(), m.cfg.n_layers, m.cfg.hidden, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.vocab_size,
+  const int total_windows = static_cast<int>(toks.size() / ctx);
+  const int n_windows =
+      max_windows == 0 ? total_windows : static_cast<int>(std::min<int64_t>(max_windows, total_windows));
+  if (n_windows < 1) {
+    std::fprintf(stderr, "lowbit ppl: the text has %zu tokens, fewer than one window of %d\n", toks.size(), ctx);
+    return 1;
+  }
+  std::printf("%s: %d layers, hidden %d, heads %d/%d kv, vocab %d; loaded+tokenized in %.1f s\n", m.cfg.name.c_str(),
+              m.cfg.n_layers, m.cfg.hidden, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.vocab_size,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  std::printf("text %s: %zu tokens = %d windows of %d; scoring %d windows (%d tokens)%s\n", text_path.c_str(), toks.size(),
-              total_windows, ctx, n_windows, n_windows * ctx,
+  std::printf("%zu tokens = %d windows of %d; scoring %d windows (%lld tokens)%s\n", toks.size(), total_windows, ctx,
+              n_windows, static_cast<long long>(n_windows) * ctx,
               n_windows < total_windows ? " -- a PREFIX of the test set (full set: --max-windows 0)" : " -- the full set");
-  std::printf("engine: CPU fp32, %d threads, %s\n", threads,
-              tp == 0 ? "no tensor parallelism (plain fp32)" : ("simulated TP=" + std::to_string(tp) + ", bf16 partials").c_str());
+  std::string engine = gpu ? "GPU TpRunner, bf16 activations, TP=" + std::to_string(tp) + ", " +
+                                 std::to_string(batch) + " windows per forward"
+                           : "CPU fp32, " + std::to_string(threads) + " threads, " +
+                                 (tp == 0 ? std::string("no tensor parallelism (plain fp32)")
+                                          : "simulated TP=" + std::to_string(tp) + ", bf16 partials");
+  std::printf("engine: %s\n", engine.c_str());
 
-  std::vector<std::pair<allreduce::Mode, int>> runs;
-  if (all) {
-    runs.push_back({allreduce::Mode::kOneShot, 0});
-    for (auto md : {allreduce::Mode::kQ8Q8, allreduce::Mode::kQ4Q8, allreduce::Mode::kQ4Q4})
-      for (int g : {32, 64, 128}) runs.push_back({md, g});
-    if (tp == 0) tp = 2;
-  } else {
-    runs.push_back({mode, group});
+  std::vector<int> chunks;
+  if (gpu) {
+    st = model::gpu_ppl_chunks(toks, m.tok.bos_id(), ctx, n_windows, &chunks);
+    if (!st.ok()) return fail(st);
   }
-  if (tp == 0 && allreduce::mode_is_quantized(mode)) {
-    std::fprintf(stderr, "lowbit ppl: a quantized mode needs --tp >= 1\n");
-    return 2;
-  }
-  std::vector<PplResult> results;
-  for (auto [md, g] : runs) {
-    PplResult r;
-    st = run_ppl(m, toks, ctx, n_windows, tp, md, g == 0 ? 128 : g, threads, sites || all, &r);
-    if (!st.ok()) {
-      std::fprintf(stderr, "lowbit ppl: %s\n", st.to_string().c_str());
-      return 1;
-    }
+  std::vector<PplRow> results;
+  for (const Run& run : runs) {
+    PplRow r;
+    r.mode = run.mode;
+    r.group = run.group;
+    r.algo = gpu ? run.algo : (allreduce::mode_is_quantized(run.cpu_mode) ? run.algo : "reference");
+    st = gpu ? run_gpu(m, chunks, ctx, n_windows, tp, run.algo, run.group ? run.group : 128, batch, &r)
+             : run_cpu(m, toks, ctx, n_windows, tp, run.cpu_mode, run.group ? run.group : 128, threads, sites || all, &r);
+    if (!st.ok()) return fail(st);
     std::printf("%-6s G=%-4s ppl %.4f  (%lld tokens, %.1f s, %.0f tok/s)\n", r.mode.c_str(),
                 r.group ? std::to_string(r.group).c_str() : "-", r.ppl, static_cast<long long>(r.tokens), r.seconds,
                 r.tokens / r.seconds);
+    std::fflush(stdout);
     results.push_back(std::move(r));
   }
-  nlohmann::json j;
-  j["model"] = model_path;
-  j["text"] = text_path;
-  j["ctx"] = ctx;
-  j["tp"] = tp;
-  j["windows"] = n_windows;
-  j["total_windows"] = total_windows;
-  j["tokens_scored"] = static_cast<int64_t>(n_windows) * ctx;
-  j["protocol"] = "windows [BOS, t0..t_{ctx-2}] predict t0..t_{ctx-1}; non-overlapping; ppl = exp(mean NLL)";
-#ifdef LOWBIT_GIT_COMMIT
-  j["commit"] = LOWBIT_GIT_COMMIT;
-#endif
-  double exact = results[0].mode == "exact" ? results[0].ppl : 0;
-  if (results.size() > 1 || sites) {
-    std::printf("\n| mode  | G   | ppl      | vs exact  | attn-out rel L2 | mlp-down rel L2 |\n");
-    std::printf("|-------|-----|----------|-----------|-----------------|-----------------|\n");
-  }
+
+  // Table (printed and written as markdown).
+  const double exact = results[0].mode == "exact" ? results[0].ppl : 0;
+  const bool any_sites = std::any_of(results.begin(), results.end(), [](const PplRow& r) { return r.has_sites; });
+  std::string md = "| mode  | G   | ppl      | vs exact  |" + std::string(any_sites ? " attn-out rel L2 | mlp-down rel L2 |" : "") +
+                   "\n|-------|-----|----------|-----------|" + (any_sites ? "-----------------|-----------------|" : "") + "\n";
   for (auto& r : results) {
-    nlohmann::json e = {{"mode", r.mode}, {"group", r.group}, {"ppl", r.ppl}, {"mean_nll", r.nll}, {"tokens", r.tokens},
-                        {"seconds", r.seconds}};
-    if (exact > 0) e["rel_change_vs_exact"] = r.ppl / exact - 1.0;
-    bool q = r.group != 0 && (sites || all);
-    if (q) e["site_errors"] = sites_json(r.sites);
-    j["results"].push_back(e);
-    if (results.size() > 1 || sites)
-      std::printf("| %-5s | %-3s | %8.4f | %+8.3f%% | %15s | %15s |\n", r.mode.c_str(), r.group ? std::to_string(r.group).c_str() : "-",
-                  r.ppl, exact > 0 ? 100.0 * (r.ppl / exact - 1.0) : 0.0,
-                  q ? std::to_string(site_mean(r.sites, 0)).c_str() : "-", q ? std::to_string(site_mean(r.sites, 1)).c_str() : "-");
+    char line[256];
+    std::snprintf(line, sizeof line, "| %-5s | %-3s | %8.4f | %9s |", r.mode.c_str(),
+                  r.group ? std::to_string(r.group).c_str() : "-", r.ppl,
+                  exact > 0 ? (fmt("%+.3f", 100.0 * (r.ppl / exact - 1.0)) + "%").c_str() : "-");
+    md += line;
+    if (any_sites)
+      md += " " + (r.has_sites ? fmt("%15.4f", site_mean(r.sites, 0)) : std::string(14, ' ') + "-") +
+            " | " + (r.has_sites ? fmt("%15.4f", site_mean(r.sites, 1)) : std::string(14, ' ') + "-") + " |";
+    md += "\n";
   }
-  if (sites || all) {
+  if (results.size() > 1 || sites) std::printf("\n%s", md.c_str());
+  if (any_sites) {
     // Per-layer table of the quantized runs (mean relative L2 error over tokens).
     std::printf("\nper-layer all-reduce error (mean rel L2 over tokens), attn-out / mlp-down:\n%-5s", "layer");
     for (auto& r : results)
-      if (r.group) std::printf(" %13s", (r.mode + "/G" + std::to_string(r.group)).c_str());
+      if (r.has_sites) std::printf(" %13s", (r.mode + "/G" + std::to_string(r.group)).c_str());
     std::printf("\n");
     for (int l = 0; l < m.cfg.n_layers; ++l) {
       std::printf("%-5d", l);
       for (auto& r : results)
-        if (r.group) {
+        if (r.has_sites) {
           char buf[64];
           std::snprintf(buf, sizeof buf, "%.4f/%.4f", r.sites.sum[0][l] / std::max<int64_t>(1, r.sites.count[0][l]),
                         r.sites.sum[1][l] / std::max<int64_t>(1, r.sites.count[1][l]));
@@ -221,14 +326,48 @@ int cmd_ppl(const std::vector<std::string>& argv) {
       std::printf("\n");
     }
   }
-  if (a.has("json")) {
-    std::ofstream out(a.get("json"));
+
+  std::string json_path = a.get("json", "");
+  if (json_path.empty() && gpu && all) json_path = repo_root() + "/docs/benchmarks/ppl_gpu.json";
+  if (!json_path.empty()) {
+    nlohmann::json j;
+    j["device"] = gpu ? "gpu" : "cpu";
+    if (gpu) j["gpu"] = cuda_device_name(0);
+    j["engine"] = engine;
+    j["model"] = model_path;
+    j["text"] = text_path;
+    j["ctx"] = ctx;
+    j["tp"] = tp;
+    j["windows"] = n_windows;
+    j["total_windows"] = total_windows;
+    j["tokens_scored"] = static_cast<int64_t>(n_windows) * ctx;
+    j["protocol"] = "windows [BOS, t0..t_{ctx-2}] predict t0..t_{ctx-1}; non-overlapping; ppl = exp(mean NLL)";
+#ifdef LOWBIT_GIT_COMMIT
+    j["commit"] = LOWBIT_GIT_COMMIT;
+#endif
+    for (auto& r : results) {
+      nlohmann::json e = {{"mode", r.mode},  {"allreduce", r.algo}, {"group", r.group},      {"ppl", r.ppl},
+                          {"mean_nll", r.nll}, {"tokens", r.tokens}, {"seconds", r.seconds}};
+      if (exact > 0) e["rel_change_vs_exact"] = r.ppl / exact - 1.0;
+      if (r.has_sites) e["site_errors"] = sites_json(r.sites);
+      j["results"].push_back(e);
+    }
+    std::error_code ec;
+    std::filesystem::path jp(json_path);
+    if (jp.has_parent_path()) std::filesystem::create_directories(jp.parent_path(), ec);
+    std::ofstream out(json_path);
     out << j.dump(2) << "\n";
-    if (!out) {
-      std::fprintf(stderr, "lowbit ppl: cannot write %s\n", a.get("json").c_str());
+    std::filesystem::path mp = jp;
+    mp.replace_extension(".md");
+    std::ofstream mout(mp);
+    mout << "Perplexity, " << m.cfg.name << ", WikiText-2 test, " << n_windows << " x " << ctx << " tokens"
+         << (n_windows < total_windows ? " (prefix)" : " (full set)") << "; " << engine << "\n\n"
+         << md;
+    if (!out || !mout) {
+      std::fprintf(stderr, "lowbit ppl: cannot write %s / %s\n", json_path.c_str(), mp.string().c_str());
       return 1;
     }
-    std::printf("wrote %s\n", a.get("json").c_str());
+    std::printf("wrote %s and %s\n", json_path.c_str(), mp.string().c_str());
   }
   return 0;
 }
@@ -236,7 +375,8 @@ int cmd_ppl(const std::vector<std::string>& argv) {
 }  // namespace
 
 LOWBIT_REGISTER_COMMAND("ppl",
-                        "perplexity on WikiText-2 with the CPU engine (simulated TP + quantized all-reduce); --all-modes for the table",
+                        "perplexity on WikiText-2 (--device cpu|gpu|auto; --all-modes for the quantized all-reduce "
+                        "table; --help)",
                         cmd_ppl);
 
 }  // namespace lowbit::cli::model_cmd
