@@ -28,10 +28,10 @@ Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
 // ---- dense GEMM ----------------------------------------------------------------------------
 // y[M, N] = x[M, K] * W[expert]^T. x, y: 16 B aligned when the fast path is taken
 // (N-packed layout); any 2 B alignment on the K-packed fallback.
-// The kernel is picked from M: M <= 256 a streaming tensor-core kernel (mma m16n8k16 on
+// The kernel is picked from M: M <= 512 a streaming tensor-core kernel (mma m16n8k16 on
 // y^T = W x^T, each weight word dequantized once per block for up to 32 rows, cp.async
 // pipeline) with split-K over the grid (fp32 partials in the workspace, reduced in a fixed
-// order: deterministic); M > 256 a tiled tensor-core kernel (WMMA); K-packed layout: a
+// order: deterministic); M > 512 a tiled tensor-core kernel (WMMA); K-packed layout: a
 // simple fallback.
 struct GemmArgs {
   const void* x = nullptr;  // [M, K]
@@ -39,8 +39,8 @@ struct GemmArgs {
   int m = 0;
   int expert = 0;           // which expert of w (dense layers: 0)
 };
-// Scratch bytes gemm() needs for this M and weight shape (0 when none). Independent of
-// the pointers, so it can be sized once for the largest M.
+// Scratch bytes gemm() needs for any M' <= m with this weight shape (0 when none).
+// Independent of the pointers, so it can be sized once for the largest M.
 Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes);
 Status gemm(const GemmArgs& args, const KernelWeightsView& w, void* workspace, size_t workspace_bytes,
             Stream stream);

@@ -240,5 +240,20 @@ TEST(Int4GemmArgs, RefusedBeforeLaunch) {
   EXPECT_EQ(gemm(a, vb, ws.p, need - 4, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
+// A workspace sized once for the largest M serves every smaller M (split-K is not monotone).
+TEST(Int4GemmWorkspace, SizedForLargestMServesSmallerM) {
+  for (const WeightShape& s : {WeightShape{1, 4096, 4096, 128, true, DType::kBF16},
+                               WeightShape{1, 28672, 4096, 128, false, DType::kF16},
+                               WeightShape{1, 256, 14336, 64, true, DType::kBF16}}) {
+    size_t top = 0;
+    ASSERT_TRUE(gemm_workspace_size(s, 2048, &top).ok());
+    for (int m = 1; m <= 600; ++m) {
+      size_t b = 0;
+      ASSERT_TRUE(gemm_workspace_size(s, m, &b).ok());
+      EXPECT_LE(b, top) << "N=" << s.n << " K=" << s.k << " m=" << m;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lowbit::int4
