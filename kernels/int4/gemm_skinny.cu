@@ -16,8 +16,8 @@
 // to the K-slice warps, whose partial sums are added in slice order in shared memory.
 // Split-K over grid.y fills the GPU; partials go to an fp32 workspace [splits, M, N] and a
 // second kernel adds them in split order: results are deterministic.
-// Weight words of the next chunk are loaded before the current chunk is computed (8
-// independent 128 B warp loads in flight per warp on top of the current ones).
+// Each warp streams its chunks through a private cp.async pipeline in shared memory
+// (StageLayout below): 2-3 chunks in flight while one is dequantized and multiplied.
 #include "kernels/int4/common.cuh"
 #include "kernels/int4/internal.h"
 
