@@ -1,47 +1,198 @@
-// encode_cuda: one thread per 8-element chunk (16-byte load), a group spread over G/8
-// lanes that reduce min/max with shuffles, codes stored as one 4-byte (INT4) or 8-byte
-// (INT8) word per thread (a warp writes 128/256 contiguous bytes), metadata by the group's
-// first lane. kUnroll chunks per thread are loaded before any math to keep bytes in flight.
+// encode_cuda. Work unit: a warp tile of kUnroll*32 consecutive 8-element chunks (16-byte
+// loads; each load instruction of the warp reads 512 contiguous bytes), i.e. whole groups
+// for every G. Per tile:
+//   1. load all chunks (kUnroll 16-byte loads in flight per thread),
+//   2. packed min/max keys per chunk, reduced over the G/8 lanes of each group (shuffles),
+//   3. metadata ONCE per group: lane j computes group j of the tile (double-precision scale
+//      of codec_math, once per group instead of once per lane-chunk) and writes its meta
+//      word (the tile's meta words are contiguous); two shuffles per chunk bring the meta
+//      word and the reciprocal back to the group's lanes,
+//   4. quantization with FFMA and a magic number (dev::FastQuant: two FFMAs per element,
+//      q read from the mantissa bits, exactness argued in codec_device.cuh); elements
+//      within 2 ulp of a rounding boundary are redone with codec_math's quantize_value.
+// The last tile of the tensor (possibly partial) takes the generic per-chunk path.
 #include "kernels/codec/codec_launch.cuh"
 
 namespace lowbit::codec {
 namespace {
 
 constexpr int kUnroll = 4;
+constexpr int kTileChunks = kUnroll * 32;
+
+// Generic path for a tile that is not entirely inside [0, n): chunks c = tile0 + u*32 + lane.
+template <DType T, int kBits, int kG>
+__device__ __noinline__ void encode_tile_generic(const uint16_t* __restrict__ in, size_t n, size_t num_chunks,
+                                                 size_t tile0, uint8_t* __restrict__ data,
+                                                 uint32_t* __restrict__ meta) {
+  constexpr int kLanes = kG / 8;
+  const CodecSpec spec{kBits, kG};
+  const int lane = threadIdx.x & 31;
+#pragma unroll 1
+  for (int u = 0; u < kUnroll; ++u) {
+    const size_t c = tile0 + static_cast<size_t>(u) * 32 + lane;
+    int valid = 0;
+    uint4 x = detail::load_chunk(in, n, c, &valid);
+    uint32_t mm = dev::minmax8(x, valid);
+    mm = dev::group_reduce_minmax<kLanes>(mm);
+    if (c >= num_chunks) continue;
+    GroupMeta m = dev::group_meta<T>(spec, mm);
+    dev::QuantCtx qc = dev::make_quant_ctx(spec, m);
+    float r[8];
+    dev::quantize8<T>(qc, spec, x, r, valid);
+    if constexpr (kBits == 4) {
+      reinterpret_cast<uint32_t*>(data)[c] = dev::int4_pack8(r);
+    } else {
+      reinterpret_cast<uint2*>(data)[c] = dev::int8_pack8(r);
+    }
+    if (lane % kLanes == 0) meta[c / kLanes] = dev::meta_word(m);
+  }
+}
+
+// Exact q's of a chunk from the fast path's magic-number results (s bits): elements whose
+// fraction field is < 5 are recomputed with quantize_value; the rest read q from the bits.
+template <DType T, int kBits, int kG>
+__device__ __forceinline__ void repair_chunk(uint32_t mw, const uint4& x, const uint32_t sb[8], uint32_t q[8]) {
+  using FQ = dev::FastQuant<kBits>;
+  const CodecSpec spec{kBits, kG};
+  GroupMeta m = dev::load_meta<T>(mw);
+  uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float2 f = dev::to_f32x2<T>(w[j]);
+    float xs[2] = {f.x, f.y};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t b = sb[2 * j + h];
+      uint32_t qe = kBits == 4 ? (b >> 16) & 0xFu : (b >> 15) & 0xFFu;
+      if ((b & FQ::kFracMask) < 5u) qe = quantize_value(spec, m, xs[h]);  // rare: a real branch
+      q[2 * j + h] = qe;
+    }
+  }
+}
+
+// INT4 word / INT8 pair of words of 8 integer q's (layout of codec_math.h).
+template <int kBits>
+__device__ __forceinline__ void pack_q(const uint32_t q[8], uint32_t* word4, uint2* word8) {
+  if constexpr (kBits == 4) {
+    *word4 = dev::int4_pack8(q);
+  } else {
+    uint32_t lo = 0, hi = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      lo |= (q[e] & 0xFFu) << (8 * e);
+      hi |= (q[4 + e] & 0xFFu) << (8 * e);
+    }
+    *word8 = make_uint2(lo, hi);
+  }
+}
 
 template <DType T, int kBits, int kG>
 __global__ void __launch_bounds__(detail::kThreads) encode_kernel(const uint16_t* __restrict__ in, size_t n,
                                                                   size_t num_chunks, uint8_t* __restrict__ data,
                                                                   uint32_t* __restrict__ meta) {
-  constexpr int kLanes = kG / 8;
+  constexpr int kLanes = kG / 8;          // lanes per group
+  constexpr int kGroupsPerLoad = 32 / kLanes;
+  constexpr int kTileGroups = kUnroll * kGroupsPerLoad;  // <= 32
+  static_assert(kTileGroups <= 32, "one lane per group of the tile");
+  using FQ = dev::FastQuant<kBits>;
   const CodecSpec spec{kBits, kG};
-  const size_t tile = static_cast<size_t>(blockDim.x) * kUnroll;
   const int lane = threadIdx.x & 31;
-  // The loop bound is block-uniform, so every lane reaches the shuffles.
-  for (size_t base = blockIdx.x * tile; base < num_chunks; base += static_cast<size_t>(gridDim.x) * tile) {
-    uint4 x[kUnroll];
-    int valid[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      size_t c = base + static_cast<size_t>(u) * blockDim.x + threadIdx.x;
-      x[u] = detail::load_chunk(in, n, c, &valid[u]);
+  const size_t warps_total = static_cast<size_t>(gridDim.x) * (blockDim.x / 32);
+  const size_t num_tiles = (num_chunks + kTileChunks - 1) / kTileChunks;
+  // The loop bound is warp-uniform, so every lane reaches the shuffles.
+  for (size_t tile = static_cast<size_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; tile < num_tiles;
+       tile += warps_total) {
+    const size_t tile0 = tile * kTileChunks;
+    if ((tile0 + kTileChunks) * 8 > n) {  // last tile: partial chunks or groups
+      encode_tile_generic<T, kBits, kG>(in, n, num_chunks, tile0, data, meta);
+      continue;
     }
+    const uint4* src4 = reinterpret_cast<const uint4*>(in) + tile0 + lane;
+    uint4 x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) x[u] = __ldg(src4 + u * 32);
+    uint32_t mm[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) mm[u] = dev::group_reduce_minmax<kLanes>(dev::minmax8_full(x[u]));
+    // Lane j handles group j of the tile: load u = j / kGroupsPerLoad, lanes from
+    // (j % kGroupsPerLoad) * kLanes.
+    uint32_t my = dev::kMinMaxIdentity;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      size_t c = base + static_cast<size_t>(u) * blockDim.x + threadIdx.x;
-      uint32_t mm = valid[u] == 8 ? dev::minmax8(x[u]) : dev::minmax8(x[u], valid[u]);
-      mm = dev::group_reduce_minmax<kLanes>(mm);
-      if (c >= num_chunks) continue;  // past the last group (its padding is written below)
-      GroupMeta m = dev::group_meta<T>(spec, mm);
-      dev::QuantCtx qc = dev::make_quant_ctx(spec, m);
-      float r[8];
-      dev::quantize8<T>(qc, spec, x[u], r, valid[u]);
-      if constexpr (kBits == 4) {
-        reinterpret_cast<uint32_t*>(data)[c] = dev::int4_pack8(r);
+      uint32_t v = __shfl_sync(0xFFFFFFFFu, mm[u], (lane % kGroupsPerLoad) * kLanes);
+      if (lane / kGroupsPerLoad == u) my = v;
+    }
+    uint32_t my_mw = 0;
+    float my_inv = 0.0f;
+    if (lane < kTileGroups) {
+      GroupMeta m = dev::group_meta<T>(spec, my);
+      my_mw = dev::meta_word(m);
+      my_inv = dev::fast_quant_inv(m);
+      meta[tile0 / kLanes + lane] = my_mw;
+    }
+    // Code words of this lane: one 32-bit (INT4) or 64-bit (INT8) word per chunk, 32 apart.
+    uint32_t* dst4 = reinterpret_cast<uint32_t*>(data) + tile0 + lane;
+    uint2* dst8 = reinterpret_cast<uint2*>(data) + tile0 + lane;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int src = u * kGroupsPerLoad + lane / kLanes;
+      const uint32_t mw = __shfl_sync(0xFFFFFFFFu, my_mw, src);
+      const float inv = __shfl_sync(0xFFFFFFFFu, my_inv, src);
+      uint32_t word4 = 0;
+      uint2 word8 = make_uint2(0, 0);
+      if (inv < 0.0f) {  // NaN/Inf group or extreme scale: the reference formula throughout
+        uint32_t q[8];
+        GroupMeta m = dev::load_meta<T>(mw);
+        uint32_t w[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          float2 f = dev::to_f32x2<T>(w[j]);
+          q[2 * j] = quantize_value(spec, m, f.x);
+          q[2 * j + 1] = quantize_value(spec, m, f.y);
+        }
+        pack_q<kBits>(q, &word4, &word8);
       } else {
-        reinterpret_cast<uint2*>(data)[c] = dev::int8_pack8(r);
+        const float hmin = __fmul_rn(dev::to_f32x2<T>(mw).y, 0.5f);  // min (high half), exact
+        const float magic = inv == 0.0f ? FQ::kMagicConst : FQ::kMagic;
+        uint32_t w[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
+        uint32_t sb[8];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          float2 f = dev::to_f32x2<T>(w[j]);
+          sb[2 * j] = __float_as_uint(__fmaf_rn(__fmaf_rn(f.x, 0.5f, -hmin), inv, magic));
+          sb[2 * j + 1] = __float_as_uint(__fmaf_rn(__fmaf_rn(f.y, 0.5f, -hmin), inv, magic));
+        }
+        uint32_t chk;  // packed 16-bit minimum of the fraction fields
+        if constexpr (kBits == 4) {
+          chk = 0xFFFFFFFFu;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            chk = __vminu2(chk, __byte_perm(sb[2 * j], sb[2 * j + 1], 0x5410u));
+            // high halves hold q in bits 0..3 (pairs 2j, 2j+1), as int4 words want them
+            word4 |= (__byte_perm(sb[2 * j], sb[2 * j + 1], 0x7632u) & 0x000F000Fu) << (4 * j);
+          }
+        } else {
+          chk = 0xFFFFFFFFu;
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            chk = __vminu2(chk, __byte_perm(sb[2 * j], sb[2 * j + 1], 0x5410u) & 0x7FFF7FFFu);
+          uint32_t y[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) y[e] = sb[e] << 1;  // q (bits 15..22) -> byte 2
+          word8.x = __byte_perm(__byte_perm(y[0], y[1], 0x0062u), __byte_perm(y[2], y[3], 0x0062u), 0x5410u);
+          word8.y = __byte_perm(__byte_perm(y[4], y[5], 0x0062u), __byte_perm(y[6], y[7], 0x0062u), 0x5410u);
+        }
+        if (min(chk & 0xFFFFu, chk >> 16) < 5u) {  // some element near a rounding boundary
+          uint32_t q[8];
+          repair_chunk<T, kBits, kG>(mw, x[u], sb, q);
+          pack_q<kBits>(q, &word4, &word8);
+        }
       }
-      if (lane % kLanes == 0) meta[c / kLanes] = dev::meta_word(m);
+      if constexpr (kBits == 4) {
+        dst4[u * 32] = word4;
+      } else {
+        dst8[u * 32] = word8;
+      }
     }
   }
 }

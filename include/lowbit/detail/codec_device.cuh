@@ -215,7 +215,8 @@ LOWBIT_DEVICE uint32_t int4_pack8(const float r[8]) {
 LOWBIT_DEVICE uint32_t int4_pack8(const uint32_t q[8]) {
   uint32_t w = 0;
 #pragma unroll
-  for (int e = 0; e < 8; ++e) w |= (q[e] & 0xFu) << (4 * kInt4Slot[e]);
+  for (int e = 0; e < 8; ++e) w |= (q[e] & 0xFu) << (4 * ((e >> 1) + 4 * (e & 1)));  // 4 * kInt4Slot[e]
+  // (kInt4Slot itself is a host constexpr array, not usable in device code)
   return w;
 }
 // INT8: byte e = q of element e.
@@ -277,6 +278,51 @@ LOWBIT_DEVICE uint4 pack_out8(const float v[8]) {
     if (isnan(v[2 * j + 1])) o[j] = (o[j] & 0x0000FFFFu) | (kNaN << 16);
   }
   return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+
+// ---- faster encode path (used by kernels/codec/encode.cu; all additive) -----------------
+// Same result as minmax8(x) (full chunk) with a shorter instruction sequence: min / max
+// trees over the packed keys, then the two halves of each merged with one __vminu2.
+// (Note: CUDA's __byte_perm uses only the low 3 bits of each selector nibble, so prmt's
+// sign-replicate mode is not reachable through it.)
+LOWBIT_DEVICE uint32_t minmax8_full(const uint4& x) {
+  uint32_t k0 = order_keys2(x.x), k1 = order_keys2(x.y), k2 = order_keys2(x.z), k3 = order_keys2(x.w);
+  uint32_t mn = __vminu2(__vminu2(k0, k1), __vminu2(k2, k3));
+  uint32_t mx = ~__vmaxu2(__vmaxu2(k0, k1), __vmaxu2(k2, k3));  // 0xFFFF - max per half
+  return __vminu2(__byte_perm(mn, mx, 0x5410u), __byte_perm(mn, mx, 0x7632u));
+}
+
+// Fast quantization, identical to quantize_value (argument):
+//   d = fma(x, 0.5, -min/2) equals RN(RN(x*0.5) - min/2) because x*0.5 is exact for 16-bit
+//   inputs. s = RN(d * inv + M) with inv = RN(1/hs), hs = scale/2 in [2^-100, 2^100], and M
+//   = B + 0.5 + 2u, where the binade [B, 2B) has ulp u: B = 128, u = 2^-16 for INT4 (t < 16);
+//   B = 256, u = 2^-15 for INT8 (t < 256). The mantissa of s is then (tau + 0.5)/u + 2 with
+//   tau = s - M; its bits above the fraction field are floor(tau + 0.5), its fraction field
+//   fr (16 / 15 bits) is ((tau + 0.5)/u mod 1/u) + 2. If fr >= 5, tau + 0.5 is >= 3u away
+//   from every integer. With T = d/hs <= L(1 + 2^-22) and rho = RN(T) (the reference's
+//   quotient): |tau - rho| <= u/2 (rounding of s) + T*2^-24 (inv) + ulp(T)/2 < 1.25u, so
+//   rho lies on the same side of the same half-integer: rint(rho) = floor(tau + 0.5), which
+//   is <= L (no clamp needed; rho < L + 0.5) and >= 0 (d >= 0 as x >= min). When fr < 5
+//   the caller recomputes that element with quantize_value (about 5 in 2^15 elements).
+//   A constant group (scale 0) uses inv = 0 and M + 6u: s = M + 6u exactly, q = 0, fr >= 5.
+template <int kBits>
+struct FastQuant {
+  static constexpr float kBase = kBits == 4 ? 128.0f : 256.0f;
+  static constexpr float kUlp = kBits == 4 ? 1.52587890625e-05f /* 2^-16 */ : 3.0517578125e-05f /* 2^-15 */;
+  static constexpr float kMagic = kBase + 0.5f + 2.0f * kUlp;
+  static constexpr float kMagicConst = kMagic + 6.0f * kUlp;
+  static constexpr uint32_t kFracMask = kBits == 4 ? 0xFFFFu : 0x7FFFu;
+};
+
+// inv as sent to the lanes of a group: RN(1/hs) on the fast path, 0 for a constant group,
+// -1 when the group must use quantize_value for every element (NaN/Inf, extreme scales).
+LOWBIT_DEVICE float fast_quant_inv(const GroupMeta& m) {
+  if (!isfinite(m.scale) || !isfinite(m.min)) return -1.0f;
+  if (m.scale == 0.0f) return 0.0f;
+  float hs = __fmul_rn(m.scale, 0.5f);
+  if (hs >= 7.88860905e-31f /* 2^-100 */ && hs <= 1.26765060e30f /* 2^100 */) return __frcp_rn(hs);
+  return -1.0f;
 }
 
 }  // namespace lowbit::codec::dev
