@@ -107,7 +107,9 @@ int cmd_generate(const std::vector<std::string>& argv) {
     if (tp == 0) tp = 1;
     const int n = cuda_device_count();
     if (n < tp) {
-      std::fprintf(stderr, "lowbit generate: --device gpu --tp %d but %d CUDA devices visible\n", tp, n);
+      std::fprintf(stderr, "lowbit generate: --device gpu --tp %d but %s\n", tp,
+                   LOWBIT_HAS_CUDA_FLAG ? (std::to_string(n) + " CUDA devices visible").c_str()
+                                        : "lowbit was built without CUDA");
       return 1;
     }
   }
