@@ -49,6 +49,7 @@ int32_t argmax(const float* lg, int V) {
 Status generate_gpu(const LoadedModel& m, std::vector<int32_t> ids, int max_tokens, int tp, const std::string& algo,
                     int group, const std::function<bool(int32_t)>& emit) {
 #if LOWBIT_HAS_CUDA
+  disable_nccl_nvls();
   std::vector<int> devices(tp);
   for (int i = 0; i < tp; ++i) devices[i] = i;
   std::unique_ptr<model::TpRunner> runner;

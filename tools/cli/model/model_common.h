@@ -98,6 +98,9 @@ inline int cuda_device_count() {
   return 0;
 #endif
 }
+// The GPU paths create NCCL communicators; NVLink multicast (NVLS) must stay off on the
+// project's machines, so it is disabled before any communicator exists.
+inline void disable_nccl_nvls() { setenv("NCCL_NVLS_ENABLE", "0", 1); }
 inline std::string cuda_device_name(int d) {
 #if LOWBIT_HAS_CUDA
   cudaDeviceProp p{};

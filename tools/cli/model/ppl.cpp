@@ -272,6 +272,7 @@ int cmd_ppl(const std::vector<std::string>& argv) {
 
   std::vector<int> chunks;
   if (gpu) {
+    disable_nccl_nvls();
     st = model::gpu_ppl_chunks(toks, m.tok.bos_id(), ctx, n_windows, &chunks);
     if (!st.ok()) return fail(st);
   }
