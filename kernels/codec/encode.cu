@@ -9,7 +9,8 @@
 //      word and the reciprocal back to the group's lanes,
 //   4. quantization with FFMA and a magic number (dev::FastQuant: two FFMAs per element,
 //      q read from the mantissa bits, exactness argued in codec_device.cuh); elements
-//      within 2 ulp of a rounding boundary are redone with codec_math's quantize_value.
+//      within 2 ulp of a rounding boundary are redone with codec_math's quantize_value,
+//      one flagged element at a time (repair_flagged), not the whole chunk.
 // The last tile of the tensor (possibly partial) takes the generic per-chunk path.
 #include "kernels/codec/codec_launch.cuh"
 
@@ -48,26 +49,39 @@ __device__ __noinline__ void encode_tile_generic(const uint16_t* __restrict__ in
   }
 }
 
-// Exact q's of a chunk from the fast path's magic-number results (s bits): elements whose
-// fraction field is < 5 are recomputed with quantize_value; the rest read q from the bits.
+// Repair of a chunk whose fast-path words are already built: only the elements whose
+// fraction field is < 5 (usually one per flagged lane) are recomputed with codec_math's
+// quantize_value, one at a time, and their nibble / byte is replaced. The other elements
+// keep the fast path's q, which equals quantize_value (argument in codec_device.cuh).
+// Costs one division per flagged element instead of re-running the whole chunk; the lanes
+// of the warp only diverge for as many iterations as the busiest lane has flagged elements.
 template <DType T, int kBits, int kG>
-__device__ __forceinline__ void repair_chunk(uint32_t mw, const uint4& x, const uint32_t sb[8], uint32_t q[8]) {
-  using FQ = dev::FastQuant<kBits>;
+__device__ __forceinline__ uint2 repair_flagged(uint32_t mw, const uint4& x, uint32_t flags, uint2 words) {
   const CodecSpec spec{kBits, kG};
-  GroupMeta m = dev::load_meta<T>(mw);
-  uint32_t w[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    float2 f = dev::to_f32x2<T>(w[j]);
-    float xs[2] = {f.x, f.y};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint32_t b = sb[2 * j + h];
-      uint32_t qe = kBits == 4 ? (b >> 16) & 0xFu : (b >> 15) & 0xFFu;
-      if ((b & FQ::kFracMask) < 5u) qe = quantize_value(spec, m, xs[h]);  // rare: a real branch
-      q[2 * j + h] = qe;
+  const GroupMeta m = dev::load_meta<T>(mw);
+#pragma unroll 1
+  while (flags != 0u) {
+    const int e = __ffs(static_cast<int>(flags)) - 1;  // element index 0..7
+    flags &= flags - 1u;
+    const int pair = e >> 1;
+    const uint32_t w = pair == 0 ? x.x : (pair == 1 ? x.y : (pair == 2 ? x.z : x.w));
+    const float2 f = dev::to_f32x2<T>(w);
+    const uint32_t qe = quantize_value(spec, m, (e & 1) ? f.y : f.x);
+    if constexpr (kBits == 4) {
+      // element e sits in nibble slot kInt4Slot[e] = (e >> 1) + 4 * (e & 1)
+      const int shift = 4 * pair + 16 * (e & 1);
+      words.x = (words.x & ~(0xFu << shift)) | ((qe & 0xFu) << shift);
+    } else {
+      // element e is byte e: bytes 0..3 in .x, 4..7 in .y
+      const int shift = 8 * (e & 3);
+      if (e < 4) {
+        words.x = (words.x & ~(0xFFu << shift)) | ((qe & 0xFFu) << shift);
+      } else {
+        words.y = (words.y & ~(0xFFu << shift)) | ((qe & 0xFFu) << shift);
+      }
     }
   }
+  return words;
 }
 
 // INT4 word / INT8 pair of words of 8 integer q's (layout of codec_math.h).
@@ -183,9 +197,14 @@ __global__ void __launch_bounds__(detail::kThreads) encode_kernel(const uint16_t
           word8.y = __byte_perm(__byte_perm(y[4], y[5], 0x0062u), __byte_perm(y[6], y[7], 0x0062u), 0x5410u);
         }
         if (min(chk & 0xFFFFu, chk >> 16) < 5u) {  // some element near a rounding boundary
-          uint32_t q[8];
-          repair_chunk<T, kBits, kG>(mw, x[u], sb, q);
-          pack_q<kBits>(q, &word4, &word8);
+          uint32_t flags = 0;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) flags |= ((sb[e] & FQ::kFracMask) < 5u ? 1u : 0u) << e;
+          if constexpr (kBits == 4) {  // INT4: the word travels in .x
+            word4 = repair_flagged<T, kBits, kG>(mw, x[u], flags, make_uint2(word4, 0u)).x;
+          } else {
+            word8 = repair_flagged<T, kBits, kG>(mw, x[u], flags, word8);
+          }
         }
       }
       if constexpr (kBits == 4) {
