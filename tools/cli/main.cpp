@@ -43,6 +43,16 @@ int main(int argc, char** argv) {
     }
   }
   if (!best) {
+    // A group word alone ("lowbit bench") lists the commands under it.
+    std::vector<const lowbit::cli::Command*> group;
+    for (const auto& c : lowbit::cli::command_registry())
+      if (c.name.rfind(args[0] + " ", 0) == 0) group.push_back(&c);
+    if (!group.empty()) {
+      std::sort(group.begin(), group.end(), [](const auto* a, const auto* b) { return a->name < b->name; });
+      std::fprintf(stderr, "lowbit %s: choose one of\n", args[0].c_str());
+      for (const auto* c : group) std::fprintf(stderr, "  %-20s %s\n", c->name.c_str(), c->summary.c_str());
+      return 2;
+    }
     std::fprintf(stderr, "lowbit: unknown command '%s' (see lowbit --help)\n", args[0].c_str());
     return 2;
   }
