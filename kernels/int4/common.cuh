@@ -60,29 +60,42 @@ struct OctetParams {
   typename Act<T>::T2 s[4];
 };
 
-// Loads the octet's scales (and zeros; symmetric: z = 8) for group g: two 16 B loads.
+// Builds the octet's constants from its loaded scale vector and zero vector (zv == nullptr:
+// symmetric, z = 8). Shared by the loaders from global memory (below) and from shared-memory
+// stages (gemm_skinny.cu).
 template <typename T>
-__device__ __forceinline__ void load_octet_params(const uint16_t* __restrict__ scales,
-                                                  const uint16_t* __restrict__ zeros, size_t idx,
-                                                  OctetParams<T>& p) {
+__device__ __forceinline__ void octet_params_from(const uint4& sv, const uint4* zv, OctetParams<T>& p) {
   using T2 = typename Act<T>::T2;
-  const uint4 sv = __ldg(reinterpret_cast<const uint4*>(scales + idx));
   p.s[0] = bits_as<T2>(sv.x);
   p.s[1] = bits_as<T2>(sv.y);
   p.s[2] = bits_as<T2>(sv.z);
   p.s[3] = bits_as<T2>(sv.w);
   const T2 magic = bits_as<T2>(Act<T>::kMagic);
-  if (zeros != nullptr) {
-    const uint4 zv = __ldg(reinterpret_cast<const uint4*>(zeros + idx));
+  if (zv != nullptr) {
     // magic + z is exact (an integer below 2048 / 256).
-    p.zb[0] = __hadd2(magic, bits_as<T2>(zv.x));
-    p.zb[1] = __hadd2(magic, bits_as<T2>(zv.y));
-    p.zb[2] = __hadd2(magic, bits_as<T2>(zv.z));
-    p.zb[3] = __hadd2(magic, bits_as<T2>(zv.w));
+    p.zb[0] = __hadd2(magic, bits_as<T2>(zv->x));
+    p.zb[1] = __hadd2(magic, bits_as<T2>(zv->y));
+    p.zb[2] = __hadd2(magic, bits_as<T2>(zv->z));
+    p.zb[3] = __hadd2(magic, bits_as<T2>(zv->w));
   } else {
+    // magic + 8 (symmetric zero point), exact.
     const T2 eight = __hadd2(magic, bits_as<T2>(Act<T>::kMagic == 0x64006400u ? 0x48004800u : 0x41004100u));
 #pragma unroll
     for (int j = 0; j < 4; ++j) p.zb[j] = eight;
+  }
+}
+
+// Loads the octet's scales (and zeros; symmetric: z = 8) for group g: two 16 B loads.
+template <typename T>
+__device__ __forceinline__ void load_octet_params(const uint16_t* __restrict__ scales,
+                                                  const uint16_t* __restrict__ zeros, size_t idx,
+                                                  OctetParams<T>& p) {
+  const uint4 sv = __ldg(reinterpret_cast<const uint4*>(scales + idx));
+  if (zeros != nullptr) {
+    const uint4 zv = __ldg(reinterpret_cast<const uint4*>(zeros + idx));
+    octet_params_from<T>(sv, &zv, p);
+  } else {
+    octet_params_from<T>(sv, nullptr, p);
   }
 }
 

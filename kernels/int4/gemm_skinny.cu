@@ -205,22 +205,11 @@ __global__ void __launch_bounds__(32 * kWN * kKS)
     OctetParams<T> p;
     {
       const uint4 sv = *reinterpret_cast<const uint4*>(st + L::kScales + 16 * g);
-      p.s[0] = bits_as<T2>(sv.x);
-      p.s[1] = bits_as<T2>(sv.y);
-      p.s[2] = bits_as<T2>(sv.z);
-      p.s[3] = bits_as<T2>(sv.w);
-      const T2 magic = bits_as<T2>(Act<T>::kMagic);
       if (zeros != nullptr) {
         const uint4 zv = *reinterpret_cast<const uint4*>(st + L::kZeros + 16 * g);
-        p.zb[0] = __hadd2(magic, bits_as<T2>(zv.x));
-        p.zb[1] = __hadd2(magic, bits_as<T2>(zv.y));
-        p.zb[2] = __hadd2(magic, bits_as<T2>(zv.z));
-        p.zb[3] = __hadd2(magic, bits_as<T2>(zv.w));
+        octet_params_from<T>(sv, &zv, p);
       } else {
-        // magic + 8 (symmetric zero point), exact.
-        const T2 eight = __hadd2(magic, bits_as<T2>(Act<T>::kMagic == 0x64006400u ? 0x48004800u : 0x41004100u));
-#pragma unroll
-        for (int j = 0; j < 4; ++j) p.zb[j] = eight;
+        octet_params_from<T>(sv, nullptr, p);
       }
     }
     const T* sx = reinterpret_cast<const T*>(st + L::kX);

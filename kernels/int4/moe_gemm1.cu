@@ -21,22 +21,10 @@ __global__ void __launch_bounds__(32 * kMoeKSlices)
   __shared__ float red[kMoeKGroups][2 * kMoeRows * 8][kMoeWords + 1];
   __shared__ int s_ids[128];
   __shared__ int s_valid;
-  const int b = blockIdx.y;
-  if (b * BM >= *num_post_padded) return;
-  const int e = expert_ids[b];
-  if (e < 0) return;
   const int P = M * topk;
-  const int tid = threadIdx.y * 32 + threadIdx.x;
-  if (tid == 0) s_valid = 0;
-  __syncthreads();
-  for (int r = tid; r < BM; r += blockDim.x * blockDim.y) {
-    const int id = sorted_ids[b * BM + r];
-    s_ids[r] = id;
-    if (id < P) atomicAdd(&s_valid, 1);
-  }
-  __syncthreads();
-  const int nvalid = s_valid;
-  if (nvalid == 0) return;
+  int nvalid = 0;
+  const int e = moe_block_prologue(sorted_ids, expert_ids, num_post_padded, P, BM, s_ids, &s_valid, &nvalid);
+  if (e < 0) return;
   const int N = 2 * I, NG = H / G;
   const uint32_t* qe = qw + static_cast<size_t>(e) * H * (N / 8);
   const size_t so = static_cast<size_t>(e) * NG * N;

@@ -18,6 +18,31 @@ constexpr int kMoeKGroups = 4 * kMoeKSlices;      // K groups per block
 constexpr int kMoeRows = 4;                       // rows per pass (MT)
 constexpr int kMoeCols = 8 * kMoeWords;           // output columns per block
 
+// Prologue shared by the MoE GEMM kernels: block b of the align output. Returns the block's
+// expert, or -1 when the block has nothing to do (past num_post_padded, an empty expert
+// slot, or only padding entries: such blocks exit before any K loop). s_ids receives the
+// block's BM sorted (token, slot) ids (padding = P = M * topk); *nvalid the non-padding count.
+__device__ __forceinline__ int moe_block_prologue(const int32_t* __restrict__ sorted_ids,
+                                                  const int32_t* __restrict__ expert_ids,
+                                                  const int32_t* __restrict__ num_post_padded, int P, int BM,
+                                                  int* s_ids, int* s_valid, int* nvalid) {
+  const int b = blockIdx.y;
+  if (b * BM >= *num_post_padded) return -1;
+  const int e = expert_ids[b];
+  if (e < 0) return -1;
+  const int tid = threadIdx.y * 32 + threadIdx.x;
+  if (tid == 0) *s_valid = 0;
+  __syncthreads();
+  for (int r = tid; r < BM; r += blockDim.x * blockDim.y) {
+    const int id = sorted_ids[b * BM + r];
+    s_ids[r] = id;
+    if (id < P) atomicAdd(s_valid, 1);
+  }
+  __syncthreads();
+  *nvalid = *s_valid;
+  return *nvalid == 0 ? -1 : e;
+}
+
 // rows[m]: row base pointer or nullptr (row absent: zeros). words[w]: the word column of
 // this lane (valid when col_ok). red is overwritten; out[w][m][j] holds the full sum for
 // column 8*words[w] + j in the lanes of K group 0 (lane < 8, threadIdx.y == 0), K groups
