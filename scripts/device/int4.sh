@@ -6,21 +6,8 @@
 # QUICK=1: the benches' --quick subsets (M = 1,16,256,4096 dense; 1,16,128,2048 MoE).
 # Env: BIN (built binaries), OUT (results). Budget: under 4 minutes (step limits below).
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0
-export LOWBIT_SOURCE_DIR="${LOWBIT_SOURCE_DIR:-$(pwd)}"
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
-: "${BIN:?BIN must point at the built binaries}"
-: "${OUT:?OUT must name a results folder}"
-mkdir -p "$OUT"
-summary=""
-step() {  # step NAME LIMIT_SECONDS CMD...
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s)
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  summary+="$name: rc=$rc ($(( $(date +%s) - t0 )) s)\n"
-  tail -n 30 "$OUT/$name.log"
-}
+source "$(dirname "$0")/common.sh"
 quick=()
 [ "${QUICK:-0}" = 1 ] && quick=(--quick)
 step gpu_int4_tests 120 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1

@@ -5,20 +5,8 @@
 # Env: BIN (built binaries), OUT (results). QUICK=1: batch 8 only. Budget: under 4 minutes
 # (measured 2026-11-30: tests ~10 s, bench ~100 s: Llama ~80 s, Qwen 14 s).
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0
-export LOWBIT_SOURCE_DIR="${LOWBIT_SOURCE_DIR:-$(pwd)}"
-: "${BIN:?BIN must point at the built binaries}"
-: "${OUT:?OUT must name a results folder}"
-mkdir -p "$OUT"
-summary=""
-step() {  # step NAME LIMIT_SECONDS CMD...
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s)
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  summary+="$name: rc=$rc ($(( $(date +%s) - t0 )) s)\n"
-  tail -n 25 "$OUT/$name.log"
-}
+STEP_TAIL=25
+source "$(dirname "$0")/common.sh"
 step gpu_model_tests 40 "$BIN/lowbit_tests_gpu_model"
 step multigpu_model_tests 60 "$BIN/lowbit_tests_multigpu_model"
 batches=8,32
