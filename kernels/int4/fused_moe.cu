@@ -1,7 +1,13 @@
-// Fused MoE layer entry point: validation, workspace carving, and the five stages
-// (topk -> align -> GEMM1 + silu*up -> GEMM2 * routing weight -> slot-order sum).
+// Fused MoE layer entry point: validation, workspace carving, path choice, and the five
+// stages of the fused path (topk -> align -> GEMM1 + silu*up -> GEMM2 * routing weight ->
+// slot-order sum). The grouped prefill path (dequantized experts + cuBLAS) is
+// moe_grouped.cu; kAuto takes it when the average rows per expert M*topk/E reach
+// kGroupedMinRows and the stream is not being captured (it synchronizes once).
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
+#include "kernels/int4/internal.h"
 #include "lowbit/detail/cuda_check.h"
 #include "lowbit/int4/kernels.h"
 
@@ -12,6 +18,24 @@ Status validate_weights_view(const KernelWeightsView& w, const char* who);  // g
 namespace {
 
 size_t align256(size_t v) { return (v + 255) / 256 * 256; }
+
+// Average rows per expert (M*topk/E) from which kAuto takes the grouped path (measured on
+// H200, docs/int4-kernels.md). Block size of the grouped path's align (little padding).
+constexpr int64_t kGroupedMinRows = 16;
+constexpr int kGroupedBlockM = 8;
+
+MoePath env_moe_path() {
+  static const MoePath v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_MOE_PATH");
+    if (e && std::strcmp(e, "fused") == 0) return MoePath::kFused;
+    if (e && std::strcmp(e, "grouped") == 0) return MoePath::kGrouped;
+    return MoePath::kAuto;
+  }();
+  return v;
+}
+bool grouped_by_size(int m, int topk, int experts) {
+  return static_cast<int64_t>(m) * topk >= kGroupedMinRows * experts;
+}
 
 // Workspace layout (each region 256 B aligned), in this order.
 struct MoeWorkspace {
@@ -50,12 +74,27 @@ int moe_default_block_m(int m, int topk, int experts) {
   return avg <= 8 ? 8 : avg <= 16 ? 16 : avg <= 32 ? 32 : 64;
 }
 
-Status moe_workspace_size(int m, int topk, int experts, int hidden, int inter, DType, int block_m, size_t* bytes) {
+const char* moe_path_name(MoePath p) {
+  return p == MoePath::kFused ? "fused" : p == MoePath::kGrouped ? "grouped" : "auto";
+}
+
+Status moe_workspace_size(int m, int topk, int experts, int hidden, int inter, DType, int block_m, size_t* bytes,
+                          MoePath path) {
   LOWBIT_CHECK_ARG(bytes != nullptr, "int4::moe_workspace_size: bytes is null");
   LOWBIT_CHECK_ARG(m >= 1 && topk >= 1 && experts >= 1 && hidden >= 1 && inter >= 1,
                    "int4::moe_workspace_size: m=%d topk=%d E=%d H=%d I=%d", m, topk, experts, hidden, inter);
   const int bm = block_m > 0 ? block_m : moe_default_block_m(m, topk, experts);
-  *bytes = moe_layout(m, topk, experts, hidden, inter, bm).total;
+  const size_t fused = moe_layout(m, topk, experts, hidden, inter, bm).total;
+  const size_t grouped = detail::moe_grouped_workspace_bytes(m, topk, experts, hidden, inter,
+                                                             block_m > 0 ? block_m : kGroupedBlockM);
+  if (path == MoePath::kAuto) path = env_moe_path();
+  // Both needs grow with m; kAuto may take either path at this m (capture forces fused).
+  if (path == MoePath::kFused)
+    *bytes = fused;
+  else if (path == MoePath::kGrouped)
+    *bytes = grouped > fused ? grouped : fused;  // under capture a forced-by-env grouped runs fused
+  else
+    *bytes = grouped_by_size(m, topk, experts) && grouped > fused ? grouped : fused;
   return Status::Ok();
 }
 
@@ -77,11 +116,28 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   LOWBIT_CHECK_ARG(E <= 1024, "int4::fused_moe: E=%d above 1024", E);
   LOWBIT_CHECK_ARG(a.topk >= 1 && a.topk <= 32 && a.topk <= E, "int4::fused_moe: topk=%d outside [1, min(32, E=%d)]",
                    a.topk, E);
-  const int bm = a.block_m > 0 ? a.block_m : moe_default_block_m(a.m, a.topk, E);
-  LOWBIT_CHECK_ARG(bm >= 1 && bm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", bm);
+  LOWBIT_CHECK_ARG(static_cast<int>(a.path) <= static_cast<int>(MoePath::kGrouped), "int4::fused_moe: unknown path %d",
+                   static_cast<int>(a.path));
   if ((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(a.y) | reinterpret_cast<uintptr_t>(workspace)) %
           16 != 0)
     return make_status(StatusCode::kMisaligned, "int4::fused_moe: x, y and workspace must be 16 B aligned");
+  cudaStream_t cst = reinterpret_cast<cudaStream_t>(stream);
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  LOWBIT_CUDA_RETURN(cudaStreamIsCapturing(cst, &cap));
+  const bool capturing = cap != cudaStreamCaptureStatusNone;
+  LOWBIT_CHECK_ARG(!(a.path == MoePath::kGrouped && capturing),
+                   "int4::fused_moe: the grouped path synchronizes the stream and cannot be captured in a CUDA graph "
+                   "(use MoePath::kAuto or kFused under capture)");
+  MoePath path = a.path == MoePath::kAuto ? env_moe_path() : a.path;
+  if (path == MoePath::kAuto) path = grouped_by_size(a.m, a.topk, E) ? MoePath::kGrouped : MoePath::kFused;
+  if (capturing) path = MoePath::kFused;
+  if (path == MoePath::kGrouped) {
+    const int gbm = a.block_m > 0 ? a.block_m : kGroupedBlockM;
+    LOWBIT_CHECK_ARG(gbm >= 1 && gbm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", gbm);
+    return detail::fused_moe_grouped(a, w13, w2, gbm, workspace, workspace_bytes, cst);
+  }
+  const int bm = a.block_m > 0 ? a.block_m : moe_default_block_m(a.m, a.topk, E);
+  LOWBIT_CHECK_ARG(bm >= 1 && bm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", bm);
   const MoeWorkspace L = moe_layout(a.m, a.topk, E, H, I, bm);
   LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= L.total,
                    "int4::fused_moe: workspace of %zu bytes given, %zu needed (moe_workspace_size)", workspace_bytes,

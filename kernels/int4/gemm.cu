@@ -1,8 +1,11 @@
 // Dense W4A16 GEMM entry point: validation, workspace sizing, kernel choice.
-//   N-packed layout, M <= 512 -> gemm_skinny.cu (streaming, split-K, mma m16n8k16)
-//   N-packed layout, M > 512  -> gemm_tc.cu (tiled, tensor cores)
-//   K-packed layout           -> gemm_kpacked.cu (any N, even K)
+//   N-packed layout, M <  kDequantMinM -> gemm_skinny.cu (streaming, split-K, mma m16n8k16)
+//   N-packed layout, M >= kDequantMinM -> gemm_dequant.cu (dequantize to a slab + cuBLAS)
+//   gemm_tc.cu (tiled WMMA) only when forced (GemmPath::kTiled)
+//   K-packed layout                    -> gemm_kpacked.cu (any N, even K)
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/int4/internal.h"
 #include "lowbit/detail/cuda_check.h"
@@ -10,8 +13,10 @@
 namespace lowbit::int4 {
 
 namespace {
-constexpr int kSkinnyMaxM = 512;  // skinny tensor-core kernel up to here (32-row tiles over grid z); measured
-                                  // faster than the tiled kernel at M = 256 (2x) and, extrapolated, 512
+constexpr int kSkinnyMaxM = 512;  // the skinny kernel's limit (32-row tiles over grid z)
+// From this M on, kAuto takes dequant + cuBLAS (measured on H200, docs/int4-kernels.md:
+// faster than the skinny kernel from M = 64..128 on the Llama-3 projections).
+constexpr int kDequantMinM = 128;
 bool aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 // Workspace bytes the skinny kernel needs at exactly this M (N-packed layout).
 size_t skinny_need(const WeightShape& shape, int m) {
@@ -19,7 +24,45 @@ size_t skinny_need(const WeightShape& shape, int m) {
   const int splits = detail::skinny_splits(m, shape.n, shape.k);
   return splits > 1 ? static_cast<size_t>(splits) * m * shape.n * sizeof(float) : 0;
 }
+// LOWBIT_INT4_GEMM_PATH, read once: replaces kAuto where the path can serve the M.
+GemmPath env_path() {
+  static const GemmPath v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_GEMM_PATH");
+    if (e == nullptr) return GemmPath::kAuto;
+    if (std::strcmp(e, "skinny") == 0) return GemmPath::kSkinny;
+    if (std::strcmp(e, "tiled") == 0) return GemmPath::kTiled;
+    if (std::strcmp(e, "cublas") == 0) return GemmPath::kDequantCublas;
+    return GemmPath::kAuto;
+  }();
+  return v;
+}
+// The path gemm() takes for an N-packed weight at this M.
+GemmPath resolve(GemmPath requested, int m) {
+  if (requested == GemmPath::kAuto) {
+    requested = env_path();
+    if (requested == GemmPath::kSkinny && m > kSkinnyMaxM) requested = GemmPath::kAuto;
+  }
+  if (requested != GemmPath::kAuto) return requested;
+  return m >= kDequantMinM ? GemmPath::kDequantCublas : GemmPath::kSkinny;
+}
+size_t path_need(const WeightShape& shape, GemmPath p, int m) {
+  switch (p) {
+    case GemmPath::kSkinny: return skinny_need(shape, m);
+    case GemmPath::kDequantCublas: return detail::dequant_gemm_workspace_bytes(shape);
+    default: return 0;
+  }
+}
 }  // namespace
+
+const char* gemm_path_name(GemmPath p) {
+  switch (p) {
+    case GemmPath::kAuto: return "auto";
+    case GemmPath::kSkinny: return "skinny";
+    case GemmPath::kTiled: return "tiled";
+    case GemmPath::kDequantCublas: return "cublas";
+  }
+  return "?";
+}
 
 Status validate_weights_view(const KernelWeightsView& w, const char* who) {
   const WeightShape& s = w.shape;
@@ -47,17 +90,21 @@ Status validate_weights_view(const KernelWeightsView& w, const char* who) {
   return Status::Ok();
 }
 
-Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes) {
+Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmPath path) {
   LOWBIT_CHECK_ARG(bytes != nullptr, "int4::gemm_workspace_size: bytes is null");
   LOWBIT_CHECK_ARG(m >= 1 && shape.n >= 1 && shape.k >= 2, "int4::gemm_workspace_size: m=%d n=%d k=%d", m, shape.n,
                    shape.k);
   // The maximum over every M' <= m, so that a workspace sized once for the largest M
-  // serves every smaller one (split-K is not monotone in M).
+  // serves every smaller one (split-K is not monotone in M; the path changes with M).
   *bytes = 0;
   if (kernel_layout_for(shape) != KernelLayoutKind::kNPackedInterleaved) return Status::Ok();
   const int top = m < kSkinnyMaxM ? m : kSkinnyMaxM;
   for (int mm = 1; mm <= top; ++mm) {
-    const size_t b = skinny_need(shape, mm);
+    const size_t b = path_need(shape, resolve(path, mm), mm);
+    if (b > *bytes) *bytes = b;
+  }
+  if (m > top) {  // beyond the skinny range the need does not depend on M
+    const size_t b = path_need(shape, resolve(path, m), m);
     if (b > *bytes) *bytes = b;
   }
   return Status::Ok();
@@ -69,8 +116,12 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
   LOWBIT_CHECK_ARG(a.m >= 1, "int4::gemm: m=%d must be >= 1", a.m);
   LOWBIT_CHECK_ARG(a.expert >= 0 && a.expert < w.shape.experts, "int4::gemm: expert=%d outside [0, %d)", a.expert,
                    w.shape.experts);
+  LOWBIT_CHECK_ARG(static_cast<int>(a.path) <= static_cast<int>(GemmPath::kDequantCublas),
+                   "int4::gemm: unknown path %d", static_cast<int>(a.path));
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   if (w.kind == KernelLayoutKind::kKPacked) {
+    LOWBIT_CHECK_ARG(a.path == GemmPath::kAuto, "int4::gemm: path %s needs the N-packed layout (this weight is K-packed)",
+                     gemm_path_name(a.path));
     if (!aligned(a.x, 2) || !aligned(a.y, 2))
       return make_status(StatusCode::kMisaligned, "int4::gemm: x and y must be 2 B aligned");
     LOWBIT_CUDA_RETURN(detail::launch_gemm_kpacked(a.x, a.y, a.m, w, a.expert, st));
@@ -79,10 +130,14 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
   if (!aligned(a.x, 16) || !aligned(a.y, 16))
     return make_status(StatusCode::kMisaligned, "int4::gemm: x=%p and y=%p must be 16 B aligned (16 B vector access)",
                        a.x, a.y);
-  if (a.m > kSkinnyMaxM) {
+  const GemmPath path = resolve(a.path, a.m);
+  if (path == GemmPath::kTiled) {
     LOWBIT_CUDA_RETURN(detail::launch_gemm_tc(a.x, a.y, a.m, w, a.expert, st));
     return Status::Ok();
   }
+  if (path == GemmPath::kDequantCublas)
+    return detail::gemm_dequant_cublas(a.x, a.y, a.m, w, a.expert, workspace, workspace_bytes, st);
+  LOWBIT_CHECK_ARG(a.m <= kSkinnyMaxM, "int4::gemm: the skinny path serves M <= %d (m=%d)", kSkinnyMaxM, a.m);
   const size_t need = skinny_need(w.shape, a.m);  // exact for this M (<= gemm_workspace_size)
   if (need > 0) {
     LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= need,

@@ -26,4 +26,58 @@ cudaError_t launch_gemm_tc(const void* x, void* y, int m, const KernelWeightsVie
 cudaError_t launch_gemm_kpacked(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                 cudaStream_t stream);
 
+// ---- dequantize-to-slab + cuBLAS (gemm_dequant.cu; used by gemm.cu and moe_grouped.cu) ----
+// The slab holds a chunk of nc output columns of one or more experts, dequantized to the
+// activation dtype (bit-exact with the contract). Two layouts:
+//   kNK: slab[e][n][k] row-major (ld K)    -> cuBLAS "TN" (op(A) = T), the default
+//   kKN: slab[e][k][n] row-major (ld ldn)  -> cuBLAS "NN"
+// LOWBIT_INT4_SLAB_LAYOUT = nk | kn and LOWBIT_INT4_SLAB_MIB (1..64, default 64) select
+// them at run time (read once; for measurements).
+enum class SlabLayout : int { kNK = 0, kKN = 1 };
+SlabLayout slab_layout();
+constexpr size_t kSlabMaxBytes = size_t{64} << 20;
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;  // cuBLAS's recommendation for Hopper
+// Columns per chunk for a weight with n columns and k rows: n when the whole weight fits the
+// slab budget, else chunks balanced over ceil(n / max) pieces, each a multiple of 128.
+int slab_chunk_cols(int n, int k);
+// Workspace of the dense dequant + cuBLAS path: cuBLAS workspace + slab (+256 B alignment).
+size_t dequant_gemm_workspace_bytes(const WeightShape& shape);
+// Dequantizes columns [n0, n0 + nc) of experts [e0, e0 + ne) into slab (ld = K for kNK,
+// ld = ldn >= nc for kKN; consecutive experts `expert_stride` elements apart).
+cudaError_t launch_dequant_slab(const KernelWeightsView& w, int e0, int ne, int n0, int nc, SlabLayout layout,
+                                int ldn, size_t expert_stride, void* slab, cudaStream_t stream);
+// The run-time slab budget (LOWBIT_INT4_SLAB_MIB, else kSlabMaxBytes) and the chunk width
+// under a given budget (monotone in the budget, so a workspace sized with kSlabMaxBytes fits).
+size_t slab_budget_bytes();
+int slab_chunk_cols_for(int n, int k, size_t budget);
+// The dense path: validated arguments, workspace >= dequant_gemm_workspace_bytes.
+Status gemm_dequant_cublas(const void* x, void* y, int m, const KernelWeightsView& w, int expert, void* workspace,
+                           size_t workspace_bytes, cudaStream_t stream);
+
+// A locked, library-internal cuBLAS handle of the current device (created lazily once per
+// device; never destroyed), bound to `stream` with `workspace` as its workspace. Holding the
+// object serializes users of that handle across threads.
+class CublasLease {
+ public:
+  CublasLease() = default;
+  ~CublasLease();
+  CublasLease(const CublasLease&) = delete;
+  CublasLease& operator=(const CublasLease&) = delete;
+  Status acquire(cudaStream_t stream, void* workspace, size_t workspace_bytes);
+  // c[rows x nc] (column-major view: row r of the row-major [rows, ldc] output, columns
+  // 0..nc) = x[rows, K] * slab^T, fp32 accumulation; ctype_f32: c is fp32, else act dtype.
+  Status slab_gemm(DType act, SlabLayout layout, int nc, int rows, int k, const void* slab, int slab_ld, const void* x,
+                   int ldx, void* c, int ldc, bool ctype_f32, const char* who);
+
+ private:
+  void* handle_ = nullptr;  // cublasHandle_t
+  void* mutex_ = nullptr;   // std::mutex*, locked while held
+};
+
+// ---- grouped MoE prefill (moe_grouped.cu; dispatched from fused_moe.cu) -------------------
+size_t moe_grouped_workspace_bytes(int m, int topk, int experts, int hidden, int inter, int block_m);
+// Arguments validated by fused_moe; the stream must not be capturing (host synchronization).
+Status fused_moe_grouped(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, int block_m,
+                         void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
 }  // namespace lowbit::int4::detail

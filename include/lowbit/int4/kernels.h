@@ -31,17 +31,33 @@ Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
 // The kernel is picked from M: M <= 512 a streaming tensor-core kernel (mma m16n8k16 on
 // y^T = W x^T, each weight word dequantized once per block for up to 32 rows, cp.async
 // pipeline) with split-K over the grid (fp32 partials in the workspace, reduced in a fixed
-// order: deterministic); M > 512 a tiled tensor-core kernel (WMMA); K-packed layout: a
-// simple fallback.
+// order: deterministic); larger M (prefill) dequantizes the weight on the GPU into a 16-bit
+// slab in the workspace (bit-exact with the contract, column chunks of <= 64 MiB) and runs
+// cuBLAS on it (fp32 accumulation); K-packed layout: a simple fallback. The crossover M is
+// documented in docs/int4-kernels.md (measured on H200).
+//
+// GemmPath forces one N-packed path (tests, benchmarks); kAuto picks by M. The environment
+// variable LOWBIT_INT4_GEMM_PATH = skinny | tiled | cublas (read once per process) replaces
+// kAuto where that path can serve the M (skinny: M <= 512), for gemm() and
+// gemm_workspace_size() alike. Forcing a path on the K-packed layout is refused.
+enum class GemmPath : uint8_t {
+  kAuto = 0,
+  kSkinny,         // streaming tensor-core kernel (gemm_skinny.cu), M <= 512
+  kTiled,          // WMMA tiled kernel (gemm_tc.cu)
+  kDequantCublas,  // dequantize to a slab + cuBLAS (gemm_dequant.cu)
+};
+const char* gemm_path_name(GemmPath p);
 struct GemmArgs {
   const void* x = nullptr;  // [M, K]
   void* y = nullptr;        // [M, N]
   int m = 0;
   int expert = 0;           // which expert of w (dense layers: 0)
+  GemmPath path = GemmPath::kAuto;
 };
-// Scratch bytes gemm() needs for any M' <= m with this weight shape (0 when none).
-// Independent of the pointers, so it can be sized once for the largest M.
-Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes);
+// Scratch bytes gemm() needs for any M' <= m with this weight shape and path (0 when none).
+// Independent of the pointers, so it can be sized once for the largest M. The dequant +
+// cuBLAS path needs a 32 MiB cuBLAS workspace plus the slab (<= 64 MiB for K <= 262144).
+Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmPath path = GemmPath::kAuto);
 Status gemm(const GemmArgs& args, const KernelWeightsView& w, void* workspace, size_t workspace_bytes,
             Stream stream);
 
@@ -49,6 +65,16 @@ Status gemm(const GemmArgs& args, const KernelWeightsView& w, void* workspace, s
 // y[M, H] = sum_{s < topk} rw[m, s] * W2[e_s] ( silu(W13[e_s, :I] x_m) * (W13[e_s, I:] x_m) )
 // w13: shape E x (N = 2I) x (K = H); w2: shape E x (N = H) x (K = I); same E, act dtype.
 // Both must be in the N-packed layout (H % 32 == 0, I % 32 == 0).
+//
+// Paths: kFused runs the five stages below (graph-capturable). kGrouped (prefill, many
+// tokens per expert) gathers each expert's sorted rows, dequantizes the expert weights into
+// a slab and runs cuBLAS per expert (GEMM1 -> silu*up -> GEMM2), then the same slot-order
+// sum; it reads the per-expert row counts back to the host (one stream synchronization),
+// so it cannot be captured in a CUDA graph: under capture kAuto takes kFused and a forced
+// kGrouped is refused. kAuto picks by the average rows per expert (docs/int4-kernels.md).
+// LOWBIT_INT4_MOE_PATH = fused | grouped (read once) replaces kAuto, like GemmPath.
+enum class MoePath : uint8_t { kAuto = 0, kFused, kGrouped };
+const char* moe_path_name(MoePath p);
 struct MoeArgs {
   const void* x = nullptr;              // [M, H] activations
   const float* router_logits = nullptr;  // [M, E] fp32
@@ -56,13 +82,16 @@ struct MoeArgs {
   int m = 0;
   int topk = 0;
   bool renormalize = true;  // divide the top-k softmax weights by their sum
-  int block_m = 0;          // 0: picked from M (moe_default_block_m)
+  int block_m = 0;          // 0: picked from M (moe_default_block_m; grouped path: 8)
+  MoePath path = MoePath::kAuto;
 };
 int moe_default_block_m(int m, int topk, int experts);
 // Worst-case number of sorted slots: M*topk + E*(BM-1), rounded up to BM.
 int64_t moe_max_padded(int m, int topk, int experts, int block_m);
+// Scratch bytes for fused_moe at this M with this path (kAuto: enough for whichever path
+// kAuto picks at any M' <= m, so it can be sized once for the largest M).
 Status moe_workspace_size(int m, int topk, int experts, int hidden, int inter, DType act, int block_m,
-                          size_t* bytes);
+                          size_t* bytes, MoePath path = MoePath::kAuto);
 Status fused_moe(const MoeArgs& args, const KernelWeightsView& w13, const KernelWeightsView& w2, void* workspace,
                  size_t workspace_bytes, Stream stream);
 

@@ -81,6 +81,7 @@ struct GemmCase {
   int m, n, k, g;
   bool sym;
   DType act;
+  GemmPath path = GemmPath::kAuto;  // forced paths: Forced* instantiations below
 };
 
 std::string case_name(const ::testing::TestParamInfo<GemmCase>& i) {
@@ -92,6 +93,7 @@ std::string case_name(const ::testing::TestParamInfo<GemmCase>& i) {
   else
     os << c.g;
   os << (c.sym ? "_sym_" : "_asym_") << dtype_name(c.act);
+  if (c.path != GemmPath::kAuto) os << "_" << gemm_path_name(c.path);
   return os.str();
 }
 
@@ -133,13 +135,14 @@ TEST_P(Int4Gemm, MatchesFp64Reference) {
   DevBuf dy(static_cast<size_t>(c.m) * c.n * 2);
   ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);  // NaN poison
   size_t ws_bytes = 0;
-  ASSERT_TRUE(gemm_workspace_size(s, c.m, &ws_bytes).ok());
+  ASSERT_TRUE(gemm_workspace_size(s, c.m, &ws_bytes, c.path).ok());
   DevBuf ws(ws_bytes);
   if (ws_bytes) ASSERT_EQ(cudaMemset(ws.p, 0xFF, ws_bytes), cudaSuccess);
   GemmArgs a;
   a.x = dx.p;
   a.y = dy.p;
   a.m = c.m;
+  a.path = c.path;
   Status st = gemm(a, dw.view, ws.p, ws_bytes, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -192,6 +195,27 @@ std::vector<GemmCase> gemm_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Int4Gemm, ::testing::ValuesIn(gemm_cases()), case_name);
+
+// Each N-packed path forced at moderate M (kAuto reaches the cuBLAS path only from
+// kDequantMinM, the tiled kernel never): every G, sym/asym, both dtypes.
+std::vector<GemmCase> forced_cases() {
+  std::vector<GemmCase> v;
+  for (int g : {32, 64, 128, kPerChannel})
+    for (bool sym : {true, false})
+      for (DType t : {DType::kF16, DType::kBF16}) {
+        for (int m : {1, 7, 64}) v.push_back({m, 24, 128, g, sym, t, GemmPath::kDequantCublas});
+        v.push_back({96, 4096, 4096, g, sym, t, GemmPath::kDequantCublas});
+        if (g == 32 || g == kPerChannel) v.push_back({130, 24, 96, g, sym, t, GemmPath::kDequantCublas});  // K % 64 == 32
+        v.push_back({200, 24, 128, g, sym, t, GemmPath::kTiled});
+        v.push_back({256, 4096, 4096, g, sym, t, GemmPath::kSkinny});
+      }
+  // Two column chunks of the 64 MiB slab (8328 x 4096 x 2 B > 64 MiB), the last one not a
+  // multiple of 64 columns.
+  v.push_back({80, 8328, 4096, 128, false, DType::kBF16, GemmPath::kDequantCublas});
+  v.push_back({80, 8328, 4096, 128, true, DType::kF16, GemmPath::kDequantCublas});
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(Forced, Int4Gemm, ::testing::ValuesIn(forced_cases()), case_name);
 
 // ---- argument validation ------------------------------------------------------------------
 

@@ -67,6 +67,7 @@ struct MoeCase {
   bool sym;
   DType act;
   int block_m;  // 0 = default
+  MoePath path = MoePath::kAuto;
 };
 
 class Int4FusedMoe : public ::testing::TestWithParam<MoeCase> {};
@@ -87,7 +88,7 @@ TEST_P(Int4FusedMoe, MatchesReference) {
   DevBuf dx = upload(x), dl = upload(logits), dy(x.size() * 2);
   ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);
   size_t wsb = 0;
-  ASSERT_TRUE(moe_workspace_size(c.m, c.topk, c.E, c.H, c.I, c.act, c.block_m, &wsb).ok());
+  ASSERT_TRUE(moe_workspace_size(c.m, c.topk, c.E, c.H, c.I, c.act, c.block_m, &wsb, c.path).ok());
   DevBuf ws(wsb);
   ASSERT_EQ(cudaMemset(ws.p, 0xFF, wsb), cudaSuccess);
   MoeArgs a;
@@ -98,6 +99,7 @@ TEST_P(Int4FusedMoe, MatchesReference) {
   a.topk = c.topk;
   a.renormalize = true;
   a.block_m = c.block_m;
+  a.path = c.path;
   Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -151,6 +153,21 @@ INSTANTIATE_TEST_SUITE_P(Small, Int4FusedMoe,
                                            MoeCase{64, 8, 256, 128, 2, 32, false, DType::kBF16, 16},
                                            MoeCase{5, 8, 256, 128, 2, kPerChannel, false, DType::kF16, 8},
                                            MoeCase{3, 16, 128, 96, 4, 32, false, DType::kBF16, 64}));  // I % 64 != 0
+
+// The grouped prefill path (dequantized experts + cuBLAS) forced at small sizes, and the
+// fused path forced where kAuto would take the grouped one. Shapes make several experts
+// share one slab fill, leave experts without tokens (E=16, topk=1, M=5), and use every
+// G / sym / dtype.
+INSTANTIATE_TEST_SUITE_P(
+    Paths, Int4FusedMoe,
+    ::testing::Values(MoeCase{1, 8, 256, 128, 2, 128, true, DType::kBF16, 0, MoePath::kGrouped},
+                      MoeCase{5, 16, 256, 128, 1, 128, false, DType::kBF16, 0, MoePath::kGrouped},
+                      MoeCase{64, 8, 256, 128, 2, 128, true, DType::kF16, 0, MoePath::kGrouped},
+                      MoeCase{64, 8, 256, 128, 2, 32, false, DType::kBF16, 16, MoePath::kGrouped},
+                      MoeCase{40, 8, 256, 128, 2, kPerChannel, false, DType::kF16, 0, MoePath::kGrouped},
+                      MoeCase{33, 16, 128, 96, 4, 32, false, DType::kBF16, 0, MoePath::kGrouped},
+                      MoeCase{48, 4, 256, 64, 2, 64, true, DType::kF16, 1, MoePath::kGrouped},
+                      MoeCase{64, 8, 256, 128, 2, 128, true, DType::kBF16, 0, MoePath::kFused}));
 
 TEST(Int4MoeArgs, Refused) {
   WeightShape s13{4, 64, 64, 32, true, DType::kBF16}, s2{4, 64, 32, 32, true, DType::kBF16};

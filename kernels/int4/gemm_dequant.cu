@@ -1,0 +1,279 @@
+// Dense W4A16 GEMM for large M (prefill), the production route of vLLM's AWQ path for big
+// batches: dequantize the INT4 weight on the GPU into a 16-bit slab (same LOP3 device math
+// as dequant.cu and the GEMM kernels, so bit-exact with the CPU contract) and hand it to
+// cuBLAS (fp32 accumulation, activation dtype in and out). The slab holds a chunk of output
+// columns at a time (<= 64 MiB), so the scratch stays bounded for any N.
+//
+// Why it pays: at M >= ~128 the GEMM is compute bound and cuBLAS's Hopper kernels run at
+// ~55-65% of the bf16 peak; the extra pass costs N*K*(0.5 read + 2 write) bytes, a few
+// percent of the GEMM time at M >= 2048 (docs/int4-kernels.md has the measurements).
+//
+// The cuBLAS handle is library-internal: one per device, created lazily on first use,
+// never destroyed (destroying it from a static destructor can run after the CUDA context
+// is gone). Each call binds it to the caller's stream and to a workspace carved from the
+// caller's workspace (cublasSetWorkspace), so nothing is allocated per call and the calls
+// can be captured in a CUDA graph (the first call per device must happen outside capture:
+// it creates the handle).
+#include <cublas_v2.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "kernels/int4/common.cuh"
+#include "kernels/int4/internal.h"
+#include "lowbit/detail/cuda_check.h"
+
+namespace lowbit::int4 {
+namespace kern {
+namespace {
+
+// kKN: one thread per (expert, 8-row k block, word column of the chunk). The 8 rows share
+// one quantization group (G is a multiple of 32 and k0 a multiple of 8), so the scales and
+// zeros are loaded once; each row is one 4 B load and one 16 B store (coalesced across the
+// warp: consecutive threads take consecutive word columns).
+template <typename T>
+__global__ void slab_kn_kernel(const uint32_t* __restrict__ qw, const uint16_t* __restrict__ scales,
+                               const uint16_t* __restrict__ zeros, T* __restrict__ slab, int N, int K, int G, int n0,
+                               int nc, int ldn, size_t expert_stride) {
+  const int e = blockIdx.z;
+  const int nw = N / 8, wc = (nc + 7) / 8, NG = K / G;
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (K / 8) * wc) return;
+  const int c = idx % wc, kb = idx / wc, k0 = kb * 8;
+  const uint32_t* q = qw + static_cast<size_t>(e) * K * nw + static_cast<size_t>(k0) * nw + n0 / 8 + c;
+  const size_t so = (static_cast<size_t>(e) * NG + k0 / G) * N + n0 + 8 * c;
+  OctetParams<T> p;
+  load_octet_params<T>(scales, zeros, so, p);
+  T* out = slab + e * expert_stride + static_cast<size_t>(k0) * ldn + 8 * c;
+#pragma unroll
+  for (int r = 0; r < 8; ++r) {
+    typename Act<T>::T2 w2[4];
+    dequant_word<T>(__ldg(q + static_cast<size_t>(r) * nw), p, w2);
+    *reinterpret_cast<uint4*>(out + static_cast<size_t>(r) * ldn) =
+        make_uint4(as_bits(w2[0]), as_bits(w2[1]), as_bits(w2[2]), as_bits(w2[3]));
+  }
+}
+
+// kNK (transposed, [n][k]): a block dequantizes a 64-column x 64-row tile into shared
+// memory (as kKN does, one word per (k, octet)), then writes it out along k, 16 B per
+// thread, 8 threads per 128 B column segment.
+constexpr int kTileN = 64, kTileK = 64, kTileLd = kTileK + 8;  // +8 elements: 16 B aligned rows, fewer conflicts
+template <typename T>
+__global__ void __launch_bounds__(256)
+    slab_nk_kernel(const uint32_t* __restrict__ qw, const uint16_t* __restrict__ scales,
+                   const uint16_t* __restrict__ zeros, T* __restrict__ slab, int N, int K, int G, int n0, int nc,
+                   size_t expert_stride) {
+  __shared__ __align__(16) T tile[kTileN * kTileLd];
+  const int e = blockIdx.z;
+  const int nw = N / 8, NG = K / G;
+  const int tn0 = blockIdx.x * kTileN, tk0 = blockIdx.y * kTileK;  // tn0 relative to the chunk
+  const int ncols = min(kTileN, nc - tn0), krows = min(kTileK, K - tk0);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = threadIdx.x + r * 256;
+    const int kl = i / 8, wl = i % 8;
+    if (kl < krows && 8 * wl < ncols) {
+      const int k = tk0 + kl, col = n0 + tn0 + 8 * wl;
+      OctetParams<T> p;
+      load_octet_params<T>(scales, zeros, (static_cast<size_t>(e) * NG + k / G) * N + col, p);
+      typename Act<T>::T2 w2[4];
+      dequant_word<T>(__ldg(qw + (static_cast<size_t>(e) * K + k) * nw + col / 8), p, w2);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        tile[(8 * wl + 2 * j) * kTileLd + kl] = w2[j].x;
+        tile[(8 * wl + 2 * j + 1) * kTileLd + kl] = w2[j].y;
+      }
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = threadIdx.x + r * 256;
+    const int nl = i / 8, kv = (i % 8) * 8;
+    if (nl < ncols && kv < krows)  // krows is a multiple of 32
+      *reinterpret_cast<uint4*>(slab + e * expert_stride + static_cast<size_t>(tn0 + nl) * K + tk0 + kv) =
+          *reinterpret_cast<const uint4*>(&tile[nl * kTileLd + kv]);
+  }
+}
+
+template <typename T>
+cudaError_t launch_slab(const KernelWeightsView& w, int e0, int ne, int n0, int nc, detail::SlabLayout layout, int ldn,
+                        size_t expert_stride, void* slab, cudaStream_t stream) {
+  const WeightShape& s = w.shape;
+  const int N = s.n, K = s.k, NG = s.num_groups();
+  const uint32_t* qw = static_cast<const uint32_t*>(w.qweight) + static_cast<size_t>(e0) * K * (N / 8);
+  const size_t so = static_cast<size_t>(e0) * NG * N;
+  const uint16_t* sc = w.scales + so;
+  const uint16_t* zp = w.zeros ? w.zeros + so : nullptr;
+  if (layout == detail::SlabLayout::kKN) {
+    const int items = (K / 8) * ((nc + 7) / 8);
+    dim3 grid(ceil_div(items, 256), 1, ne);
+    slab_kn_kernel<T><<<grid, 256, 0, stream>>>(qw, sc, zp, static_cast<T*>(slab), N, K, s.group_len(), n0, nc, ldn,
+                                                expert_stride);
+  } else {
+    dim3 grid(ceil_div(nc, kTileN), ceil_div(K, kTileK), ne);
+    slab_nk_kernel<T><<<grid, 256, 0, stream>>>(qw, sc, zp, static_cast<T*>(slab), N, K, s.group_len(), n0, nc,
+                                                expert_stride);
+  }
+  return cudaGetLastError();
+}
+
+const char* cublas_error(cublasStatus_t st) { return cublasGetStatusString(st); }
+
+// One slot per device: the handle and the lock that serializes its users.
+struct CublasSlot {
+  std::mutex mu;
+  cublasHandle_t handle = nullptr;
+};
+constexpr int kMaxDevices = 64;
+CublasSlot g_slots[kMaxDevices];
+
+size_t env_slab_budget() {
+  static const size_t v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_SLAB_MIB");
+    long mib = e ? std::strtol(e, nullptr, 10) : 0;
+    if (mib < 1 || mib > static_cast<long>(detail::kSlabMaxBytes >> 20)) return detail::kSlabMaxBytes;
+    return static_cast<size_t>(mib) << 20;
+  }();
+  return v;
+}
+
+int chunk_cols(int n, int k, size_t budget) {
+  const size_t per_col = static_cast<size_t>(k) * 2;
+  if (static_cast<size_t>(n) * per_col <= budget) return n;
+  int max_cols = static_cast<int>(budget / per_col) / 128 * 128;
+  if (max_cols < 128) max_cols = 128;
+  if (n <= max_cols) return n;
+  const int chunks = ceil_div(n, max_cols);
+  const int even = ceil_div(ceil_div(n, chunks), 128) * 128;  // <= max_cols (a multiple of 128)
+  return even < n ? even : n;
+}
+
+}  // namespace
+}  // namespace kern
+
+namespace detail {
+
+SlabLayout slab_layout() {
+  static const SlabLayout v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_SLAB_LAYOUT");
+    return (e && std::strcmp(e, "kn") == 0) ? SlabLayout::kKN : SlabLayout::kNK;
+  }();
+  return v;
+}
+
+// Chunk width under the default (largest) budget: sizes the workspace. The run-time budget
+// (LOWBIT_INT4_SLAB_MIB) can only make chunks narrower, never wider (chunk_cols is monotone).
+int slab_chunk_cols(int n, int k) { return kern::chunk_cols(n, k, kSlabMaxBytes); }
+size_t slab_budget_bytes() { return kern::env_slab_budget(); }
+int slab_chunk_cols_for(int n, int k, size_t budget) { return kern::chunk_cols(n, k, budget); }
+
+size_t dequant_gemm_workspace_bytes(const WeightShape& shape) {
+  const size_t slab = static_cast<size_t>(slab_chunk_cols(shape.n, shape.k)) * shape.k * 2;
+  return 256 + kCublasWorkspaceBytes + (slab + 255) / 256 * 256;
+}
+
+cudaError_t launch_dequant_slab(const KernelWeightsView& w, int e0, int ne, int n0, int nc, SlabLayout layout, int ldn,
+                                size_t expert_stride, void* slab, cudaStream_t stream) {
+  return w.shape.act == DType::kF16
+             ? kern::launch_slab<__half>(w, e0, ne, n0, nc, layout, ldn, expert_stride, slab, stream)
+             : kern::launch_slab<__nv_bfloat16>(w, e0, ne, n0, nc, layout, ldn, expert_stride, slab, stream);
+}
+
+CublasLease::~CublasLease() {
+  if (mutex_) static_cast<std::mutex*>(mutex_)->unlock();
+}
+
+Status CublasLease::acquire(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
+  int dev = 0;
+  LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= kern::kMaxDevices)
+    return make_status(StatusCode::kNotSupported, "int4 cuBLAS path: device %d beyond the %d supported", dev,
+                       kern::kMaxDevices);
+  kern::CublasSlot& slot = kern::g_slots[dev];
+  slot.mu.lock();
+  mutex_ = &slot.mu;
+  if (slot.handle == nullptr) {
+    cublasHandle_t h = nullptr;
+    const cublasStatus_t cs = cublasCreate(&h);
+    if (cs != CUBLAS_STATUS_SUCCESS) {
+      cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+      (void)cudaStreamIsCapturing(stream, &cap);
+      (void)cudaGetLastError();
+      return make_status(StatusCode::kInternal,
+                         "int4 cuBLAS path: cublasCreate on device %d failed: %s%s", dev, kern::cublas_error(cs),
+                         cap != cudaStreamCaptureStatusNone
+                             ? " (the stream is being captured: make the first int4 prefill call of each device "
+                               "outside CUDA graph capture; it creates the library's cuBLAS handle)"
+                             : "");
+    }
+    // fp32 reductions everywhere (no fp16/bf16 split-K reductions): the tolerance the tests
+    // state assumes one rounding of an fp32 accumulation.
+    const cublasStatus_t ms =
+        cublasSetMathMode(h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+    if (ms != CUBLAS_STATUS_SUCCESS) {
+      cublasDestroy(h);
+      return make_status(StatusCode::kInternal, "int4 cuBLAS path: cublasSetMathMode failed: %s",
+                         kern::cublas_error(ms));
+    }
+    slot.handle = h;
+  }
+  handle_ = slot.handle;
+  cublasHandle_t h = static_cast<cublasHandle_t>(handle_);
+  // cublasSetStream resets the workspace to cuBLAS's own pool: set the stream first.
+  cublasStatus_t cs = cublasSetStream(h, stream);
+  if (cs != CUBLAS_STATUS_SUCCESS)
+    return make_status(StatusCode::kInternal, "int4 cuBLAS path: cublasSetStream failed: %s", kern::cublas_error(cs));
+  cs = cublasSetWorkspace(h, workspace, workspace_bytes);
+  if (cs != CUBLAS_STATUS_SUCCESS)
+    return make_status(StatusCode::kInternal, "int4 cuBLAS path: cublasSetWorkspace(%p, %zu) failed: %s", workspace,
+                       workspace_bytes, kern::cublas_error(cs));
+  return Status::Ok();
+}
+
+Status CublasLease::slab_gemm(DType act, SlabLayout layout, int nc, int rows, int k, const void* slab, int slab_ld,
+                              const void* x, int ldx, void* c, int ldc, bool ctype_f32, const char* who) {
+  if (handle_ == nullptr) return make_status(StatusCode::kInternal, "%s: cuBLAS handle not acquired", who);
+  const float alpha = 1.f, beta = 0.f;
+  const cudaDataType dt = act == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  // Column-major view: C^T [nc x rows] = op(slab) [nc x k] * x^T [k x rows].
+  const cublasOperation_t opa = layout == SlabLayout::kNK ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasStatus_t st =
+      cublasGemmEx(static_cast<cublasHandle_t>(handle_), opa, CUBLAS_OP_N, nc, rows, k, &alpha, slab, dt, slab_ld, x,
+                   dt, ldx, &beta, c, ctype_f32 ? CUDA_R_32F : dt, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return make_status(StatusCode::kInternal, "%s: cublasGemmEx(%s, m=%d n=%d k=%d, %s) failed: %s", who,
+                       layout == SlabLayout::kNK ? "TN" : "NN", rows, nc, k, dtype_name(act), kern::cublas_error(st));
+  return Status::Ok();
+}
+
+Status gemm_dequant_cublas(const void* x, void* y, int m, const KernelWeightsView& w, int expert, void* workspace,
+                           size_t workspace_bytes, cudaStream_t stream) {
+  const WeightShape& s = w.shape;
+  const size_t need = dequant_gemm_workspace_bytes(s);
+  LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= need,
+                   "int4::gemm (dequant + cuBLAS path): workspace of %zu bytes given, %zu needed "
+                   "(gemm_workspace_size)",
+                   workspace_bytes, need);
+  char* base = static_cast<char*>(workspace);
+  base += (256 - reinterpret_cast<uintptr_t>(base) % 256) % 256;  // cuBLAS wants 256 B alignment
+  void* cublas_ws = base;
+  void* slab = base + kCublasWorkspaceBytes;
+  const int nc = kern::chunk_cols(s.n, s.k, kern::env_slab_budget());
+  const SlabLayout layout = slab_layout();
+  CublasLease lease;
+  LOWBIT_RETURN_IF_ERROR(lease.acquire(stream, cublas_ws, kCublasWorkspaceBytes));
+  const size_t elem = 2;
+  for (int n0 = 0; n0 < s.n; n0 += nc) {
+    const int cols = s.n - n0 < nc ? s.n - n0 : nc;
+    LOWBIT_CUDA_RETURN(launch_dequant_slab(w, expert, 1, n0, cols, layout, cols, 0, slab, stream));
+    LOWBIT_RETURN_IF_ERROR(lease.slab_gemm(s.act, layout, cols, m, s.k, slab, layout == SlabLayout::kNK ? s.k : cols,
+                                           x, s.k, static_cast<char*>(y) + static_cast<size_t>(n0) * elem, s.n, false,
+                                           "int4::gemm"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace detail
+}  // namespace lowbit::int4

@@ -1,0 +1,271 @@
+// Grouped MoE prefill (MoePath::kGrouped): many tokens per expert make the two expert GEMMs
+// compute bound, where cuBLAS on dequantized weights beats the CUDA-core fused kernels.
+//   1. routing and align as in the fused path (moe_topk, moe_align with block_m, default 8:
+//      little padding; each expert's rows are one contiguous run of the sorted order)
+//   2. gather: xs[b] = x[sorted[b] / topk] (zeros for padding), pos[p] = b (inverse map)
+//   3. the per-expert runs are read back to the host (ONE stream synchronization; this is
+//      why the path cannot be captured in a CUDA graph)
+//   4. GEMM1: the active experts' w13 dequantized into the slab (several whole experts per
+//      fill, or column chunks of one), h13[run_e] = xs[run_e] * W13[e]^T (cuBLAS, fp32
+//      accumulation, rounded to the act dtype like the reference's intermediates)
+//   5. inter = act(silu(gate) * up) over all rows
+//   6. GEMM2 likewise into out2 (fp32)
+//   7. y[m] = act(sum over slots s, in slot order, of rw[m, s] * out2[pos[m*topk + s]]),
+//      the same expression and order as moe_gemm2 + moe_sum.
+#include <vector>
+
+#include "kernels/int4/common.cuh"
+#include "kernels/int4/internal.h"
+#include "lowbit/detail/cuda_check.h"
+
+namespace lowbit::int4 {
+namespace kern {
+namespace {
+
+size_t align256(size_t v) { return (v + 255) / 256 * 256; }
+
+struct GroupedLayout {
+  size_t ids, weights, sorted, experts, npp, pos, xs, h13, inter, out2, cublas, slab, total;
+  size_t slab_bytes;
+};
+
+GroupedLayout grouped_layout(int m, int topk, int E, int H, int I, int bm) {
+  GroupedLayout L{};
+  const size_t P = static_cast<size_t>(m) * topk;
+  const size_t maxp = static_cast<size_t>(moe_max_padded(m, topk, E, bm));
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    const size_t at = off;
+    off += align256(bytes);
+    return at;
+  };
+  L.ids = take(P * 4);
+  L.weights = take(P * 4);
+  L.sorted = take(maxp * 4);
+  L.experts = take(maxp / bm * 4);
+  L.npp = take(4);
+  L.pos = take(P * 4);
+  L.xs = take(maxp * H * 2);
+  L.h13 = take(maxp * 2 * I * 2);
+  L.inter = take(maxp * I * 2);
+  L.out2 = take(maxp * H * 4);
+  L.cublas = take(detail::kCublasWorkspaceBytes);
+  // The slab: the full budget (several small experts per fill), at least one chunk of each.
+  size_t slab = detail::kSlabMaxBytes;
+  const size_t c13 = static_cast<size_t>(detail::slab_chunk_cols(2 * I, H)) * H * 2;
+  const size_t c2 = static_cast<size_t>(detail::slab_chunk_cols(H, I)) * I * 2;
+  if (c13 > slab) slab = c13;
+  if (c2 > slab) slab = c2;
+  L.slab_bytes = slab;
+  L.slab = take(slab);
+  L.total = off;
+  return L;
+}
+
+// One block row per sorted slot b < npp: copy the token's activations (16 B vectors) or
+// zeros for a padding slot, and record the inverse map.
+template <typename T>
+__global__ void gather_kernel(const T* __restrict__ x, const int32_t* __restrict__ sorted,
+                              const int32_t* __restrict__ npp, int P, int topk, int H, T* __restrict__ xs,
+                              int32_t* __restrict__ pos) {
+  const int b = blockIdx.x;
+  if (b >= *npp) return;
+  const int p = sorted[b];
+  if (p < P && threadIdx.x == 0) pos[p] = b;
+  const int nv = H / 8;
+  uint4* dst = reinterpret_cast<uint4*>(xs + static_cast<size_t>(b) * H);
+  if (p < P) {
+    const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<size_t>(p / topk) * H);
+    for (int i = threadIdx.x; i < nv; i += blockDim.x) dst[i] = __ldg(src + i);
+  } else {
+    for (int i = threadIdx.x; i < nv; i += blockDim.x) dst[i] = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// inter[b, i] = act(silu(g) * u), g = h13[b, i], u = h13[b, I + i] (act-dtype values), fp32
+// math as in moe_gemm1's epilogue; 8 columns per thread.
+template <typename T>
+__global__ void silu_mul_kernel(const T* __restrict__ h13, const int32_t* __restrict__ npp, int I,
+                                T* __restrict__ inter) {
+  const int rows = *npp, nv = I / 8;
+  const size_t total = static_cast<size_t>(rows) * nv;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t b = i / nv;
+    const int c = static_cast<int>(i % nv);
+    const uint4 gv = *reinterpret_cast<const uint4*>(h13 + b * 2 * I + 8 * c);
+    const uint4 uv = *reinterpret_cast<const uint4*>(h13 + b * 2 * I + I + 8 * c);
+    const uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w}, uw[4] = {uv.x, uv.y, uv.z, uv.w};
+    uint32_t ow[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 g = Act<T>::to_float2(bits_as<typename Act<T>::T2>(gw[j]));
+      const float2 u = Act<T>::to_float2(bits_as<typename Act<T>::T2>(uw[j]));
+      typename Act<T>::T2 o;
+      o.x = Act<T>::from_float(g.x / (1.f + expf(-g.x)) * u.x);
+      o.y = Act<T>::from_float(g.y / (1.f + expf(-g.y)) * u.y);
+      ow[j] = as_bits(o);
+    }
+    *reinterpret_cast<uint4*>(inter + b * I + 8 * c) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+  }
+}
+
+// y[m, h] = act(sum_s tw[m*topk + s] * out2[pos[m*topk + s], h]), slots in order.
+template <typename T>
+__global__ void combine_kernel(const float* __restrict__ out2, const int32_t* __restrict__ pos,
+                               const float* __restrict__ tw, int M, int topk, int H, T* __restrict__ y) {
+  const size_t total = static_cast<size_t>(M) * H;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t m = i / H, h = i % H;
+    float s = 0.f;
+    for (int t = 0; t < topk; ++t) {
+      const size_t p = m * topk + t;
+      s += tw[p] * out2[static_cast<size_t>(pos[p]) * H + h];
+    }
+    y[i] = Act<T>::from_float(s);
+  }
+}
+
+int grid_for(size_t total) { return static_cast<int>(total / 256 + 1 < 4096 ? total / 256 + 1 : 4096); }
+
+template <typename T>
+cudaError_t launch_gather(const void* x, const int32_t* sorted, const int32_t* npp, int maxp, int P, int topk, int H,
+                          void* xs, int32_t* pos, cudaStream_t st) {
+  gather_kernel<T><<<maxp, 128, 0, st>>>(static_cast<const T*>(x), sorted, npp, P, topk, H, static_cast<T*>(xs), pos);
+  return cudaGetLastError();
+}
+template <typename T>
+cudaError_t launch_silu(const void* h13, const int32_t* npp, int maxp, int I, void* inter, cudaStream_t st) {
+  silu_mul_kernel<T><<<grid_for(static_cast<size_t>(maxp) * (I / 8)), 256, 0, st>>>(static_cast<const T*>(h13), npp,
+                                                                                    I, static_cast<T*>(inter));
+  return cudaGetLastError();
+}
+template <typename T>
+cudaError_t launch_combine(const float* out2, const int32_t* pos, const float* tw, int M, int topk, int H, void* y,
+                           cudaStream_t st) {
+  combine_kernel<T><<<grid_for(static_cast<size_t>(M) * H), 256, 0, st>>>(out2, pos, tw, M, topk, H,
+                                                                          static_cast<T*>(y));
+  return cudaGetLastError();
+}
+
+// One expert's run of sorted rows.
+struct Run {
+  int expert, start, rows;
+};
+
+// GEMM over every run with weight w (N columns, K inputs): out[run rows, n] for all n.
+// Consecutive active experts that fit the slab whole share one dequantization launch.
+Status grouped_gemm(detail::CublasLease& lease, const KernelWeightsView& w, const std::vector<Run>& runs,
+                    const char* in, int ld_in, char* out, int ld_out, bool out_f32, void* slab, size_t slab_bytes,
+                    cudaStream_t st) {
+  const WeightShape& s = w.shape;
+  const int N = s.n, K = s.k;
+  const detail::SlabLayout layout = detail::slab_layout();
+  size_t budget = detail::slab_budget_bytes();
+  if (budget > slab_bytes) budget = slab_bytes;
+  const int nc = detail::slab_chunk_cols_for(N, K, budget);
+  const size_t expert_elems = static_cast<size_t>(N) * K;
+  int per_fill = nc == N ? static_cast<int>(budget / (expert_elems * 2)) : 1;
+  if (per_fill < 1) per_fill = 1;
+  const size_t out_elem = out_f32 ? 4 : 2;
+  for (size_t r0 = 0; r0 < runs.size();) {
+    // A fill: runs r0.. with consecutive expert ids, at most per_fill of them.
+    size_t r1 = r0 + 1;
+    while (r1 < runs.size() && static_cast<int>(r1 - r0) < per_fill && runs[r1].expert == runs[r1 - 1].expert + 1)
+      ++r1;
+    const int e0 = runs[r0].expert, ne = static_cast<int>(r1 - r0);
+    for (int n0 = 0; n0 < N; n0 += nc) {
+      const int cols = N - n0 < nc ? N - n0 : nc;
+      const size_t stride = static_cast<size_t>(cols) * K;  // elements per expert in the slab
+      LOWBIT_CUDA_RETURN(detail::launch_dequant_slab(w, e0, ne, n0, cols, layout, cols, stride, slab, st));
+      for (size_t r = r0; r < r1; ++r) {
+        const Run& run = runs[r];
+        const char* a = static_cast<const char*>(slab) + (run.expert - e0) * stride * 2;
+        LOWBIT_RETURN_IF_ERROR(lease.slab_gemm(
+            s.act, layout, cols, run.rows, K, a, layout == detail::SlabLayout::kNK ? K : cols,
+            in + static_cast<size_t>(run.start) * ld_in * 2, ld_in,
+            out + (static_cast<size_t>(run.start) * ld_out + n0) * out_elem, ld_out, out_f32, "int4::fused_moe (grouped)"));
+      }
+    }
+    r0 = r1;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace kern
+
+namespace detail {
+
+size_t moe_grouped_workspace_bytes(int m, int topk, int experts, int hidden, int inter, int block_m) {
+  return kern::grouped_layout(m, topk, experts, hidden, inter, block_m).total + 256;  // +256: base alignment
+}
+
+Status fused_moe_grouped(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, int bm,
+                         void* workspace, size_t workspace_bytes, cudaStream_t st) {
+  const int E = w13.shape.experts, H = w13.shape.k, I = w13.shape.n / 2;
+  const int P = a.m * a.topk;
+  const size_t need = moe_grouped_workspace_bytes(a.m, a.topk, E, H, I, bm);
+  LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= need,
+                   "int4::fused_moe (grouped path): workspace of %zu bytes given, %zu needed (moe_workspace_size)",
+                   workspace_bytes, need);
+  const int64_t maxp64 = moe_max_padded(a.m, a.topk, E, bm);
+  LOWBIT_CHECK_ARG(maxp64 < (int64_t{1} << 31) / (H > 2 * I ? H : 2 * I),
+                   "int4::fused_moe (grouped path): %lld sorted rows too many", static_cast<long long>(maxp64));
+  const int maxp = static_cast<int>(maxp64);
+  char* base = static_cast<char*>(workspace);
+  base += (256 - reinterpret_cast<uintptr_t>(base) % 256) % 256;
+  const kern::GroupedLayout L = kern::grouped_layout(a.m, a.topk, E, H, I, bm);
+  auto* ids = reinterpret_cast<int32_t*>(base + L.ids);
+  auto* tw = reinterpret_cast<float*>(base + L.weights);
+  auto* sorted = reinterpret_cast<int32_t*>(base + L.sorted);
+  auto* eids = reinterpret_cast<int32_t*>(base + L.experts);
+  auto* npp = reinterpret_cast<int32_t*>(base + L.npp);
+  auto* pos = reinterpret_cast<int32_t*>(base + L.pos);
+  char* xs = base + L.xs;
+  char* h13 = base + L.h13;
+  char* inter = base + L.inter;
+  auto* out2 = reinterpret_cast<float*>(base + L.out2);
+  const bool f16 = w13.shape.act == DType::kF16;
+
+  LOWBIT_RETURN_IF_ERROR(moe_topk(a.router_logits, a.m, E, a.topk, a.renormalize, ids, tw, st));
+  LOWBIT_RETURN_IF_ERROR(moe_align(ids, a.m, a.topk, E, bm, sorted, eids, npp, st));
+  LOWBIT_CUDA_RETURN(f16 ? kern::launch_gather<__half>(a.x, sorted, npp, maxp, P, a.topk, H, xs, pos, st)
+                         : kern::launch_gather<__nv_bfloat16>(a.x, sorted, npp, maxp, P, a.topk, H, xs, pos, st));
+
+  // The per-expert runs, on the host (the one synchronization of this path).
+  std::vector<int32_t> blocks(static_cast<size_t>(maxp / bm));
+  int32_t total = 0;
+  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(&total, npp, 4, cudaMemcpyDeviceToHost, st));
+  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(blocks.data(), eids, blocks.size() * 4, cudaMemcpyDeviceToHost, st));
+  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(st));
+  if (total < 0 || total > maxp || total % bm != 0)
+    return make_status(StatusCode::kInternal, "int4::fused_moe (grouped path): align produced %d rows (max %d)", total,
+                       maxp);
+  std::vector<kern::Run> runs;
+  for (int b = 0; b < total / bm; ++b) {
+    const int e = blocks[b];
+    if (e < 0 || e >= E)
+      return make_status(StatusCode::kInternal, "int4::fused_moe (grouped path): block %d has expert %d", b, e);
+    if (!runs.empty() && runs.back().expert == e)
+      runs.back().rows += bm;
+    else
+      runs.push_back({e, b * bm, bm});
+  }
+
+  CublasLease lease;
+  LOWBIT_RETURN_IF_ERROR(lease.acquire(st, base + L.cublas, kCublasWorkspaceBytes));
+  LOWBIT_RETURN_IF_ERROR(
+      kern::grouped_gemm(lease, w13, runs, xs, H, h13, 2 * I, false, base + L.slab, L.slab_bytes, st));
+  LOWBIT_CUDA_RETURN(f16 ? kern::launch_silu<__half>(h13, npp, maxp, I, inter, st)
+                         : kern::launch_silu<__nv_bfloat16>(h13, npp, maxp, I, inter, st));
+  LOWBIT_RETURN_IF_ERROR(kern::grouped_gemm(lease, w2, runs, inter, I, reinterpret_cast<char*>(out2), H, true,
+                                            base + L.slab, L.slab_bytes, st));
+  LOWBIT_CUDA_RETURN(f16 ? kern::launch_combine<__half>(out2, pos, tw, a.m, a.topk, H, a.y, st)
+                         : kern::launch_combine<__nv_bfloat16>(out2, pos, tw, a.m, a.topk, H, a.y, st));
+  return Status::Ok();
+}
+
+}  // namespace detail
+}  // namespace lowbit::int4

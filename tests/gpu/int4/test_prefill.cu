@@ -1,0 +1,209 @@
+// Prefill paths: the dequantize-to-slab kernels are bit-exact with the CPU contract (both slab
+// layouts, column chunks, several experts per fill); the dequant + cuBLAS GEMM is
+// deterministic and works inside a CUDA graph; the grouped MoE path is refused under
+// capture when forced, and kAuto falls back to the fused path there; workspace refusals.
+// (GEMM/MoE accuracy of the forced paths: test_gemm.cu Forced*, test_moe.cu Paths*.)
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "kernels/int4/internal.h"
+#include "lowbit/int4/kernels.h"
+#include "tests/cpu/int4/random_weights.h"
+#include "tests/gpu/int4/gpu_buffers.h"
+
+namespace lowbit::int4 {
+namespace {
+
+using namespace lowbit::int4::testing;
+
+struct SlabCase {
+  int E, N, K, g;
+  bool sym;
+  DType act;
+  int e0, ne, n0, nc;
+};
+
+class Int4Slab : public ::testing::TestWithParam<SlabCase> {};
+
+TEST_P(Int4Slab, BitExactBothLayouts) {
+  const SlabCase c = GetParam();
+  WeightShape s{c.E, c.N, c.K, c.g, c.sym, c.act};
+  KPackedWeights kp = random_kpacked(s, 11u + c.N + c.K, 0.03f);
+  KernelWeights kw;
+  ASSERT_TRUE(repack_for_kernels(kp, &kw).ok());
+  ASSERT_EQ(kw.kind, KernelLayoutKind::kNPackedInterleaved);
+  DevWeights dw(kw);
+  const size_t stride = static_cast<size_t>(c.nc) * c.K + 64;  // a gap between experts must stay untouched
+  const size_t total = stride * c.ne;
+  for (detail::SlabLayout lay : {detail::SlabLayout::kNK, detail::SlabLayout::kKN}) {
+    DevBuf slab(total * 2);
+    ASSERT_EQ(cudaMemset(slab.p, 0xFF, total * 2), cudaSuccess);  // poison
+    ASSERT_EQ(detail::launch_dequant_slab(dw.view, c.e0, c.ne, c.n0, c.nc, lay, c.nc, stride, slab.p, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto got = download<uint16_t>(slab.p, total);
+    size_t bad = 0;
+    for (int el = 0; el < c.ne; ++el) {
+      for (int j = 0; j < c.nc; ++j)
+        for (int k = 0; k < c.K; ++k) {
+          const size_t at = el * stride + (lay == detail::SlabLayout::kNK ? static_cast<size_t>(j) * c.K + k
+                                                                         : static_cast<size_t>(k) * c.nc + j);
+          const uint16_t want = canon_dequant_bits(kp, c.e0 + el, c.n0 + j, k);
+          if (got[at] != want && bad++ < 5)
+            ADD_FAILURE() << "layout " << static_cast<int>(lay) << " e=" << c.e0 + el << " n=" << c.n0 + j << " k=" << k
+                          << " got 0x" << std::hex << got[at] << " want 0x" << want;
+        }
+      for (size_t i = static_cast<size_t>(c.nc) * c.K; i < stride; ++i)
+        if (got[el * stride + i] != 0xFFFF && bad++ < 5) ADD_FAILURE() << "wrote past the expert's slab at " << i;
+    }
+    EXPECT_EQ(bad, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Int4Slab,
+                         ::testing::Values(SlabCase{1, 64, 128, 32, false, DType::kBF16, 0, 1, 0, 64},
+                                           SlabCase{3, 136, 96, 32, true, DType::kF16, 1, 2, 0, 136},  // partial tiles
+                                           SlabCase{2, 256, 256, 128, false, DType::kF16, 1, 1, 128, 128},
+                                           SlabCase{4, 200, 64, kPerChannel, false, DType::kBF16, 0, 4, 72, 128},
+                                           SlabCase{1, 48, 128, 64, true, DType::kBF16, 0, 1, 40, 8}));
+
+std::vector<uint16_t> random_x(size_t n, DType t, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.1f, 1.0f);
+  std::vector<uint16_t> v(n);
+  for (auto& h : v) h = float_to_half_bits(t, (rng() & 1) ? u(rng) : -u(rng));
+  return v;
+}
+
+// The cuBLAS path replayed from a CUDA graph gives the eager result bit for bit (the
+// handle is created by the eager call; the workspace is the caller's).
+TEST(Int4PrefillGemm, GraphCaptureMatchesEager) {
+  WeightShape s{1, 512, 256, 64, false, DType::kBF16};
+  KernelWeights kw;
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 3), &kw).ok());
+  DevWeights dw(kw);
+  const int m = 300;
+  DevBuf x = upload(random_x(static_cast<size_t>(m) * s.k, s.act, 9)), y1(m * s.n * 2), y2(m * s.n * 2);
+  size_t wsb = 0;
+  ASSERT_TRUE(gemm_workspace_size(s, m, &wsb, GemmPath::kDequantCublas).ok());
+  DevBuf ws(wsb);
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  GemmArgs a;
+  a.x = x.p;
+  a.y = y1.p;
+  a.m = m;
+  a.path = GemmPath::kDequantCublas;
+  ASSERT_TRUE(gemm(a, dw.view, ws.p, wsb, st).ok());
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  ASSERT_EQ(cudaMemset(y2.p, 0xFF, y2.bytes), cudaSuccess);
+  a.y = y2.p;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  Status cs = gemm(a, dw.view, ws.p, wsb, st);
+  ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+  ASSERT_TRUE(cs.ok()) << cs.to_string();
+  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  auto r1 = download<uint16_t>(y1.p, static_cast<size_t>(m) * s.n);
+  auto r2 = download<uint16_t>(y2.p, static_cast<size_t>(m) * s.n);
+  EXPECT_EQ(r1, r2);
+  size_t nonzero = 0;
+  for (uint16_t v : r1) nonzero += (v & 0x7FFF) != 0;
+  EXPECT_GT(nonzero, r1.size() / 2);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
+}
+
+TEST(Int4PrefillGemm, WorkspaceAndPathRefusals) {
+  WeightShape s{1, 256, 128, 32, true, DType::kF16};
+  KernelWeights kw;
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 4), &kw).ok());
+  DevWeights dw(kw);
+  size_t need = 0, autob = 0;
+  ASSERT_TRUE(gemm_workspace_size(s, 4, &need, GemmPath::kDequantCublas).ok());
+  EXPECT_GE(need, detail::kCublasWorkspaceBytes + static_cast<size_t>(s.n) * s.k * 2);
+  ASSERT_TRUE(gemm_workspace_size(s, 4096, &autob).ok());  // kAuto at large M includes the slab
+  EXPECT_GE(autob, need);
+  DevBuf x(4096 * 128 * 2), y(4096 * 256 * 2), ws(need);
+  GemmArgs a;
+  a.x = x.p;
+  a.y = y.p;
+  a.m = 4;
+  a.path = GemmPath::kDequantCublas;
+  EXPECT_EQ(gemm(a, dw.view, ws.p, need - 1024, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(gemm(a, dw.view, nullptr, 0, nullptr).code(), StatusCode::kInvalidArgument);
+  a.path = GemmPath::kSkinny;
+  a.m = 600;  // beyond the skinny kernel
+  EXPECT_EQ(gemm(a, dw.view, ws.p, need, nullptr).code(), StatusCode::kInvalidArgument);
+  a.path = static_cast<GemmPath>(9);
+  a.m = 4;
+  EXPECT_EQ(gemm(a, dw.view, ws.p, need, nullptr).code(), StatusCode::kInvalidArgument);
+  // A forced path on the K-packed layout is refused (it only has one kernel).
+  WeightShape sk{1, 20, 64, 32, true, DType::kF16};
+  KernelWeights kk;
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(sk, 5), &kk).ok());
+  ASSERT_EQ(kk.kind, KernelLayoutKind::kKPacked);
+  DevWeights dk(kk);
+  a.path = GemmPath::kDequantCublas;
+  EXPECT_EQ(gemm(a, dk.view, ws.p, need, nullptr).code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// Under graph capture: forced kGrouped is refused before anything is enqueued; kAuto at a
+// size that would take the grouped path captures the fused path instead, and the replay
+// matches an eager fused run bit for bit.
+TEST(Int4PrefillMoe, CaptureUsesFusedPath) {
+  const int E = 8, H = 256, I = 128, topk = 2, m = 128;  // 32 rows per expert: grouped when eager
+  WeightShape s13{E, 2 * I, H, 128, true, DType::kBF16}, s2{E, H, I, 128, true, DType::kBF16};
+  KernelWeights w13, w2;
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s13, 21, 0.05f), &w13).ok());
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s2, 22, 0.05f), &w2).ok());
+  DevWeights d13(w13), d2(w2);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  std::vector<float> logits(static_cast<size_t>(m) * E);
+  for (auto& v : logits) v = nd(rng);
+  DevBuf x = upload(random_x(static_cast<size_t>(m) * H, DType::kBF16, 2)), dl = upload(logits), y1(m * H * 2),
+         y2(m * H * 2);
+  size_t wsb = 0;
+  ASSERT_TRUE(moe_workspace_size(m, topk, E, H, I, DType::kBF16, 0, &wsb).ok());
+  DevBuf ws(wsb);
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  MoeArgs a;
+  a.x = x.p;
+  a.router_logits = dl.as<float>();
+  a.y = y1.p;
+  a.m = m;
+  a.topk = topk;
+  a.path = MoePath::kFused;
+  ASSERT_TRUE(fused_moe(a, d13.view, d2.view, ws.p, wsb, st).ok());
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  ASSERT_EQ(cudaMemset(y2.p, 0xFF, y2.bytes), cudaSuccess);
+  a.y = y2.p;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  a.path = MoePath::kGrouped;
+  const Status refused = fused_moe(a, d13.view, d2.view, ws.p, wsb, st);
+  a.path = MoePath::kAuto;
+  const Status captured = fused_moe(a, d13.view, d2.view, ws.p, wsb, st);
+  ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.to_string();
+  ASSERT_TRUE(captured.ok()) << captured.to_string();
+  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  EXPECT_EQ(download<uint16_t>(y1.p, static_cast<size_t>(m) * H), download<uint16_t>(y2.p, static_cast<size_t>(m) * H));
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
+}
+
+}  // namespace
+}  // namespace lowbit::int4
