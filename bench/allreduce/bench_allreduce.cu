@@ -128,12 +128,15 @@ Status combine(Ctx& c, double* v, ncclRedOp_t op) {
 }
 
 // Enqueue one all-reduce on every rank (inside an NCCL group: one thread drives all GPUs).
-Status enqueue_all(Ctx& c, size_t count, DType t, const Options& o) {
+// trace: per local rank, Options::debug_phase_ns (or empty).
+Status enqueue_all(Ctx& c, size_t count, DType t, const Options& o, const std::vector<uint64_t*>& trace = {}) {
   if (ncclGroupStart() != ncclSuccess) return make_status(StatusCode::kNcclError, "ncclGroupStart failed");
   Status st;
   for (int r = 0; r < c.L() && st.ok(); ++r) {
     cudaSetDevice(c.device_of[r]);
-    st = c.comms[r]->allreduce(c.dev[r].in, c.dev[r].out, count, t, o, c.dev[r].stream);
+    Options orank = o;
+    if (!trace.empty()) orank.debug_phase_ns = trace[r];
+    st = c.comms[r]->allreduce(c.dev[r].in, c.dev[r].out, count, t, orank, c.dev[r].stream);
   }
   if (ncclGroupEnd() != ncclSuccess && st.ok()) st = make_status(StatusCode::kNcclError, "ncclGroupEnd failed");
   return st;
@@ -185,6 +188,50 @@ Status time_mode(Ctx& c, size_t count, DType t, const Options& o, double* us) {
     *us = std::max(*us, v[v.size() / 2]);
   }
   return combine(c, us, ncclMax);
+}
+
+// --trace: one call with per-block phase timers (kernels/allreduce/allreduce_kernels.h
+// TracePhase); prints, per rank, the mean over blocks of each phase and the slowest block.
+Status trace_mode(Ctx& c, size_t count, DType t, const Options& o, const char* label) {
+  constexpr int kPhases = 8, kTiles = 132;
+  std::vector<uint64_t*> buf(c.L(), nullptr);
+  Status st;
+  for (int r = 0; r < c.L() && st.ok(); ++r) {
+    cudaSetDevice(c.device_of[r]);
+    if (cudaMalloc(&buf[r], kPhases * kTiles * sizeof(uint64_t)) != cudaSuccess ||
+        cudaMemset(buf[r], 0, kPhases * kTiles * sizeof(uint64_t)) != cudaSuccess)
+      st = make_status(StatusCode::kCudaError, "trace buffer allocation failed");
+  }
+  if (st.ok()) {
+    for (int r = 0; r < c.L(); ++r) cudaSetDevice(c.device_of[r]), cudaDeviceSynchronize();
+    st = enqueue_all(c, count, t, o, buf);
+  }
+  for (int r = 0; r < c.L() && st.ok(); ++r) {
+    cudaSetDevice(c.device_of[r]);
+    std::vector<uint64_t> h(kPhases * kTiles);
+    if (cudaStreamSynchronize(c.dev[r].stream) != cudaSuccess ||
+        cudaMemcpy(h.data(), buf[r], h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
+      st = make_status(StatusCode::kCudaError, "trace copy failed");
+      break;
+    }
+    int blocks = 0;
+    double mean[kPhases] = {}, max_total = 0;
+    for (int b = 0; b < kTiles; ++b) {
+      if (h[b * kPhases + 7] == 0) continue;
+      ++blocks;
+      for (int k = 0; k < kPhases; ++k) mean[k] += static_cast<double>(h[b * kPhases + k]) / 1000.0;
+      max_total = std::max(max_total, static_cast<double>(h[b * kPhases + 7]) / 1000.0);
+    }
+    if (blocks == 0) continue;
+    for (double& v : mean) v /= blocks;
+    std::printf("trace %-8s %10zu bytes rank %d (%3d blocks, us mean): work1 %.1f sig1 %.1f wait1 %.1f work2 %.1f "
+                "sig2 %.1f wait2 %.1f work3 %.1f total %.1f (max %.1f)\n",
+                label, count * 2, c.rank_of[r], blocks, mean[0], mean[1], mean[2], mean[3], mean[4], mean[5], mean[6],
+                mean[7], max_total);
+  }
+  for (int r = 0; r < c.L(); ++r)
+    if (buf[r]) cudaSetDevice(c.device_of[r]), cudaFree(buf[r]);
+  return st;
 }
 
 // #wrong on sampled windows (group aligned): vs reference and across ranks.
@@ -240,12 +287,12 @@ std::vector<size_t> size_list(uint64_t lo, uint64_t hi) {
 int run(const std::vector<std::string>& argv) {
   cli::Args args(argv,
                  {"sizes", "modes", "dtype", "group", "gpus", "iters", "reps", "out", "tune", "launcher", "rendezvous",
-                  "buffer", "help"},
-                 {"tune", "help"});
+                  "buffer", "trace", "help"},
+                 {"tune", "trace", "help"});
   if (!args.ok() || args.has("help")) {
     std::fprintf(stderr,
                  "%s\nusage: lowbit bench allreduce [--sizes 16K:1G] [--modes all|nccl,oneshot,...] [--dtype bf16]\n"
-                 "       [--group 128] [--gpus N] [--iters 20] [--reps 10] [--buffer 256M] [--tune]\n"
+                 "       [--group 128] [--gpus N] [--iters 20] [--reps 10] [--buffer 256M] [--tune] [--trace]\n"
                  "       [--out docs/benchmarks/allreduce] [--launcher env --rendezvous FILE]\n",
                  args.error().c_str());
     return args.ok() ? 0 : 2;
@@ -301,6 +348,7 @@ int run(const std::vector<std::string>& argv) {
     return 2;
   }
   const bool tune = args.has("tune");
+  const bool trace = args.has("trace");  // per-block phase times of one extra call per row
   const std::string prefix = args.get("out", "docs/benchmarks/allreduce");
   if (!args.ok()) {
     std::fprintf(stderr, "bench allreduce: %s\n", args.error().c_str());
@@ -444,6 +492,10 @@ int run(const std::vector<std::string>& argv) {
                       {"speedup_vs_nccl", nccl_us > 0 ? nccl_us / us : 0}, {"wrong", wrong}, {"floor_us", floor_us},
                       {"time_over_floor", floor_us > 0 ? us / floor_us : 0}});
       std::fflush(stdout);
+      if (trace && ran != Mode::kNccl) {
+        st = trace_mode(c, count, t, o, mode_name(m));
+        if (!st.ok()) std::fprintf(stderr, "bench allreduce: trace: %s\n", st.to_string().c_str());
+      }
       if (tune && m != Mode::kNccl && m != Mode::kAuto) {
         int best_sms = 0;
         double best = 1e30;

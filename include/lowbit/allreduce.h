@@ -53,6 +53,10 @@ struct Options {
   Precision precision = Precision::kExact;  // for kAuto
   int group_size = 128;                     // quantized modes: 32, 64 or 128
   int num_sms = 0;                          // 0: the communicator's tuned default
+  // Diagnostics (lowbit bench allreduce --trace): a device buffer of 8 * kMaxTiles (132)
+  // u64 on this rank's GPU, zeroed by the caller. Each block adds the nanoseconds it spent
+  // in every phase (kernels/allreduce/allreduce_kernels.h: TracePhase). nullptr: off.
+  uint64_t* debug_phase_ns = nullptr;
 };
 
 // Communicator configuration (plain C++ so CPU-only code can hold one).

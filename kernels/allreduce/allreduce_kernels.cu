@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 
 #include "lowbit/detail/codec_device.cuh"
+#include "lowbit/detail/codec_warp_encode.cuh"
 #include "lowbit/detail/cuda_check.h"
 
 namespace lowbit::allreduce::kernels {
@@ -35,6 +36,27 @@ __device__ __forceinline__ uint64_t globaltimer() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
+
+// Phase timer for KernelArgs::trace (diagnostics). State lives in shared memory and the
+// buffer pointer in the kernel parameters, so an idle tracer costs no registers.
+struct Tracer {
+  const KernelArgs& a;
+  uint64_t* s_t;  // [0]: kernel start, [1]: previous mark (thread 0 only)
+  __device__ Tracer(const KernelArgs& args, uint64_t* smem) : a(args), s_t(smem) {
+    if (a.trace != nullptr && threadIdx.x == 0) s_t[0] = s_t[1] = globaltimer();
+  }
+  __device__ __forceinline__ void mark(int phase) {
+    if (a.trace != nullptr && threadIdx.x == 0) {
+      const uint64_t now = globaltimer();
+      a.trace[static_cast<size_t>(blockIdx.x) * kTracePhases + phase] += now - s_t[1];
+      s_t[1] = now;
+    }
+  }
+  __device__ __forceinline__ void finish() {
+    if (a.trace != nullptr && threadIdx.x == 0)
+      a.trace[static_cast<size_t>(blockIdx.x) * kTracePhases + kTraceTotal] += globaltimer() - s_t[0];
+  }
+};
 
 __device__ __forceinline__ uint64_t* ctl_of(const KernelArgs& a, int r) { return reinterpret_cast<uint64_t*>(a.base[r]); }
 
@@ -210,6 +232,8 @@ __device__ __forceinline__ uint64_t read_base(const KernelArgs& a, uint64_t* s_b
 __global__ void __launch_bounds__(kThreads) oneshot_kernel(KernelArgs a) {
   __shared__ uint64_t s_base;
   __shared__ int s_abort;
+  __shared__ uint64_t s_trace[2];
+  Tracer tr(a, s_trace);
   const uint64_t base = read_base(a, &s_base, &s_abort);
   const int tile = blockIdx.x;
   const Plan& p = a.plan;
@@ -220,16 +244,21 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(KernelArgs a) {
     for (int j = 0; j < a.nranks; ++j)
       dst[j] = reinterpret_cast<uint16_t*>(a.base[j] + proto::oneshot_offset(a.areas, p, e, a.rank, tile));
     copy_raw(a.in + sp.begin, dst, a.nranks, sp.n);
+    tr.mark(kTraceWork1);
     signal_all(a, proto::flag1_index(tile, a.rank), e);
+    tr.mark(kTraceSignal1);
     if (!wait_all(a, [&](int r) { return proto::flag1_index(tile, r); }, e, proto::kStepOneShot, c, &s_abort)) return;
+    tr.mark(kTraceWait1);
     const uint16_t* src[proto::kMaxRanks];
     for (int r = 0; r < a.nranks; ++r)
       src[r] = reinterpret_cast<const uint16_t*>(a.base[a.rank] + proto::oneshot_offset(a.areas, p, e, r, tile));
     uint16_t* out = a.out + sp.begin;
     sum_raw(a.dtype, src, a.nranks, &out, 1, sp.n);
     __syncthreads();
+    tr.mark(kTraceWork2);
   }
   finish_kernel(a, base);
+  tr.finish();
 }
 
 // Unquantized two-shot: reduce-scatter by pushes (step 1), owner sums in rank order and
@@ -237,6 +266,8 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(KernelArgs a) {
 __global__ void __launch_bounds__(kThreads) twoshot_kernel(KernelArgs a) {
   __shared__ uint64_t s_base;
   __shared__ int s_abort;
+  __shared__ uint64_t s_trace[2];
+  Tracer tr(a, s_trace);
   const uint64_t base = read_base(a, &s_base, &s_abort);
   const int tile = blockIdx.x;
   const Plan& p = a.plan;
@@ -250,9 +281,12 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(KernelArgs a) {
       uint16_t* d = reinterpret_cast<uint16_t*>(a.base[j] + proto::recv_offset(a.areas, p, a.rank, tile));
       copy_raw(a.in + sp.begin, &d, 1, sp.n);
     }
+    tr.mark(kTraceWork1);
     signal_all(a, proto::flag1_index(tile, a.rank), e);
+    tr.mark(kTraceSignal1);
     if (!wait_all(a, [&](int r) { return proto::flag1_index(tile, r); }, e, proto::kStepReduceScatter, c, &s_abort))
       return;
+    tr.mark(kTraceWait1);
     // Step 2: reduce my slice's tile over all senders (rank order), push to all.
     {
       const Span mine = proto::tile_span(p, c, a.rank, tile);
@@ -264,9 +298,12 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(KernelArgs a) {
       }
       sum_raw(t, src, N, dst, N, mine.n);
     }
+    tr.mark(kTraceWork2);
     signal_all(a, proto::flag2_index(tile, a.rank), e);
+    tr.mark(kTraceSignal2);
     if (!wait_all(a, [&](int r) { return proto::flag2_index(tile, r); }, e, proto::kStepAllGather, c, &s_abort))
       return;
+    tr.mark(kTraceWait2);
     // Step 3: copy every owner's reduced tile into the output.
     for (int j = 0; j < N; ++j) {
       const Span sp = proto::tile_span(p, c, j, tile);
@@ -274,8 +311,10 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(KernelArgs a) {
                   a.out + sp.begin, sp.n);
     }
     __syncthreads();
+    tr.mark(kTraceWork3);
   }
   finish_kernel(a, base);
+  tr.finish();
 }
 
 // ---- quantized two-step kernel: 8 elements (one 16-byte vector) per thread ------------
@@ -314,46 +353,102 @@ __device__ __forceinline__ void store_vec(uint16_t* dst, size_t v, int valid, co
     if (i < valid) dst[8 * v + i] = static_cast<uint16_t>(w[i / 2] >> (16 * (i % 2)));
 }
 
-// Encodes one lane's vector into ndst segments. The whole warp must call it (group
-// reductions shuffle); lanes past the span's groups pass active = false (valid = 0).
+// Why encoded bytes are staged: stores over NVLink are paid per request, not per byte. A
+// warp's 4-byte (INT4) or 8-byte (INT8) code stores and 4-byte meta stores reach the peer as
+// small requests; measured on 2x H200 the quantized kernels then moved only ~80 GB/s (INT4)
+// and ~140 GB/s (INT8) per direction, while 16-byte-per-lane stores reach ~330 GB/s. So each
+// warp encodes one pass (kPassVecs vectors) into shared memory laid out exactly like the
+// global segment bytes, then copies it out with 16-byte stores (flush_pass).
+constexpr int kPassVecs = 32 * kQUnroll;  // vectors per warp pass
+template <int BITS, int G>
+struct PassStage {
+  static constexpr int kGL = G / 8;                       // lanes (vectors) per group
+  static constexpr int kCodeBytes = kPassVecs * BITS;     // 8 elements * BITS / 8 bytes each
+  static constexpr int kMetaWords = kPassVecs / kGL;      // one 4-byte word per group
+  static constexpr int kBytes = kCodeBytes + 4 * kMetaWords;
+};
+constexpr int kStageBytes = PassStage<8, 32>::kBytes;  // the largest (INT8 codes, G = 32)
+
+// Encodes one lane's vector into the warp's pass stage; lv = vector index within the pass.
+// The whole warp must call it (group reductions shuffle); lanes past the span's groups pass
+// active = false (valid = 0).
 template <DType T, int BITS, int G>
-__device__ __forceinline__ void enc_vec(const uint4& x, int valid, bool active, size_t v, uint8_t* const* dst, int ndst,
-                                        size_t meta_off) {
+__device__ __forceinline__ void enc_vec(const uint4& x, int valid, bool active, int lv, uint8_t* stage) {
   namespace dv = codec::dev;
-  constexpr int GL = G / 8;
+  using PS = PassStage<BITS, G>;
+  static_assert(PS::kBytes <= kStageBytes && 4 * PS::kMetaWords >= 4, "pass stage too small");
   const codec::CodecSpec spec{BITS, G};
   uint32_t mm = dv::minmax8(x, valid);
-  mm = dv::group_reduce_minmax<GL>(mm);
+  mm = dv::group_reduce_minmax<PS::kGL>(mm);
   const codec::GroupMeta gm = dv::group_meta<T>(spec, mm);
   const dv::QuantCtx qc = dv::make_quant_ctx(spec, gm);
   float r[8];
   dv::quantize8<T>(qc, spec, x, r, valid);
   if (!active) return;
   if constexpr (BITS == 4) {
-    const uint32_t w = dv::int4_pack8(r);
-    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint32_t*>(dst[j] + 4 * v) = w;
+    *reinterpret_cast<uint32_t*>(stage + 4 * lv) = dv::int4_pack8(r);
   } else {
-    const uint2 b = dv::int8_pack8(r);
-    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint2*>(dst[j] + 8 * v) = b;
+    *reinterpret_cast<uint2*>(stage + 8 * lv) = dv::int8_pack8(r);
   }
-  if (v % GL == 0) {
-    const uint32_t mw = dv::meta_word(gm);
-    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint32_t*>(dst[j] + meta_off + 4 * (v / GL)) = mw;
-  }
+  if (lv % PS::kGL == 0) *reinterpret_cast<uint32_t*>(stage + PS::kCodeBytes + 4 * (lv / PS::kGL)) = dv::meta_word(gm);
 }
 
-// Decodes one lane's vector of a segment written by a peer (ld.global.cg).
-template <DType T, int BITS, int G>
-__device__ __forceinline__ void dec_vec(const uint8_t* src, size_t v, size_t meta_off, float (&out)[8]) {
+// Copies the first nvalid vectors of a staged pass (codes and their groups' meta words) to
+// ndst segments: codes at byte code_off, meta at byte meta_off, 16-byte stores. nvalid is a
+// multiple of G/8 (whole groups), so the code bytes are a multiple of 16; code_off and
+// meta_off are 16-byte aligned (passes start at multiples of kPassVecs vectors, segments
+// and their meta blocks at multiples of 16 bytes).
+template <int BITS, int G>
+__device__ __forceinline__ void flush_pass(const uint8_t* stage, int nvalid, uint8_t* const* dst, int ndst,
+                                           size_t code_off, size_t meta_off) {
+  using PS = PassStage<BITS, G>;
+  const int lane = threadIdx.x % 32;
+  __syncwarp();
+  const int code16 = nvalid * BITS / 16;
+  for (int i = lane; i < code16; i += 32) {
+    const uint4 w = *reinterpret_cast<const uint4*>(stage + 16 * i);
+    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint4*>(dst[j] + code_off + 16 * i) = w;
+  }
+  const int nm = nvalid / PS::kGL, m16 = nm / 4;
+  const uint8_t* meta = stage + PS::kCodeBytes;
+  if (lane < m16) {
+    const uint4 w = *reinterpret_cast<const uint4*>(meta + 16 * lane);
+    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint4*>(dst[j] + meta_off + 16 * lane) = w;
+  } else if (lane < m16 + nm % 4) {
+    const int i = 4 * m16 + (lane - m16);
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(meta + 4 * i);
+    for (int j = 0; j < ndst; ++j) *reinterpret_cast<uint32_t*>(dst[j] + meta_off + 4 * i) = w;
+  }
+  __syncwarp();
+}
+
+// A lane's vector of a segment written by a peer, as loaded (ld.global.cg: L2, never a stale
+// L1 line): code bits (INT4 in .x) and its group's meta word. Loads and math are split so
+// that a lane issues all its loads of a pass before the first decode.
+struct CodedVec {
+  uint2 code;
+  uint32_t meta;
+};
+template <int BITS, int G>
+__device__ __forceinline__ CodedVec load_coded(const uint8_t* src, size_t v, size_t meta_off) {
+  CodedVec c;
+  c.meta = __ldcg(reinterpret_cast<const unsigned int*>(src + meta_off + 4 * (v / (G / 8))));
+  if constexpr (BITS == 4) {
+    c.code = make_uint2(__ldcg(reinterpret_cast<const unsigned int*>(src + 4 * v)), 0u);
+  } else {
+    c.code = __ldcg(reinterpret_cast<const uint2*>(src + 8 * v));
+  }
+  return c;
+}
+template <DType T, int BITS>
+__device__ __forceinline__ void decode_coded(const CodedVec& c, float (&out)[8]) {
   namespace dv = codec::dev;
-  constexpr int GL = G / 8;
-  const uint32_t mw = __ldcg(reinterpret_cast<const unsigned int*>(src + meta_off + 4 * (v / GL)));
-  const codec::GroupMeta gm = dv::load_meta<T>(mw);
+  const codec::GroupMeta gm = dv::load_meta<T>(c.meta);
   float qf[8];
   if constexpr (BITS == 4) {
-    dv::int4_unpack8(__ldcg(reinterpret_cast<const unsigned int*>(src + 4 * v)), qf);
+    dv::int4_unpack8(c.code.x, qf);
   } else {
-    dv::int8_unpack8(__ldcg(reinterpret_cast<const uint2*>(src + 8 * v)), qf);
+    dv::int8_unpack8(c.code, qf);
   }
   dv::dequantize8<T>(gm, qf, out);
 }
@@ -362,16 +457,20 @@ template <DType T, int B1, int B2, int G>
 __global__ void __launch_bounds__(kQThreads, 1) quant_kernel(KernelArgs a) {
   __shared__ uint64_t s_base;
   __shared__ int s_abort;
+  __shared__ uint64_t s_trace[2];
+  Tracer tr(a, s_trace);
   const uint64_t base = read_base(a, &s_base, &s_abort);
   const int tile = blockIdx.x;
   const Plan& p = a.plan;
   const int N = a.nranks;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
   constexpr int GL = G / 8;
-  constexpr size_t kPass = 32 * kQUnroll;  // vectors per warp pass
+  constexpr size_t kPass = kPassVecs;
   const size_t meta1 = codec::codec_data_bytes(codec::CodecSpec{B1, G}, p.ts);
   const size_t meta2 = codec::codec_data_bytes(codec::CodecSpec{B2, G}, p.ts);
   const size_t wstart = static_cast<size_t>(warp) * kPass, wstride = static_cast<size_t>(nwarps) * kPass;
+  __shared__ __align__(16) uint8_t s_stage[kQThreads / 32][kStageBytes];
+  uint8_t* stage = s_stage[warp];
 
   for (size_t c = 0; c < p.num_chunks; ++c) {
     const uint64_t e = proto::chunk_epoch(base, c);
@@ -383,6 +482,14 @@ __global__ void __launch_bounds__(kQThreads, 1) quant_kernel(KernelArgs a) {
       const size_t nvp = proto::ceil_div(sp.n, G) * GL;
       for (size_t v0 = wstart; v0 < nvp; v0 += wstride) {
         uint4 x[kQUnroll];
+        if ((v0 + kPass) * 8 <= sp.n) {  // a full pass: the codec's fast warp-tile encode
+#pragma unroll
+          for (int u = 0; u < kQUnroll; ++u) x[u] = *reinterpret_cast<const uint4*>(src + 8 * (v0 + 32 * u + lane));
+          codec::dev::encode_warp_tile<T, B1, G>(x, stage,
+                                                 reinterpret_cast<uint32_t*>(stage + PassStage<B1, G>::kCodeBytes));
+          flush_pass<B1, G>(stage, kPass, &dst, 1, v0 * B1, meta1 + 4 * (v0 / GL));
+          continue;
+        }
         int valid[kQUnroll];
 #pragma unroll
         for (int u = 0; u < kQUnroll; ++u) {
@@ -393,13 +500,18 @@ __global__ void __launch_bounds__(kQThreads, 1) quant_kernel(KernelArgs a) {
 #pragma unroll
         for (int u = 0; u < kQUnroll; ++u) {
           const size_t v = v0 + 32 * u + lane;
-          enc_vec<T, B1, G>(x[u], valid[u], v < nvp, v, &dst, 1, meta1);
+          enc_vec<T, B1, G>(x[u], valid[u], v < nvp, 32 * u + lane, stage);
         }
+        const int nvalid = static_cast<int>(nvp - v0 < kPass ? nvp - v0 : kPass);
+        flush_pass<B1, G>(stage, nvalid, &dst, 1, v0 * B1, meta1 + 4 * (v0 / GL));
       }
     }
+    tr.mark(kTraceWork1);
     signal_all(a, proto::flag1_index(tile, a.rank), e);
+    tr.mark(kTraceSignal1);
     if (!wait_all(a, [&](int r) { return proto::flag1_index(tile, r); }, e, proto::kStepReduceScatter, c, &s_abort))
       return;
+    tr.mark(kTraceWait1);
 
     // Step 2: reduce my slice's tile over all senders (rank order), encode once, push to all.
     {
@@ -412,37 +524,55 @@ __global__ void __launch_bounds__(kQThreads, 1) quant_kernel(KernelArgs a) {
       }
       const size_t nvp = proto::ceil_div(mine.n, G) * GL;
       for (size_t v0 = wstart; v0 < nvp; v0 += wstride) {
-        uint4 s16[kQUnroll];
-        int valid[kQUnroll];
+        // Sum over senders in rank order (fp32), all loads of a sender before its math.
+        float acc[kQUnroll][8];
+        for (int r = 0; r < N; ++r) {
+          CodedVec cv[kQUnroll];
 #pragma unroll
-        for (int u = 0; u < kQUnroll; ++u) {
-          const size_t v = v0 + 32 * u + lane;
-          valid[u] = vec_valid(mine.n, v);
-          float acc[8];
-          if (v < nvp) {
-            dec_vec<T, B1, G>(src[0], v, meta1, acc);
-            for (int r = 1; r < N; ++r) {
-              float w[8];
-              dec_vec<T, B1, G>(src[r], v, meta1, w);
-#pragma unroll
-              for (int i = 0; i < 8; ++i) acc[i] = __fadd_rn(acc[i], w[i]);
-            }
-          } else {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) acc[i] = 0.0f;
+          for (int u = 0; u < kQUnroll; ++u) {
+            const size_t v = v0 + 32 * u + lane;
+            if (v < nvp) cv[u] = load_coded<B1, G>(src[r], v, meta1);
           }
-          s16[u] = codec::dev::pack_out8<T>(acc);
+#pragma unroll
+          for (int u = 0; u < kQUnroll; ++u) {
+            const size_t v = v0 + 32 * u + lane;
+            if (v >= nvp) continue;
+            float w[8];
+            decode_coded<T, B1>(cv[u], w);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[u][i] = r == 0 ? w[i] : __fadd_rn(acc[u][i], w[i]);
+          }
+        }
+        uint4 s16[kQUnroll];
+#pragma unroll
+        for (int u = 0; u < kQUnroll; ++u) {
+          if (v0 + 32 * u + lane >= nvp) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[u][i] = 0.0f;
+          }
+          s16[u] = codec::dev::pack_out8<T>(acc[u]);
+        }
+        if ((v0 + kPass) * 8 <= mine.n) {  // a full pass: the codec's fast warp-tile encode
+          codec::dev::encode_warp_tile<T, B2, G>(s16, stage,
+                                                 reinterpret_cast<uint32_t*>(stage + PassStage<B2, G>::kCodeBytes));
+          flush_pass<B2, G>(stage, kPass, dst, N, v0 * B2, meta2 + 4 * (v0 / GL));
+          continue;
         }
 #pragma unroll
         for (int u = 0; u < kQUnroll; ++u) {
           const size_t v = v0 + 32 * u + lane;
-          enc_vec<T, B2, G>(s16[u], valid[u], v < nvp, v, dst, N, meta2);
+          enc_vec<T, B2, G>(s16[u], vec_valid(mine.n, v), v < nvp, 32 * u + lane, stage);
         }
+        const int nvalid = static_cast<int>(nvp - v0 < kPass ? nvp - v0 : kPass);
+        flush_pass<B2, G>(stage, nvalid, dst, N, v0 * B2, meta2 + 4 * (v0 / GL));
       }
     }
+    tr.mark(kTraceWork2);
     signal_all(a, proto::flag2_index(tile, a.rank), e);
+    tr.mark(kTraceSignal2);
     if (!wait_all(a, [&](int r) { return proto::flag2_index(tile, r); }, e, proto::kStepAllGather, c, &s_abort))
       return;
+    tr.mark(kTraceWait2);
 
     // Step 3: decode every owner's reduced tile into the output.
     for (int j = 0; j < N; ++j) {
@@ -451,22 +581,27 @@ __global__ void __launch_bounds__(kQThreads, 1) quant_kernel(KernelArgs a) {
       uint16_t* out = a.out + sp.begin;
       const size_t nv = proto::ceil_div(sp.n, 8);
       for (size_t v0 = static_cast<size_t>(threadIdx.x); v0 < nv; v0 += static_cast<size_t>(blockDim.x) * kQUnroll) {
-        float val[kQUnroll][8];
+        CodedVec cv[kQUnroll];
 #pragma unroll
         for (int u = 0; u < kQUnroll; ++u) {
           const size_t v = v0 + static_cast<size_t>(blockDim.x) * u;
-          if (v < nv) dec_vec<T, B2, G>(src, v, meta2, val[u]);
+          if (v < nv) cv[u] = load_coded<B2, G>(src, v, meta2);
         }
 #pragma unroll
         for (int u = 0; u < kQUnroll; ++u) {
           const size_t v = v0 + static_cast<size_t>(blockDim.x) * u;
-          if (v < nv) store_vec(out, v, vec_valid(sp.n, v), codec::dev::pack_out8<T>(val[u]));
+          if (v >= nv) continue;
+          float val[8];
+          decode_coded<T, B2>(cv[u], val);
+          store_vec(out, v, vec_valid(sp.n, v), codec::dev::pack_out8<T>(val));
         }
       }
     }
     __syncthreads();
+    tr.mark(kTraceWork3);
   }
   finish_kernel(a, base);
+  tr.finish();
 }
 
 template <DType T, int B1, int B2>

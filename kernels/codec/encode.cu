@@ -1,24 +1,16 @@
 // encode_cuda. Work unit: a warp tile of kUnroll*32 consecutive 8-element chunks (16-byte
 // loads; each load instruction of the warp reads 512 contiguous bytes), i.e. whole groups
-// for every G. Per tile:
-//   1. load all chunks (kUnroll 16-byte loads in flight per thread),
-//   2. packed min/max keys per chunk, reduced over the G/8 lanes of each group (shuffles),
-//   3. metadata ONCE per group: lane j computes group j of the tile (double-precision scale
-//      of codec_math, once per group instead of once per lane-chunk) and writes its meta
-//      word (the tile's meta words are contiguous); two shuffles per chunk bring the meta
-//      word and the reciprocal back to the group's lanes,
-//   4. quantization with FFMA and a magic number (dev::FastQuant: two FFMAs per element,
-//      q read from the mantissa bits, exactness argued in codec_device.cuh); elements
-//      within 2 ulp of a rounding boundary are redone with codec_math's quantize_value,
-//      one flagged element at a time (repair_flagged), not the whole chunk.
-// The last tile of the tensor (possibly partial) takes the generic per-chunk path.
+// for every G; the tile's math is dev::encode_warp_tile (lowbit/detail/codec_warp_encode.cuh,
+// shared with the all-reduce kernels). The last tile of the tensor (possibly partial) takes
+// the generic per-chunk path.
 #include "kernels/codec/codec_launch.cuh"
+#include "lowbit/detail/codec_warp_encode.cuh"
 
 namespace lowbit::codec {
 namespace {
 
-constexpr int kUnroll = 4;
-constexpr int kTileChunks = kUnroll * 32;
+constexpr int kUnroll = dev::kWarpTileUnroll;
+constexpr int kTileChunks = dev::kWarpTileChunks;
 
 // Generic path for a tile that is not entirely inside [0, n): chunks c = tile0 + u*32 + lane.
 template <DType T, int kBits, int kG>
@@ -49,67 +41,11 @@ __device__ __noinline__ void encode_tile_generic(const uint16_t* __restrict__ in
   }
 }
 
-// Repair of a chunk whose fast-path words are already built: only the elements whose
-// fraction field is < 5 (usually one per flagged lane) are recomputed with codec_math's
-// quantize_value, one at a time, and their nibble / byte is replaced. The other elements
-// keep the fast path's q, which equals quantize_value (argument in codec_device.cuh).
-// Costs one division per flagged element instead of re-running the whole chunk; the lanes
-// of the warp only diverge for as many iterations as the busiest lane has flagged elements.
-template <DType T, int kBits, int kG>
-__device__ __forceinline__ uint2 repair_flagged(uint32_t mw, const uint4& x, uint32_t flags, uint2 words) {
-  const CodecSpec spec{kBits, kG};
-  const GroupMeta m = dev::load_meta<T>(mw);
-#pragma unroll 1
-  while (flags != 0u) {
-    const int e = __ffs(static_cast<int>(flags)) - 1;  // element index 0..7
-    flags &= flags - 1u;
-    const int pair = e >> 1;
-    const uint32_t w = pair == 0 ? x.x : (pair == 1 ? x.y : (pair == 2 ? x.z : x.w));
-    const float2 f = dev::to_f32x2<T>(w);
-    const uint32_t qe = quantize_value(spec, m, (e & 1) ? f.y : f.x);
-    if constexpr (kBits == 4) {
-      // element e sits in nibble slot kInt4Slot[e] = (e >> 1) + 4 * (e & 1)
-      const int shift = 4 * pair + 16 * (e & 1);
-      words.x = (words.x & ~(0xFu << shift)) | ((qe & 0xFu) << shift);
-    } else {
-      // element e is byte e: bytes 0..3 in .x, 4..7 in .y
-      const int shift = 8 * (e & 3);
-      if (e < 4) {
-        words.x = (words.x & ~(0xFFu << shift)) | ((qe & 0xFFu) << shift);
-      } else {
-        words.y = (words.y & ~(0xFFu << shift)) | ((qe & 0xFFu) << shift);
-      }
-    }
-  }
-  return words;
-}
-
-// INT4 word / INT8 pair of words of 8 integer q's (layout of codec_math.h).
-template <int kBits>
-__device__ __forceinline__ void pack_q(const uint32_t q[8], uint32_t* word4, uint2* word8) {
-  if constexpr (kBits == 4) {
-    *word4 = dev::int4_pack8(q);
-  } else {
-    uint32_t lo = 0, hi = 0;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      lo |= (q[e] & 0xFFu) << (8 * e);
-      hi |= (q[4 + e] & 0xFFu) << (8 * e);
-    }
-    *word8 = make_uint2(lo, hi);
-  }
-}
-
 template <DType T, int kBits, int kG>
 __global__ void __launch_bounds__(detail::kThreads) encode_kernel(const uint16_t* __restrict__ in, size_t n,
                                                                   size_t num_chunks, uint8_t* __restrict__ data,
                                                                   uint32_t* __restrict__ meta) {
-  constexpr int kLanes = kG / 8;          // lanes per group
-  constexpr int kGroupsPerLoad = 32 / kLanes;
-  constexpr int kTileGroups = kUnroll * kGroupsPerLoad;  // <= 32
-  static_assert(kTileGroups <= 32, "one lane per group of the tile");
-  using FQ = dev::FastQuant<kBits>;
-  const CodecSpec spec{kBits, kG};
+  constexpr int kLanes = kG / 8;  // lanes per group
   const int lane = threadIdx.x & 31;
   const size_t warps_total = static_cast<size_t>(gridDim.x) * (blockDim.x / 32);
   const size_t num_tiles = (num_chunks + kTileChunks - 1) / kTileChunks;
@@ -125,94 +61,7 @@ __global__ void __launch_bounds__(detail::kThreads) encode_kernel(const uint16_t
     uint4 x[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) x[u] = __ldg(src4 + u * 32);
-    uint32_t mm[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) mm[u] = dev::group_reduce_minmax<kLanes>(dev::minmax8_full(x[u]));
-    // Lane j handles group j of the tile: load u = j / kGroupsPerLoad, lanes from
-    // (j % kGroupsPerLoad) * kLanes.
-    uint32_t my = dev::kMinMaxIdentity;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      uint32_t v = __shfl_sync(0xFFFFFFFFu, mm[u], (lane % kGroupsPerLoad) * kLanes);
-      if (lane / kGroupsPerLoad == u) my = v;
-    }
-    uint32_t my_mw = 0;
-    float my_inv = 0.0f;
-    if (lane < kTileGroups) {
-      GroupMeta m = dev::group_meta<T>(spec, my);
-      my_mw = dev::meta_word(m);
-      my_inv = dev::fast_quant_inv(m);
-      meta[tile0 / kLanes + lane] = my_mw;
-    }
-    // Code words of this lane: one 32-bit (INT4) or 64-bit (INT8) word per chunk, 32 apart.
-    uint32_t* dst4 = reinterpret_cast<uint32_t*>(data) + tile0 + lane;
-    uint2* dst8 = reinterpret_cast<uint2*>(data) + tile0 + lane;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int src = u * kGroupsPerLoad + lane / kLanes;
-      const uint32_t mw = __shfl_sync(0xFFFFFFFFu, my_mw, src);
-      const float inv = __shfl_sync(0xFFFFFFFFu, my_inv, src);
-      uint32_t word4 = 0;
-      uint2 word8 = make_uint2(0, 0);
-      if (inv < 0.0f) {  // NaN/Inf group or extreme scale: the reference formula throughout
-        uint32_t q[8];
-        GroupMeta m = dev::load_meta<T>(mw);
-        uint32_t w[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          float2 f = dev::to_f32x2<T>(w[j]);
-          q[2 * j] = quantize_value(spec, m, f.x);
-          q[2 * j + 1] = quantize_value(spec, m, f.y);
-        }
-        pack_q<kBits>(q, &word4, &word8);
-      } else {
-        const float hmin = __fmul_rn(dev::to_f32x2<T>(mw).y, 0.5f);  // min (high half), exact
-        const float magic = inv == 0.0f ? FQ::kMagicConst : FQ::kMagic;
-        uint32_t w[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
-        uint32_t sb[8];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          float2 f = dev::to_f32x2<T>(w[j]);
-          sb[2 * j] = __float_as_uint(__fmaf_rn(__fmaf_rn(f.x, 0.5f, -hmin), inv, magic));
-          sb[2 * j + 1] = __float_as_uint(__fmaf_rn(__fmaf_rn(f.y, 0.5f, -hmin), inv, magic));
-        }
-        uint32_t chk;  // packed 16-bit minimum of the fraction fields
-        if constexpr (kBits == 4) {
-          chk = 0xFFFFFFFFu;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            chk = __vminu2(chk, __byte_perm(sb[2 * j], sb[2 * j + 1], 0x5410u));
-            // high halves hold q in bits 0..3 (pairs 2j, 2j+1), as int4 words want them
-            word4 |= (__byte_perm(sb[2 * j], sb[2 * j + 1], 0x7632u) & 0x000F000Fu) << (4 * j);
-          }
-        } else {
-          chk = 0xFFFFFFFFu;
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            chk = __vminu2(chk, __byte_perm(sb[2 * j], sb[2 * j + 1], 0x5410u) & 0x7FFF7FFFu);
-          uint32_t y[8];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) y[e] = sb[e] << 1;  // q (bits 15..22) -> byte 2
-          word8.x = __byte_perm(__byte_perm(y[0], y[1], 0x0062u), __byte_perm(y[2], y[3], 0x0062u), 0x5410u);
-          word8.y = __byte_perm(__byte_perm(y[4], y[5], 0x0062u), __byte_perm(y[6], y[7], 0x0062u), 0x5410u);
-        }
-        if (min(chk & 0xFFFFu, chk >> 16) < 5u) {  // some element near a rounding boundary
-          uint32_t flags = 0;
-#pragma unroll
-          for (int e = 0; e < 8; ++e) flags |= ((sb[e] & FQ::kFracMask) < 5u ? 1u : 0u) << e;
-          if constexpr (kBits == 4) {  // INT4: the word travels in .x
-            word4 = repair_flagged<T, kBits, kG>(mw, x[u], flags, make_uint2(word4, 0u)).x;
-          } else {
-            word8 = repair_flagged<T, kBits, kG>(mw, x[u], flags, word8);
-          }
-        }
-      }
-      if constexpr (kBits == 4) {
-        dst4[u * 32] = word4;
-      } else {
-        dst8[u * 32] = word8;
-      }
-    }
+    dev::encode_warp_tile<T, kBits, kG>(x, data + tile0 * kBits, meta + tile0 / kLanes);
   }
 }
 

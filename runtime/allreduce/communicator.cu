@@ -133,6 +133,7 @@ class CommImpl final : public Communicator {
     for (int r = 0; r < world_; ++r) a.base[r] = peers_[static_cast<size_t>(r)];
     a.err = err_dev_;
     a.timeout_ns = static_cast<uint64_t>(cfg_.timeout_ms) * 1000000ull;
+    a.trace = opts.debug_phase_ns;
     return kernels::launch_allreduce(m, opts.group_size, a, stream);
   }
 
