@@ -61,12 +61,15 @@ struct Options {
 
 // Communicator configuration (plain C++ so CPU-only code can hold one).
 struct Config {
-  // Staging memory per rank (device memory, mapped on every peer), split into a one-shot
-  // area (1/4) and step-1 receive / step-2 gather areas (3/8 each). Larger messages are
-  // processed in chunks that fit; see lowbit/detail/allreduce_protocol.h.
+  // Staging memory per rank (device memory, mapped on every peer), split into an LL one-shot
+  // area (1/8), a one-shot area (1/8) and step-1 receive / step-2 gather areas (3/8 each).
+  // Larger messages are processed in chunks that fit; see lowbit/detail/allreduce_protocol.h.
   size_t buffer_bytes = 256ull << 20;  // fewer chunks for large messages (an H200 has 141 GB)
   int timeout_ms = 10000;   // bound on every wait for a peer
   int default_num_sms = 0;  // blocks per kernel; 0: chosen per mode and size
+  // One-shot messages up to this size use the LL variant (flags inside the data: no fence,
+  // no flag round trip; twice the bytes on the wire). 0: never. Same results either way.
+  size_t oneshot_ll_max_bytes = 512ull << 10;
 };
 
 // CPU reference: outputs[r] (n values) for every rank, computed exactly as specified above.

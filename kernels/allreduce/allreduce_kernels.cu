@@ -60,6 +60,23 @@ struct Tracer {
 
 __device__ __forceinline__ uint64_t* ctl_of(const KernelArgs& a, int r) { return reinterpret_cast<uint64_t*>(a.base[r]); }
 
+// Records a timeout (first block wins) and raises the local abort word.
+__device__ __noinline__ void report_timeout(const KernelArgs& a, int peer, int step, size_t chunk) {
+  uint64_t* ctl = ctl_of(a, a.rank);
+  if (atomicCAS(reinterpret_cast<unsigned long long*>(ctl + proto::kClaimIndex), 0ull, 1ull) == 0ull) {
+    volatile proto::ErrorRecord* r = a.err;
+    r->rank = a.rank;
+    r->peer = peer;
+    r->step = step;
+    r->chunk = static_cast<int64_t>(chunk);
+    r->tile = static_cast<int>(blockIdx.x);
+    __threadfence_system();
+    r->set = 1;
+    __threadfence_system();
+  }
+  reinterpret_cast<volatile uint64_t*>(ctl)[proto::kAbortIndex] = 1;
+}
+
 // Threads 0..N-1 wait for flag (index_of(peer)) >= e. Returns false (whole block) on
 // timeout or abort. s_abort is sticky: an aborted block only exits.
 template <typename IndexFn>
@@ -77,18 +94,7 @@ __device__ bool wait_all(const KernelArgs& a, IndexFn index_of, uint64_t e, int 
           break;
         }
         if (globaltimer() - t0 > a.timeout_ns) {
-          if (atomicCAS(reinterpret_cast<unsigned long long*>(ctl + proto::kClaimIndex), 0ull, 1ull) == 0ull) {
-            volatile proto::ErrorRecord* r = a.err;
-            r->rank = a.rank;
-            r->peer = t;
-            r->step = step;
-            r->chunk = static_cast<int64_t>(chunk);
-            r->tile = static_cast<int>(blockIdx.x);
-            __threadfence_system();
-            r->set = 1;
-            __threadfence_system();
-          }
-          *abort_word = 1;
+          report_timeout(a, t, step, chunk);
           *s_abort = 1;
           break;
         }
@@ -257,6 +263,98 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(KernelArgs a) {
     __syncthreads();
     tr.mark(kTraceWork2);
   }
+  finish_kernel(a, base);
+  tr.finish();
+}
+
+// ---- LL one-shot (allreduce_protocol.h, "LL one-shot"): flags travel inside the data ----
+__device__ __forceinline__ void st_volatile_v4(uint8_t* p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ uint4 ld_volatile_v4(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p) : "memory");
+  return v;
+}
+// Elements 4i..4i+3 of x as two 32-bit words (zero padding past n).
+__device__ __forceinline__ uint2 load_line(const uint16_t* x, size_t n, size_t i) {
+  const size_t e0 = i * proto::kLLLineElems;
+  if (e0 + 4 <= n) return *reinterpret_cast<const uint2*>(x + e0);
+  uint16_t h[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) h[k] = e0 + k < n ? x[e0 + k] : 0;
+  return make_uint2(h[0] | (uint32_t(h[1]) << 16), h[2] | (uint32_t(h[3]) << 16));
+}
+
+__global__ void __launch_bounds__(kThreads) oneshot_ll_kernel(KernelArgs a) {
+  __shared__ uint64_t s_base;
+  __shared__ int s_abort;
+  __shared__ uint64_t s_trace[2];
+  Tracer tr(a, s_trace);
+  const uint64_t base = read_base(a, &s_base, &s_abort);
+  const uint64_t e = proto::chunk_epoch(base, 0);
+  const uint32_t f = proto::ll_flag(e);
+  const int N = a.nranks;
+  const size_t n = a.plan.count;
+  const proto::LineRange lr = proto::ll_tile_lines(n, a.plan.tiles, static_cast<int>(blockIdx.x));
+  // Push: every line of my tile to every peer (my own contribution stays in registers /
+  // the input: it is read again below, before this thread writes the same output line).
+  for (size_t i = lr.begin + threadIdx.x; i < lr.end; i += blockDim.x) {
+    const uint2 d = load_line(a.in, n, i);
+    const uint4 line = make_uint4(d.x, f, d.y, f);
+    for (int j = 1; j < N; ++j) {
+      const int peer = (a.rank + j) % N;
+      st_volatile_v4(a.base[peer] + proto::ll_line_offset(a.areas, N, e, a.rank, i), line);
+    }
+  }
+  tr.mark(kTraceWork1);
+  // Pull: poll each sender's line in my buffer, sum in rank order.
+  volatile uint64_t* abort_word = ctl_of(a, a.rank) + proto::kAbortIndex;
+  for (size_t i = lr.begin + threadIdx.x; i < lr.end; i += blockDim.x) {
+    float acc[4];
+    for (int r = 0; r < N; ++r) {
+      uint2 d;
+      if (r == a.rank) {
+        d = load_line(a.in, n, i);
+      } else {
+        const uint8_t* src = a.base[a.rank] + proto::ll_line_offset(a.areas, N, e, r, i);
+        uint4 v = ld_volatile_v4(src);
+        if (v.y != f || v.w != f) {
+          const uint64_t t0 = globaltimer();
+          uint32_t spins = 0;
+          do {
+            v = ld_volatile_v4(src);
+            if ((++spins & 255u) == 0) {
+              if (*abort_word != 0) return;  // another block timed out: exit, the host reports
+              if (globaltimer() - t0 > a.timeout_ns) {
+                report_timeout(a, r, proto::kStepOneShot, 0);
+                return;
+              }
+            }
+          } while (v.y != f || v.w != f);
+        }
+        d = make_uint2(v.x, v.z);
+      }
+      const uint32_t w[2] = {d.x, d.y};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float x = h2f(a.dtype, static_cast<uint16_t>(w[k / 2] >> (16 * (k % 2))));
+        acc[k] = r == 0 ? x : acc[k] + x;
+      }
+    }
+    const size_t e0 = i * proto::kLLLineElems;
+    uint16_t o[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) o[k] = f2h(a.dtype, acc[k]);
+    if (e0 + 4 <= n) {
+      *reinterpret_cast<uint2*>(a.out + e0) = make_uint2(o[0] | (uint32_t(o[1]) << 16), o[2] | (uint32_t(o[3]) << 16));
+    } else {
+      for (int k = 0; k < 4 && e0 + k < n; ++k) a.out[e0 + k] = o[k];
+    }
+  }
+  tr.mark(kTraceWork2);
   finish_kernel(a, base);
   tr.finish();
 }
@@ -580,15 +678,18 @@ __global__ void __launch_bounds__(kQThreads, 1) quant_kernel(KernelArgs a) {
       const uint8_t* src = a.base[a.rank] + proto::gather_offset(a.areas, p, j, tile);
       uint16_t* out = a.out + sp.begin;
       const size_t nv = proto::ceil_div(sp.n, 8);
-      for (size_t v0 = static_cast<size_t>(threadIdx.x); v0 < nv; v0 += static_cast<size_t>(blockDim.x) * kQUnroll) {
-        CodedVec cv[kQUnroll];
+      // Step 3 is local and memory bound: twice the vectors in flight per thread of steps 1-2
+      // (its loads need 3 registers each; one 512-thread block per SM leaves few warps).
+      constexpr int kU3 = 2 * kQUnroll;
+      for (size_t v0 = static_cast<size_t>(threadIdx.x); v0 < nv; v0 += static_cast<size_t>(blockDim.x) * kU3) {
+        CodedVec cv[kU3];
 #pragma unroll
-        for (int u = 0; u < kQUnroll; ++u) {
+        for (int u = 0; u < kU3; ++u) {
           const size_t v = v0 + static_cast<size_t>(blockDim.x) * u;
           if (v < nv) cv[u] = load_coded<B2, G>(src, v, meta2);
         }
 #pragma unroll
-        for (int u = 0; u < kQUnroll; ++u) {
+        for (int u = 0; u < kU3; ++u) {
           const size_t v = v0 + static_cast<size_t>(blockDim.x) * u;
           if (v >= nv) continue;
           float val[8];
@@ -630,6 +731,11 @@ Status launch_allreduce(Mode mode, int group_size, const KernelArgs& a, cudaStre
   const dim3 grid(static_cast<unsigned>(a.plan.tiles)), block(kThreads);
   switch (mode) {
     case Mode::kOneShot:
+      if (a.plan.kind == proto::Kind::kOneShotLL) {
+        oneshot_ll_kernel<<<grid, block, 0, stream>>>(a);
+        LOWBIT_CUDA_RETURN_LAUNCH();
+        return Status::Ok();
+      }
       oneshot_kernel<<<grid, block, 0, stream>>>(a);
       LOWBIT_CUDA_RETURN_LAUNCH();
       return Status::Ok();

@@ -107,13 +107,85 @@ bool ProtocolSim::wait_flag(int rank, size_t index, uint64_t epoch, int peer, in
   return true;
 }
 
+// LL one-shot block (allreduce_protocol.h): 16-byte lines {d0, f, d1, f}, each 8-byte half
+// stored and loaded as one atomic u64 (the GPU's single-copy-atomic 8-byte halves).
+bool ProtocolSim::run_ll(int rank, int tile, const proto::Plan& p, DType dtype, const uint16_t* in, uint16_t* out,
+                         uint64_t base, Status* st) {
+  const int N = nranks_;
+  const uint64_t e = proto::chunk_epoch(base, 0);
+  const uint32_t f = proto::ll_flag(e);
+  const size_t n = p.count;
+  const proto::LineRange lr = proto::ll_tile_lines(n, p.tiles, tile);
+  auto line_words = [&](size_t i, uint32_t* d0, uint32_t* d1) {
+    uint16_t h[4];
+    for (size_t k = 0; k < 4; ++k) h[k] = i * 4 + k < n ? in[i * 4 + k] : 0;
+    *d0 = h[0] | (static_cast<uint32_t>(h[1]) << 16);
+    *d1 = h[2] | (static_cast<uint32_t>(h[3]) << 16);
+  };
+  auto half_at = [&](Rank& r, size_t off) {
+    return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(r.mem.data() + off));
+  };
+  for (size_t i = lr.begin; i < lr.end; ++i) {
+    uint32_t d0, d1;
+    line_words(i, &d0, &d1);
+    for (int j = 1; j < N; ++j) {
+      const int peer = (rank + j) % N;
+      const size_t off = proto::ll_line_offset(areas_, N, e, rank, i);
+      Rank& pr = ranks_[static_cast<size_t>(peer)];
+      half_at(pr, off).store(d0 | (static_cast<uint64_t>(f) << 32), std::memory_order_release);
+      half_at(pr, off + 8).store(d1 | (static_cast<uint64_t>(f) << 32), std::memory_order_release);
+    }
+  }
+  Rank& me = ranks_[static_cast<size_t>(rank)];
+  for (size_t i = lr.begin; i < lr.end; ++i) {
+    float acc[4] = {0, 0, 0, 0};
+    for (int r = 0; r < N; ++r) {
+      uint32_t d0, d1;
+      if (r == rank) {
+        line_words(i, &d0, &d1);
+      } else {
+        const size_t off = proto::ll_line_offset(areas_, N, e, r, i);
+        auto t0 = std::chrono::steady_clock::now();
+        uint64_t h0, h1;
+        while (true) {
+          h0 = half_at(me, off).load(std::memory_order_acquire);
+          h1 = half_at(me, off + 8).load(std::memory_order_acquire);
+          if ((h0 >> 32) == f && (h1 >> 32) == f) break;
+          if (me.ctl[proto::kAbortIndex].load(std::memory_order_relaxed) != 0) {
+            *st = make_status(StatusCode::kTimeout, "rank %d: aborted (another block timed out)", rank);
+            return false;
+          }
+          if (std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(timeout_ms_)) {
+            me.ctl[proto::kAbortIndex].store(1);
+            *st = make_status(StatusCode::kTimeout,
+                              "rank %d: peer rank %d never arrived at step %d (chunk 0, LL line %zu) within %d ms", rank,
+                              r, proto::kStepOneShot, i, timeout_ms_);
+            return false;
+          }
+          std::this_thread::yield();
+        }
+        d0 = static_cast<uint32_t>(h0);
+        d1 = static_cast<uint32_t>(h1);
+      }
+      const uint32_t w[2] = {d0, d1};
+      for (int k = 0; k < 4; ++k) {
+        const float x = half_bits_to_float(dtype, static_cast<uint16_t>(w[k / 2] >> (16 * (k % 2))));
+        acc[k] = r == 0 ? x : acc[k] + x;
+      }
+    }
+    for (size_t k = 0; k < 4 && i * 4 + k < n; ++k) out[i * 4 + k] = proto::round_output(dtype, acc[k]);
+  }
+  return true;
+}
+
 void ProtocolSim::run_block(int rank, int tile, const proto::Plan& p, DType dtype, const uint16_t* in, uint16_t* out,
                             Status* st) {
   Rank& me = ranks_[static_cast<size_t>(rank)];
   const int N = nranks_;
   const uint64_t base = me.ctl[proto::kSeqBaseIndex].load(std::memory_order_relaxed);
   std::vector<uint16_t> tmp(p.ts);
-  for (size_t c = 0; c < p.num_chunks; ++c) {
+  if (p.kind == proto::Kind::kOneShotLL && p.num_chunks == 1 && !run_ll(rank, tile, p, dtype, in, out, base, st)) return;
+  for (size_t c = 0; c < p.num_chunks && p.kind != proto::Kind::kOneShotLL; ++c) {
     const uint64_t e = proto::chunk_epoch(base, c);
     if (p.kind == proto::Kind::kOneShot) {
       proto::Span sp = proto::oneshot_span(p, c, tile);
@@ -190,7 +262,10 @@ Status ProtocolSim::allreduce(Mode mode, int group_size, DType dtype, const std:
     LOWBIT_CHECK_ARG(codec::codec_spec_valid(step1_codec(mode, group_size)), "sim: group size %d", group_size);
   }
   proto::Plan plan;
-  if (!proto::make_plan(kind, c1, c2, nranks_, tiles_, n, areas_, &plan)) {
+  if (kind == proto::Kind::kOneShot && n * 2 <= ll_max_bytes_ &&
+      proto::make_plan(proto::Kind::kOneShotLL, c1, c2, nranks_, tiles_, n, areas_, &plan)) {
+    kind = proto::Kind::kOneShotLL;
+  } else if (!proto::make_plan(kind, c1, c2, nranks_, tiles_, n, areas_, &plan)) {
     return make_status(StatusCode::kInvalidArgument, "sim: buffer too small for %d tiles", tiles_);
   }
   // In place: every block reads its input span before writing the same span of the output,

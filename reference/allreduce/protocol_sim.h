@@ -29,6 +29,8 @@ class ProtocolSim {
                    const std::vector<uint16_t*>& outputs, size_t n, const std::vector<bool>& present = {});
 
   int nranks() const { return nranks_; }
+  // One-shot calls up to this many bytes run the LL variant (as Config::oneshot_ll_max_bytes).
+  void set_oneshot_ll_max_bytes(size_t b) { ll_max_bytes_ = b; }
 
  private:
   struct Rank {
@@ -37,11 +39,14 @@ class ProtocolSim {
   };
   void run_block(int rank, int tile, const proto::Plan& plan, DType dtype, const uint16_t* in, uint16_t* out,
                  Status* st);
+  bool run_ll(int rank, int tile, const proto::Plan& plan, DType dtype, const uint16_t* in, uint16_t* out,
+              uint64_t base, Status* st);
   bool wait_flag(int rank, size_t index, uint64_t epoch, int peer, int step, size_t chunk, Status* st);
 
   int nranks_;
   int tiles_;
   int timeout_ms_;
+  size_t ll_max_bytes_ = Config{}.oneshot_ll_max_bytes;
   proto::Areas areas_;
   std::vector<Rank> ranks_;
 };

@@ -49,6 +49,14 @@ int default_blocks(Mode m, size_t bytes, int sms) {
   return b < 1 ? 1 : b > sms ? sms : b;
 }
 
+// LL one-shot: one 4-element line per thread while that fits in one wave of blocks (latency
+// is the cost: no block should loop), then every SM.
+int ll_default_blocks(size_t count, int sms) {
+  const size_t lines = proto::ceil_div(count, proto::kLLLineElems);
+  const size_t b = proto::ceil_div(lines, static_cast<size_t>(kernels::kThreads));
+  return b < 1 ? 1 : b > static_cast<size_t>(sms) ? sms : static_cast<int>(b);
+}
+
 class CommImpl final : public Communicator {
  public:
   ~CommImpl() override {
@@ -110,10 +118,15 @@ class CommImpl final : public Communicator {
       c1 = {step1_codec(m, opts.group_size).bits, opts.group_size};
       c2 = {step2_codec(m, opts.group_size).bits, opts.group_size};
     }
-    const proto::Kind kind = m == Mode::kOneShot ? proto::Kind::kOneShot : proto::Kind::kTwoStep;
+    proto::Kind kind = m == Mode::kOneShot ? proto::Kind::kOneShot : proto::Kind::kTwoStep;
+    // One-shot: the LL variant (flags in the data) for messages up to oneshot_ll_max_bytes.
+    const bool ll = m == Mode::kOneShot && count * 2 <= cfg_.oneshot_ll_max_bytes &&
+                    count <= proto::ll_max_count(areas_, world_);
+    if (ll) kind = proto::Kind::kOneShotLL;
     int blocks = opts.num_sms > 0 ? opts.num_sms
                  : cfg_.default_num_sms > 0 ? cfg_.default_num_sms
-                                            : default_blocks(m, count * 2, sms_);
+                 : ll ? ll_default_blocks(count, sms_)
+                      : default_blocks(m, count * 2, sms_);
     if (blocks > proto::kMaxTiles) blocks = proto::kMaxTiles;
     kernels::KernelArgs a{};
     // A small Config::buffer_bytes may not hold a unit per tile for many tiles: use fewer.
@@ -151,6 +164,8 @@ class CommImpl final : public Communicator {
     LOWBIT_CUDA_RETURN(cudaMalloc(&mem_, areas_.total_bytes));
     // Control words start at zero (epochs start at 1); staging contents never matter.
     LOWBIT_CUDA_RETURN(cudaMemset(mem_, 0, proto::kControlBytes));
+    // LL lines must start with a flag no epoch (>= 1) carries.
+    LOWBIT_CUDA_RETURN(cudaMemset(static_cast<uint8_t*>(mem_) + areas_.ll_offset, 0, areas_.ll_bytes));
     LOWBIT_CUDA_RETURN(cudaHostAlloc(&err_host_, sizeof(proto::ErrorRecord), cudaHostAllocMapped));
     std::memset(err_host_, 0, sizeof(proto::ErrorRecord));
     LOWBIT_CUDA_RETURN(cudaHostGetDevicePointer(reinterpret_cast<void**>(&err_dev_), err_host_, 0));

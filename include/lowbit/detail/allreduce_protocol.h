@@ -4,11 +4,12 @@
 // simulation (reference/allreduce/protocol_sim.*), so the two cannot drift.
 //
 // ---- Per-rank buffer (one device allocation, mapped on every peer) --------------------
-//   [ control : kControlBytes ][ one-shot area : oneshot_bytes ][ recv area ][ gather area ]
+//   [ control : kControlBytes ][ LL area ][ one-shot area ][ recv area ][ gather area ]
 // control: flag1[kMaxTiles][kMaxRanks] u64  -- step 1 / one-shot arrival, written by peers
 //          flag2[kMaxTiles][kMaxRanks] u64  -- step 2 arrival (reduced slice), by owners
 //          local words (only this rank touches them): seq base, blocks-done counter,
 //          abort word, error-claim word.
+// LL area: 2 halves (epoch parity) x N sender slots of 16-byte lines with in-data flags.
 // one-shot area: 2 halves (epoch parity) x N sender slots, raw 16-bit.
 // recv area   : N sender slots; slot r holds sender r's encoded copy of my slice.
 // gather area : N owner slots; slot j holds owner j's encoded reduced slice j.
@@ -89,9 +90,12 @@ LOWBIT_HD size_t step_bytes(StepCodec c, size_t n) {
   return codec::codec_encoded_bytes(codec::CodecSpec{c.bits, c.group}, n);
 }
 
-// Staging partition of `buffer_bytes` (excluding the control block).
+// Staging partition of `buffer_bytes` (excluding the control block). The LL area (one-shot
+// with flags in the data, see "LL one-shot" below) is never written by anything else, so
+// a stale line there always carries an older epoch than the call reading it.
 struct Areas {
-  size_t oneshot_offset, oneshot_bytes;  // from the start of the allocation
+  size_t ll_offset, ll_bytes;            // from the start of the allocation
+  size_t oneshot_offset, oneshot_bytes;
   size_t recv_offset, recv_bytes;
   size_t gather_offset, gather_bytes;
   size_t total_bytes;  // allocation size
@@ -100,9 +104,11 @@ LOWBIT_HD Areas make_areas(size_t buffer_bytes) {
   Areas a;
   size_t q = (buffer_bytes / 4) / 256 * 256;
   size_t half = ((buffer_bytes - q) / 2) / 256 * 256;
-  a.oneshot_offset = kControlBytes;
-  a.oneshot_bytes = q;
-  a.recv_offset = a.oneshot_offset + q;
+  a.ll_offset = kControlBytes;
+  a.ll_bytes = (q / 2) / 256 * 256;
+  a.oneshot_offset = a.ll_offset + a.ll_bytes;
+  a.oneshot_bytes = q - a.ll_bytes;
+  a.recv_offset = a.oneshot_offset + a.oneshot_bytes;
   a.recv_bytes = half;
   a.gather_offset = a.recv_offset + half;
   a.gather_bytes = half;
@@ -110,7 +116,7 @@ LOWBIT_HD Areas make_areas(size_t buffer_bytes) {
   return a;
 }
 
-enum class Kind : int { kOneShot = 0, kTwoStep = 1 };
+enum class Kind : int { kOneShot = 0, kTwoStep = 1, kOneShotLL = 2 };
 
 // Everything a kernel (or the simulation) needs to know about one call.
 struct Plan {
@@ -132,12 +138,68 @@ struct Plan {
 LOWBIT_HD size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 LOWBIT_HD size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 
+// ---- LL one-shot (small messages) -------------------------------------------------------
+// Latency matters more than bytes below ~1 MiB, and the regular one-shot pays a system-scope
+// fence plus a separate flag round trip per block. The LL variant (NCCL's "LL" protocol
+// idea) puts the flag in the data: a 16-byte line {d0, f, d1, f} carries elements 4i..4i+3
+// (d0: elements 4i, 4i+1; d1: 4i+2, 4i+3, little-endian 16-bit pairs) and f = the low 32
+// bits of the call's epoch in both 8-byte halves. An 8-byte store is single-copy atomic,
+// so a reader that sees f == epoch in a half also sees that half's data; it polls (bounded)
+// until both halves carry the epoch. No fence, no flag word.
+// Layout: 2 parity halves (epoch & 1) x N sender slots of ll_slot_bytes; line i of sender r
+// at ll_line_offset. A call is LL only when it fits in one chunk (count <= ll_max_count).
+// Reuse: as the regular one-shot (parity halves; consecutive calls differ in parity because
+// an LL call is one chunk); a stale line holds an older epoch, hence never matches.
+// Result: out = round(sum over ranks in rank order, fp32) -- the one-shot semantics.
+constexpr size_t kLLLineBytes = 16;
+constexpr size_t kLLLineElems = 4;
+LOWBIT_HD size_t ll_slot_bytes(const Areas& a, int nranks) {
+  return (a.ll_bytes / 2 / static_cast<size_t>(nranks)) / kLLLineBytes * kLLLineBytes;
+}
+LOWBIT_HD size_t ll_max_count(const Areas& a, int nranks) {
+  return ll_slot_bytes(a, nranks) / kLLLineBytes * kLLLineElems;
+}
+LOWBIT_HD size_t ll_line_offset(const Areas& a, int nranks, uint64_t epoch, int sender, size_t line) {
+  return a.ll_offset + static_cast<size_t>(epoch & 1) * (a.ll_bytes / 2) +
+         static_cast<size_t>(sender) * ll_slot_bytes(a, nranks) + line * kLLLineBytes;
+}
+LOWBIT_HD uint32_t ll_flag(uint64_t epoch) { return static_cast<uint32_t>(epoch); }
+// Lines of tile t when `count` elements are split over `tiles` blocks: [begin, end).
+struct LineRange {
+  size_t begin, end;
+};
+LOWBIT_HD LineRange ll_tile_lines(size_t count, int tiles, int tile) {
+  const size_t lines = ceil_div(count, kLLLineElems);
+  const size_t per = ceil_div(lines, static_cast<size_t>(tiles));
+  size_t b = static_cast<size_t>(tile) * per, e = b + per;
+  if (b > lines) b = lines;
+  if (e > lines) e = lines;
+  return LineRange{b, e};
+}
+
+
 // Returns false when the buffer cannot hold even one unit per tile (caller: fewer tiles
 // or a larger buffer). tiles is reduced so that no tile is empty in a one-chunk call.
 LOWBIT_HD bool make_plan(Kind kind, StepCodec c1, StepCodec c2, int nranks, int tiles, size_t count,
                          const Areas& areas, Plan* p) {
   p->kind = kind;
   p->nranks = nranks;
+  if (kind == Kind::kOneShotLL) {  // one chunk of lines, or not LL at all
+    if (count > ll_max_count(areas, nranks)) return false;
+    const size_t lines = ceil_div(count, kLLLineElems);
+    if (tiles < 1) tiles = 1;
+    if (tiles > kMaxTiles) tiles = kMaxTiles;
+    if (static_cast<size_t>(tiles) > lines) tiles = lines == 0 ? 1 : static_cast<int>(lines);
+    p->c1 = p->c2 = StepCodec{};
+    p->unit = kLLLineElems;
+    p->count = count;
+    p->tiles = tiles;
+    p->num_chunks = count == 0 ? 0 : 1;
+    p->ts = ceil_div(lines, static_cast<size_t>(tiles)) * kLLLineElems;
+    p->chunk_full = count;
+    p->tile1_bytes = p->tile2_bytes = p->slot1_bytes = p->slot2_bytes = 0;
+    return true;
+  }
   p->c1 = c1;
   p->c2 = kind == Kind::kOneShot ? StepCodec{} : c2;
   if (kind == Kind::kOneShot) p->c1 = StepCodec{};

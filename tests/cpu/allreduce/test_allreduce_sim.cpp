@@ -149,6 +149,22 @@ TEST(AllreduceSim, ManyChunksAndBackToBackCalls) {
   }
 }
 
+// The one-shot's two protocols (LL: flags in the data; raw: data then a flag) give the same
+// bits; also forced past their default size boundary, on one simulator (parities and
+// epochs shared with the other protocol's calls).
+TEST(AllreduceSim, OneShotLLAndRawAgree) {
+  for (int N : {2, 3, 8}) {
+    for (size_t ll_max : {size_t{0}, ~size_t{0}}) {
+      ProtocolSim sim(N, 1 << 20, 3, 5000);
+      sim.set_oneshot_ll_max_bytes(ll_max);
+      for (size_t n : {size_t{1}, size_t{3}, size_t{5}, size_t{1001}, size_t{4096 + 37}, size_t{60000}}) {
+        check_sim(N, Mode::kOneShot, DType::kBF16, 128, n, 0, 3, n % 2 == 1, static_cast<uint32_t>(n * 7 + N), &sim);
+        check_sim(N, Mode::kTwoShot, DType::kF16, 128, n, 0, 3, false, static_cast<uint32_t>(n * 5 + N), &sim);
+      }
+    }
+  }
+}
+
 TEST(AllreduceSim, MissingRankTimesOut) {
   const int N = 3;
   ProtocolSim sim(N, 1 << 20, 2, 200);
