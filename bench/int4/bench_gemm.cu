@@ -30,7 +30,7 @@ struct DenseShape {
 };
 
 int run_bench_gemm(const std::vector<std::string>& argv) {
-  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "shapes"}, {"quick", "asym"});
+  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "shapes", "path"}, {"quick", "asym"});
   if (!args.ok()) {
     std::fprintf(stderr, "bench gemm: %s\n", args.error().c_str());
     return 2;
@@ -44,6 +44,18 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   const bool sym = !args.has("asym");
   const int reps = static_cast<int>(args.get_int("reps", 10));
   const std::string out = args.get("out", "docs/benchmarks/gemm");
+  // --path auto,skinny,tiled,cublas: one row per path (forced; skinny only up to M = 512).
+  std::vector<GemmPath> paths;
+  for (const std::string& p : args.get_list("path", {"auto"})) {
+    GemmPath g = GemmPath::kAuto;
+    for (GemmPath c : {GemmPath::kAuto, GemmPath::kSkinny, GemmPath::kTiled, GemmPath::kDequantCublas})
+      if (p == gemm_path_name(c)) g = c;
+    if (p != gemm_path_name(g)) {
+      std::fprintf(stderr, "bench gemm: unknown --path %s (auto, skinny, tiled, cublas)\n", p.c_str());
+      return 2;
+    }
+    paths.push_back(g);
+  }
   if (!args.ok()) {
     std::fprintf(stderr, "bench gemm: %s\n", args.error().c_str());
     return 2;
@@ -71,8 +83,11 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   cublasSetStream(handle, stream);
 
-  lowbit::bench::Table table({{"shape", 20}, {"M", 6}, {"N", 6}, {"K", 6}, {"time_us", 10}, {"TFLOP/s", 8},
-                              {"TB/s", 6}, {"%floor", 7}, {"cublas_us", 10}, {"speedup", 8}, {"#wrong", 7}});
+  // %peak: TFLOP/s over the H200's dense bf16/fp16 tensor peak (989 TFLOP/s, spec sheet).
+  constexpr double kPeakTflops = 989.0;
+  lowbit::bench::Table table({{"shape", 20}, {"path", 7}, {"M", 6}, {"N", 6}, {"K", 6}, {"time_us", 10},
+                              {"TFLOP/s", 8}, {"%peak", 6}, {"TB/s", 6}, {"%floor", 7}, {"cublas_us", 10},
+                              {"speedup", 8}, {"#wrong", 7}});
   table.print_header();
   nlohmann::json rows = nlohmann::json::array();
   int total_wrong = 0;
@@ -107,71 +122,83 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
       DevBuf x(static_cast<size_t>(m) * sh.k * 2), y(static_cast<size_t>(m) * sh.n * 2),
           yref(static_cast<size_t>(m) * sh.n * 2);
       fill_act(x.p, static_cast<size_t>(m) * sh.k, 77u + m, act, 0.1f, 1.f);
-      size_t wsb = 0;
-      (void)gemm_workspace_size(ws, m, &wsb);
-      DevBuf work(wsb);
       cudaDeviceSynchronize();  // x fill (default stream) before `stream` uses it
-      int call = 0;
-      auto run_int4 = [&](cudaStream_t s) {
-        GemmArgs a;
-        a.x = x.p;
-        a.y = y.p;
-        a.m = m;
-        return gemm(a, w4[call++ % copies]->view, work.p, wsb, s);
-      };
       int bcall = 0;
       auto run_cublas = [&](cudaStream_t s) -> Status {
         if (cublas_gemm(handle, act, m, sh.n, sh.k, x.p, wbf[bcall++ % bcopies].p, yref.p) != CUBLAS_STATUS_SUCCESS)
           return make_status(StatusCode::kInternal, "cublasGemmEx failed");
         return Status::Ok();
       };
-      // Correctness on the first copy: int4 GEMM vs cuBLAS on its dequantized weights.
-      call = 0;
-      bcall = 0;
-      st = run_int4(stream);
-      if (st.ok()) st = run_cublas(stream);
-      cudaStreamSynchronize(stream);
-      int wrong = -1;
-      if (st.ok()) {
-        const int rows_chk = m < 8 ? m : 8;
-        std::vector<uint16_t> a, b;
-        for (int part = 0; part < 2; ++part) {
-          const int r0 = part == 0 ? 0 : m - rows_chk;
-          auto ya = download<uint16_t>(y.as<uint16_t>() + static_cast<size_t>(r0) * sh.n, size_t(rows_chk) * sh.n);
-          auto yb = download<uint16_t>(yref.as<uint16_t>() + static_cast<size_t>(r0) * sh.n, size_t(rows_chk) * sh.n);
-          a.insert(a.end(), ya.begin(), ya.end());
-          b.insert(b.end(), yb.begin(), yb.end());
+      lowbit::bench::Timing tb{};
+      bool have_tb = false;
+      for (GemmPath path : paths) {
+        if (path == GemmPath::kSkinny && m > 512) continue;
+        size_t wsb = 0;
+        (void)gemm_workspace_size(ws, m, &wsb, path);
+        DevBuf work(wsb);
+        int call = 0;
+        auto run_int4 = [&](cudaStream_t s) {
+          GemmArgs a;
+          a.x = x.p;
+          a.y = y.p;
+          a.m = m;
+          a.path = path;
+          return gemm(a, w4[call++ % copies]->view, work.p, wsb, s);
+        };
+        // Correctness on the first copy: int4 GEMM vs cuBLAS on its dequantized weights.
+        call = 0;
+        bcall = 0;
+        st = run_int4(stream);
+        if (st.ok()) st = run_cublas(stream);
+        cudaStreamSynchronize(stream);
+        int wrong = -1;
+        if (st.ok()) {
+          const int rows_chk = m < 8 ? m : 8;
+          std::vector<uint16_t> a, b;
+          for (int part = 0; part < 2; ++part) {
+            const int r0 = part == 0 ? 0 : m - rows_chk;
+            auto ya = download<uint16_t>(y.as<uint16_t>() + static_cast<size_t>(r0) * sh.n, size_t(rows_chk) * sh.n);
+            auto yb = download<uint16_t>(yref.as<uint16_t>() + static_cast<size_t>(r0) * sh.n, size_t(rows_chk) * sh.n);
+            a.insert(a.end(), ya.begin(), ya.end());
+            b.insert(b.end(), yb.begin(), yb.end());
+          }
+          double r2 = 0;
+          for (uint16_t v : b) r2 += std::pow(half_bits_to_float(act, v), 2);
+          const double rms = std::sqrt(r2 / b.size());
+          wrong = 0;
+          for (size_t i = 0; i < a.size(); ++i) {
+            const double ga = half_bits_to_float(act, a[i]), gb = half_bits_to_float(act, b[i]);
+            if (!(std::fabs(ga - gb) <= std::ldexp(std::fabs(gb), -6) + 1e-2 * rms)) ++wrong;
+          }
+          if (rms == 0) wrong = static_cast<int>(a.size());  // an all-zero result is a failure
+          total_wrong += wrong;
         }
-        double r2 = 0;
-        for (uint16_t v : b) r2 += std::pow(half_bits_to_float(act, v), 2);
-        const double rms = std::sqrt(r2 / b.size());
-        wrong = 0;
-        for (size_t i = 0; i < a.size(); ++i) {
-          const double ga = half_bits_to_float(act, a[i]), gb = half_bits_to_float(act, b[i]);
-          if (!(std::fabs(ga - gb) <= std::ldexp(std::fabs(gb), -6) + 1e-2 * rms)) ++wrong;
+        lowbit::bench::Timing t4{};
+        if (st.ok()) st = lowbit::bench::time_in_graph(stream, run_int4, copies, 2, reps, &t4);
+        if (st.ok() && !have_tb) {
+          st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);
+          have_tb = st.ok();
         }
-        if (rms == 0) wrong = static_cast<int>(a.size());  // an all-zero result is a failure
-        total_wrong += wrong;
+        if (!st.ok()) {
+          std::fprintf(stderr, "bench gemm: %s M=%d path %s: %s\n", sh.name, m, gemm_path_name(path),
+                       st.to_string().c_str());
+          return 1;
+        }
+        const double flops = 2.0 * m * sh.n * sh.k;
+        const double bytes = static_cast<double>(probe.bytes) + 2.0 * m * sh.k + 2.0 * m * sh.n;
+        const double floor_us = bytes / (copy_gbps * 1e3);
+        const double tflops = flops / (t4.median_us * 1e6), tbs = bytes / (t4.median_us * 1e6);
+        const double pct = 100.0 * floor_us / t4.median_us, speedup = tb.median_us / t4.median_us;
+        const double peak = 100.0 * tflops / kPeakTflops;
+        table.print_row({sh.name, gemm_path_name(path), std::to_string(m), std::to_string(sh.n), std::to_string(sh.k),
+                         fmt(t4.median_us, 1), fmt(tflops, 1), fmt(peak, 1), fmt(tbs, 2), fmt(pct, 1),
+                         fmt(tb.median_us, 1), fmt(speedup, 2), std::to_string(wrong)});
+        rows.push_back({{"shape", sh.name}, {"path", gemm_path_name(path)}, {"M", m}, {"N", sh.n}, {"K", sh.k},
+                        {"time_us", t4.median_us}, {"min_us", t4.min_us}, {"tflops", tflops}, {"pct_peak", peak},
+                        {"tbps", tbs}, {"pct_floor", pct}, {"floor_us", floor_us}, {"cublas_us", tb.median_us},
+                        {"cublas_tflops", flops / (tb.median_us * 1e6)}, {"speedup", speedup}, {"wrong", wrong},
+                        {"dtype", dtype_name(act)}, {"group", group}, {"sym", sym}});
       }
-      lowbit::bench::Timing t4{}, tb{};
-      if (st.ok()) st = lowbit::bench::time_in_graph(stream, run_int4, copies, 2, reps, &t4);
-      if (st.ok()) st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);
-      if (!st.ok()) {
-        std::fprintf(stderr, "bench gemm: %s M=%d: %s\n", sh.name, m, st.to_string().c_str());
-        return 1;
-      }
-      const double flops = 2.0 * m * sh.n * sh.k;
-      const double bytes = static_cast<double>(probe.bytes) + 2.0 * m * sh.k + 2.0 * m * sh.n;
-      const double floor_us = bytes / (copy_gbps * 1e3);
-      const double tflops = flops / (t4.median_us * 1e6), tbs = bytes / (t4.median_us * 1e6);
-      const double pct = 100.0 * floor_us / t4.median_us, speedup = tb.median_us / t4.median_us;
-      table.print_row({sh.name, std::to_string(m), std::to_string(sh.n), std::to_string(sh.k), fmt(t4.median_us, 1),
-                       fmt(tflops, 1), fmt(tbs, 2), fmt(pct, 1), fmt(tb.median_us, 1), fmt(speedup, 2),
-                       std::to_string(wrong)});
-      rows.push_back({{"shape", sh.name}, {"M", m}, {"N", sh.n}, {"K", sh.k}, {"time_us", t4.median_us},
-                      {"min_us", t4.min_us}, {"tflops", tflops}, {"tbps", tbs}, {"pct_floor", pct},
-                      {"floor_us", floor_us}, {"cublas_us", tb.median_us}, {"speedup", speedup}, {"wrong", wrong},
-                      {"dtype", dtype_name(act)}, {"group", group}, {"sym", sym}});
     }
   }
   cublasDestroy(handle);

@@ -8,6 +8,7 @@
 // fp64 CPU reference (on the same dequantized weights) by more than 2^-6|ref| + 1e-2 rms.
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -34,7 +35,7 @@ struct MoeShape {
 };
 
 int run_bench_moe(const std::vector<std::string>& argv) {
-  cli::Args args(argv, {"m", "out", "dtype", "group", "reps"}, {"quick", "asym"});
+  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "path"}, {"quick", "asym"});
   if (!args.ok()) {
     std::fprintf(stderr, "bench moe: %s\n", args.error().c_str());
     return 2;
@@ -48,6 +49,16 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   const bool sym = !args.has("asym");
   const int reps = static_cast<int>(args.get_int("reps", 10));
   const std::string out = args.get("out", "docs/benchmarks/moe");
+  // --path auto,fused,grouped: one row per path. auto = what an eager call takes at that M
+  // (moe_auto_path). The fused path is timed in a CUDA graph; the grouped path synchronizes
+  // once per call (host reads the per-expert counts), cannot be captured, and is timed with
+  // eager launches (events around `copies` back-to-back calls; host launch cost included).
+  std::vector<std::string> path_names = args.get_list("path", {"auto"});
+  for (const std::string& p : path_names)
+    if (p != "auto" && p != "fused" && p != "grouped") {
+      std::fprintf(stderr, "bench moe: unknown --path %s (auto, fused, grouped)\n", p.c_str());
+      return 2;
+    }
   if (!args.ok()) {
     std::fprintf(stderr, "bench moe: %s\n", args.error().c_str());
     return 2;
@@ -73,8 +84,8 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   cublasSetStream(handle, stream);
 
-  lowbit::bench::Table table({{"shape", 18}, {"M", 6}, {"experts", 7}, {"time_us", 10}, {"TFLOP/s", 8}, {"TB/s", 6},
-                              {"%floor", 7}, {"cublas_us", 10}, {"speedup", 8}, {"#wrong", 7}});
+  lowbit::bench::Table table({{"shape", 18}, {"path", 7}, {"M", 6}, {"experts", 7}, {"time_us", 10}, {"TFLOP/s", 8},
+                              {"TB/s", 6}, {"%floor", 7}, {"cublas_us", 10}, {"speedup", 8}, {"#wrong", 7}});
   table.print_header();
   nlohmann::json rows = nlohmann::json::array();
   int total_wrong = 0;
@@ -123,27 +134,13 @@ int run_bench_moe(const std::vector<std::string>& argv) {
       const int P = m * sh.topk;
       DevBuf dl = upload(logits), x(static_cast<size_t>(m) * sh.H * 2), y(static_cast<size_t>(m) * sh.H * 2);
       fill_act(x.p, static_cast<size_t>(m) * sh.H, 5u + m, act, 0.1f, 1.f);
-      size_t wsb = 0;
-      (void)moe_workspace_size(m, sh.topk, sh.E, sh.H, sh.I, act, 0, &wsb);
-      DevBuf work(wsb);
       // cuBLAS buffers: tokens already grouped by expert (gather not timed).
       DevBuf bx(static_cast<size_t>(P) * sh.H * 2), bh(static_cast<size_t>(P) * 2 * sh.I * 2),
           ba(static_cast<size_t>(P) * sh.I * 2), by(static_cast<size_t>(P) * sh.H * 2);
       fill_act(bx.p, static_cast<size_t>(P) * sh.H, 7u, act, 0.1f, 1.f);
       fill_act(ba.p, static_cast<size_t>(P) * sh.I, 8u, act, 0.1f, 1.f);
       cudaDeviceSynchronize();  // fills (default stream) before `stream` uses them
-      int call = 0, bcall = 0;
-      auto run_int4 = [&](cudaStream_t s) {
-        MoeArgs a;
-        a.x = x.p;
-        a.router_logits = dl.as<float>();
-        a.y = y.p;
-        a.m = m;
-        a.topk = sh.topk;
-        a.renormalize = true;
-        const int c = call++ % copies;
-        return fused_moe(a, w13[c]->view, w2[c]->view, work.p, wsb, s);
-      };
+      int bcall = 0;
       auto run_cublas = [&](cudaStream_t s) -> Status {
         const int c = bcall++ % bcopies;
         size_t row = 0;
@@ -160,69 +157,122 @@ int run_bench_moe(const std::vector<std::string>& argv) {
         }
         return Status::Ok();
       };
-      st = run_int4(stream);  // copy 0, checked below
-      cudaStreamSynchronize(stream);
-      int wrong = -1;
-      if (st.ok()) {
-        // fp64 reference for the last token on copy 0's dequantized weights.
-        const int tm = m - 1;
-        auto xm = download<uint16_t>(x.as<uint16_t>() + static_cast<size_t>(tm) * sh.H, sh.H);
-        auto ym = download<uint16_t>(y.as<uint16_t>() + static_cast<size_t>(tm) * sh.H, sh.H);
-        std::vector<double> ref(sh.H, 0.0), a(sh.I);
-        for (int s = 0; s < sh.topk; ++s) {
-          const int e = ids[static_cast<size_t>(tm) * sh.topk + s];
-          auto W1 = download<uint16_t>(f13[0].as<uint16_t>() + static_cast<size_t>(e) * 2 * sh.I * sh.H,
-                                       static_cast<size_t>(2) * sh.I * sh.H);
-          auto W2 = download<uint16_t>(f2[0].as<uint16_t>() + static_cast<size_t>(e) * sh.H * sh.I,
-                                       static_cast<size_t>(sh.H) * sh.I);
-          std::vector<float> xf(sh.H);
-          for (int k = 0; k < sh.H; ++k) xf[k] = half_bits_to_float(act, xm[k]);
-          for (int n = 0; n < sh.I; ++n) {
-            double g = 0, u = 0;
-            const uint16_t* rg = W1.data() + static_cast<size_t>(n) * sh.H;
-            const uint16_t* ru = W1.data() + static_cast<size_t>(sh.I + n) * sh.H;
-            for (int k = 0; k < sh.H; ++k) {
-              g += static_cast<double>(xf[k]) * half_bits_to_float(act, rg[k]);
-              u += static_cast<double>(xf[k]) * half_bits_to_float(act, ru[k]);
+      lowbit::bench::Timing tb{};
+      bool have_tb = false;
+      for (const std::string& pname : path_names) {
+        const MoePath path = pname == "fused"     ? MoePath::kFused
+                             : pname == "grouped" ? MoePath::kGrouped
+                                                  : moe_auto_path(m, sh.topk, sh.E, sh.H, sh.I);
+        size_t wsb = 0;
+        (void)moe_workspace_size(m, sh.topk, sh.E, sh.H, sh.I, act, 0, &wsb, path);
+        DevBuf work(wsb);
+        int call = 0;
+        auto run_int4 = [&](cudaStream_t s) {
+          MoeArgs a;
+          a.x = x.p;
+          a.router_logits = dl.as<float>();
+          a.y = y.p;
+          a.m = m;
+          a.topk = sh.topk;
+          a.renormalize = true;
+          a.path = path;
+          const int c = call++ % copies;
+          return fused_moe(a, w13[c]->view, w2[c]->view, work.p, wsb, s);
+        };
+        st = run_int4(stream);  // copy 0, checked below
+        cudaStreamSynchronize(stream);
+        int wrong = -1;
+        if (st.ok()) {
+          // fp64 reference for the last token on copy 0's dequantized weights.
+          const int tm = m - 1;
+          auto xm = download<uint16_t>(x.as<uint16_t>() + static_cast<size_t>(tm) * sh.H, sh.H);
+          auto ym = download<uint16_t>(y.as<uint16_t>() + static_cast<size_t>(tm) * sh.H, sh.H);
+          std::vector<double> ref(sh.H, 0.0), a(sh.I);
+          for (int s = 0; s < sh.topk; ++s) {
+            const int e = ids[static_cast<size_t>(tm) * sh.topk + s];
+            auto W1 = download<uint16_t>(f13[0].as<uint16_t>() + static_cast<size_t>(e) * 2 * sh.I * sh.H,
+                                         static_cast<size_t>(2) * sh.I * sh.H);
+            auto W2 = download<uint16_t>(f2[0].as<uint16_t>() + static_cast<size_t>(e) * sh.H * sh.I,
+                                         static_cast<size_t>(sh.H) * sh.I);
+            std::vector<float> xf(sh.H);
+            for (int k = 0; k < sh.H; ++k) xf[k] = half_bits_to_float(act, xm[k]);
+            for (int n = 0; n < sh.I; ++n) {
+              double g = 0, u = 0;
+              const uint16_t* rg = W1.data() + static_cast<size_t>(n) * sh.H;
+              const uint16_t* ru = W1.data() + static_cast<size_t>(sh.I + n) * sh.H;
+              for (int k = 0; k < sh.H; ++k) {
+                g += static_cast<double>(xf[k]) * half_bits_to_float(act, rg[k]);
+                u += static_cast<double>(xf[k]) * half_bits_to_float(act, ru[k]);
+              }
+              a[n] = half_bits_to_float(act, float_to_half_bits(act, static_cast<float>(g / (1 + std::exp(-g)) * u)));
             }
-            a[n] = half_bits_to_float(act, float_to_half_bits(act, static_cast<float>(g / (1 + std::exp(-g)) * u)));
+            for (int h = 0; h < sh.H; ++h) {
+              double o = 0;
+              const uint16_t* r2 = W2.data() + static_cast<size_t>(h) * sh.I;
+              for (int n = 0; n < sh.I; ++n) o += a[n] * half_bits_to_float(act, r2[n]);
+              ref[h] += rw[static_cast<size_t>(tm) * sh.topk + s] * o;
+            }
           }
+          double r2 = 0;
+          for (double v : ref) r2 += v * v;
+          const double rms = std::sqrt(r2 / sh.H);
+          wrong = rms == 0 ? sh.H : 0;
           for (int h = 0; h < sh.H; ++h) {
-            double o = 0;
-            const uint16_t* r2 = W2.data() + static_cast<size_t>(h) * sh.I;
-            for (int n = 0; n < sh.I; ++n) o += a[n] * half_bits_to_float(act, r2[n]);
-            ref[h] += rw[static_cast<size_t>(tm) * sh.topk + s] * o;
+            const double g = half_bits_to_float(act, ym[h]);
+            if (!(std::fabs(g - ref[h]) <= std::ldexp(std::fabs(ref[h]), -6) + 1e-2 * rms)) ++wrong;
           }
+          total_wrong += wrong;
         }
-        double r2 = 0;
-        for (double v : ref) r2 += v * v;
-        const double rms = std::sqrt(r2 / sh.H);
-        wrong = rms == 0 ? sh.H : 0;
-        for (int h = 0; h < sh.H; ++h) {
-          const double g = half_bits_to_float(act, ym[h]);
-          if (!(std::fabs(g - ref[h]) <= std::ldexp(std::fabs(ref[h]), -6) + 1e-2 * rms)) ++wrong;
+        lowbit::bench::Timing t4{};
+        if (st.ok() && path == MoePath::kGrouped) {
+          // Eager: 2 warm-up calls, then `reps` samples of `copies` back-to-back calls.
+          for (int i = 0; i < 2 && st.ok(); ++i) st = run_int4(stream);
+          cudaEvent_t e0, e1;
+          cudaEventCreate(&e0);
+          cudaEventCreate(&e1);
+          std::vector<double> us;
+          for (int r = 0; r < reps && st.ok(); ++r) {
+            cudaEventRecord(e0, stream);
+            for (int i = 0; i < copies && st.ok(); ++i) st = run_int4(stream);
+            cudaEventRecord(e1, stream);
+            cudaEventSynchronize(e1);
+            float ms = 0;
+            cudaEventElapsedTime(&ms, e0, e1);
+            us.push_back(1000.0 * ms / copies);
+          }
+          cudaEventDestroy(e0);
+          cudaEventDestroy(e1);
+          if (st.ok()) {
+            std::sort(us.begin(), us.end());
+            t4.median_us = us[us.size() / 2];
+            t4.min_us = us.front();
+          }
+        } else if (st.ok()) {
+          st = lowbit::bench::time_in_graph(stream, run_int4, copies, 2, reps, &t4);
         }
-        total_wrong += wrong;
+        if (st.ok() && !have_tb) {
+          st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);
+          have_tb = st.ok();
+        }
+        if (!st.ok()) {
+          std::fprintf(stderr, "bench moe: %s M=%d path %s: %s\n", sh.name, m, moe_path_name(path), st.to_string().c_str());
+          return 1;
+        }
+        const double flops = 6.0 * P * sh.H * sh.I;
+        const double bytes = static_cast<double>(per_expert) * touched + 4.0 * m * sh.H;
+        const double floor_us = bytes / (copy_gbps * 1e3);
+        const double tflops = flops / (t4.median_us * 1e6), tbs = bytes / (t4.median_us * 1e6);
+        const double pct = 100.0 * floor_us / t4.median_us, speedup = tb.median_us / t4.median_us;
+        table.print_row({sh.name, moe_path_name(path), std::to_string(m), std::to_string(touched), fmt(t4.median_us, 1),
+                         fmt(tflops, 1), fmt(tbs, 2), fmt(pct, 1), fmt(tb.median_us, 1), fmt(speedup, 2),
+                         std::to_string(wrong)});
+        rows.push_back({{"shape", sh.name}, {"path", moe_path_name(path)}, {"timing", path == MoePath::kGrouped ? "eager" : "graph"},
+                        {"M", m}, {"E", sh.E}, {"H", sh.H}, {"I", sh.I}, {"topk", sh.topk},
+                        {"experts_touched", touched}, {"time_us", t4.median_us}, {"min_us", t4.min_us},
+                        {"tflops", tflops}, {"tbps", tbs}, {"pct_floor", pct}, {"floor_us", floor_us},
+                        {"cublas_us", tb.median_us}, {"cublas_tflops", flops / (tb.median_us * 1e6)}, {"speedup", speedup},
+                        {"wrong", wrong}, {"dtype", dtype_name(act)}, {"group", group}, {"sym", sym}});
       }
-      lowbit::bench::Timing t4{}, tb{};
-      if (st.ok()) st = lowbit::bench::time_in_graph(stream, run_int4, copies, 2, reps, &t4);
-      if (st.ok()) st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);
-      if (!st.ok()) {
-        std::fprintf(stderr, "bench moe: %s M=%d: %s\n", sh.name, m, st.to_string().c_str());
-        return 1;
-      }
-      const double flops = 6.0 * P * sh.H * sh.I;
-      const double bytes = static_cast<double>(per_expert) * touched + 4.0 * m * sh.H;
-      const double floor_us = bytes / (copy_gbps * 1e3);
-      const double tflops = flops / (t4.median_us * 1e6), tbs = bytes / (t4.median_us * 1e6);
-      const double pct = 100.0 * floor_us / t4.median_us, speedup = tb.median_us / t4.median_us;
-      table.print_row({sh.name, std::to_string(m), std::to_string(touched), fmt(t4.median_us, 1), fmt(tflops, 1),
-                       fmt(tbs, 2), fmt(pct, 1), fmt(tb.median_us, 1), fmt(speedup, 2), std::to_string(wrong)});
-      rows.push_back({{"shape", sh.name}, {"M", m}, {"E", sh.E}, {"H", sh.H}, {"I", sh.I}, {"topk", sh.topk},
-                      {"experts_touched", touched}, {"time_us", t4.median_us}, {"min_us", t4.min_us},
-                      {"tflops", tflops}, {"tbps", tbs}, {"pct_floor", pct}, {"floor_us", floor_us},
-                      {"cublas_us", tb.median_us}, {"speedup", speedup}, {"wrong", wrong},
-                      {"dtype", dtype_name(act)}, {"group", group}, {"sym", sym}});
     }
   }
   cublasDestroy(handle);

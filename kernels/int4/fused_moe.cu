@@ -1,8 +1,8 @@
 // Fused MoE layer entry point: validation, workspace carving, path choice, and the five
 // stages of the fused path (topk -> align -> GEMM1 + silu*up -> GEMM2 * routing weight ->
 // slot-order sum). The grouped prefill path (dequantized experts + cuBLAS) is
-// moe_grouped.cu; kAuto takes it when the average rows per expert M*topk/E reach
-// kGroupedMinRows and the stream is not being captured (it synchronizes once).
+// moe_grouped.cu; kAuto takes it when a cost model says it is faster (many tokens per
+// expert) and the stream is not being captured (it synchronizes once).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -19,10 +19,16 @@ namespace {
 
 size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 
-// Average rows per expert (M*topk/E) from which kAuto takes the grouped path (measured on
-// H200, docs/int4-kernels.md). Block size of the grouped path's align (little padding).
-constexpr int64_t kGroupedMinRows = 16;
-constexpr int kGroupedBlockM = 8;
+// kAuto's choice between the paths: a cost model (microseconds) fitted to H200
+// measurements (docs/int4-kernels.md). Fused: ~80 TFLOP/s on the 6*P*H*I flops at large M.
+// Grouped: dequantizing the touched experts (3*H*I weights each, 4.5 B per weight: int4
+// read, 16-bit slab write and read back) at ~2.5 TB/s effective, ~8 us of host launch cost
+// per cuBLAS call (two per expert), the GEMMs at ~550 TFLOP/s. The grouped path wins only
+// when many tokens share each expert (e.g. Mixtral from M ~ 512, DeepSeek-V2-Lite ~ 2048,
+// Qwen3-30B-A3B ~ 4096); once it wins at some M it wins at every larger M.
+constexpr double kFusedFlopsPerUs = 80e6, kGroupedFlopsPerUs = 550e6;
+constexpr double kDequantBytesPerUs = 2.5e6, kLaunchUs = 8.0;
+constexpr int kGroupedBlockM = 8;  // align block of the grouped path: little padding
 
 MoePath env_moe_path() {
   static const MoePath v = [] {
@@ -33,8 +39,14 @@ MoePath env_moe_path() {
   }();
   return v;
 }
-bool grouped_by_size(int m, int topk, int experts) {
-  return static_cast<int64_t>(m) * topk >= kGroupedMinRows * experts;
+bool grouped_by_size(int m, int topk, int experts, int hidden, int inter) {
+  const double P = static_cast<double>(m) * topk;
+  const double flops = 6.0 * P * hidden * inter;
+  const double touched = P < experts ? P : experts;
+  const double fused_us = flops / kFusedFlopsPerUs;
+  const double grouped_us = touched * (3.0 * hidden * inter * 4.5 / kDequantBytesPerUs + 2 * kLaunchUs) +
+                            flops / kGroupedFlopsPerUs;
+  return grouped_us < fused_us;
 }
 
 // Workspace layout (each region 256 B aligned), in this order.
@@ -78,6 +90,12 @@ const char* moe_path_name(MoePath p) {
   return p == MoePath::kFused ? "fused" : p == MoePath::kGrouped ? "grouped" : "auto";
 }
 
+MoePath moe_auto_path(int m, int topk, int experts, int hidden, int inter) {
+  const MoePath e = env_moe_path();
+  if (e != MoePath::kAuto) return e;
+  return grouped_by_size(m, topk, experts, hidden, inter) ? MoePath::kGrouped : MoePath::kFused;
+}
+
 Status moe_workspace_size(int m, int topk, int experts, int hidden, int inter, DType, int block_m, size_t* bytes,
                           MoePath path) {
   LOWBIT_CHECK_ARG(bytes != nullptr, "int4::moe_workspace_size: bytes is null");
@@ -94,7 +112,7 @@ Status moe_workspace_size(int m, int topk, int experts, int hidden, int inter, D
   else if (path == MoePath::kGrouped)
     *bytes = grouped > fused ? grouped : fused;  // under capture a forced-by-env grouped runs fused
   else
-    *bytes = grouped_by_size(m, topk, experts) && grouped > fused ? grouped : fused;
+    *bytes = grouped_by_size(m, topk, experts, hidden, inter) && grouped > fused ? grouped : fused;
   return Status::Ok();
 }
 
@@ -128,8 +146,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   LOWBIT_CHECK_ARG(!(a.path == MoePath::kGrouped && capturing),
                    "int4::fused_moe: the grouped path synchronizes the stream and cannot be captured in a CUDA graph "
                    "(use MoePath::kAuto or kFused under capture)");
-  MoePath path = a.path == MoePath::kAuto ? env_moe_path() : a.path;
-  if (path == MoePath::kAuto) path = grouped_by_size(a.m, a.topk, E) ? MoePath::kGrouped : MoePath::kFused;
+  MoePath path = a.path == MoePath::kAuto ? moe_auto_path(a.m, a.topk, E, H, I) : a.path;
   if (capturing) path = MoePath::kFused;
   if (path == MoePath::kGrouped) {
     const int gbm = a.block_m > 0 ? a.block_m : kGroupedBlockM;

@@ -15,8 +15,8 @@ namespace lowbit::int4 {
 namespace {
 constexpr int kSkinnyMaxM = 512;  // the skinny kernel's limit (32-row tiles over grid z)
 // From this M on, kAuto takes dequant + cuBLAS (measured on H200, docs/int4-kernels.md:
-// faster than the skinny kernel from M = 64..128 on the Llama-3 projections).
-constexpr int kDequantMinM = 128;
+// at M = 64 it beats the skinny kernel on most Llama-3 projections, at M = 128 on all).
+constexpr int kDequantMinM = 64;
 bool aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 // Workspace bytes the skinny kernel needs at exactly this M (N-packed layout).
 size_t skinny_need(const WeightShape& shape, int m) {

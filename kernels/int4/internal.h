@@ -29,8 +29,8 @@ cudaError_t launch_gemm_kpacked(const void* x, void* y, int m, const KernelWeigh
 // ---- dequantize-to-slab + cuBLAS (gemm_dequant.cu; used by gemm.cu and moe_grouped.cu) ----
 // The slab holds a chunk of nc output columns of one or more experts, dequantized to the
 // activation dtype (bit-exact with the contract). Two layouts:
-//   kNK: slab[e][n][k] row-major (ld K)    -> cuBLAS "TN" (op(A) = T), the default
-//   kKN: slab[e][k][n] row-major (ld ldn)  -> cuBLAS "NN"
+//   kNK: slab[e][n][k] row-major (ld K)    -> cuBLAS "TN" (op(A) = T)
+//   kKN: slab[e][k][n] row-major (ld ldn)  -> cuBLAS "NN", the default (faster dequant)
 // LOWBIT_INT4_SLAB_LAYOUT = nk | kn and LOWBIT_INT4_SLAB_MIB (1..64, default 64) select
 // them at run time (read once; for measurements).
 enum class SlabLayout : int { kNK = 0, kKN = 1 };

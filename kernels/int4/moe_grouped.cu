@@ -7,8 +7,8 @@
 //      why the path cannot be captured in a CUDA graph)
 //   4. GEMM1: the active experts' w13 dequantized into the slab (several whole experts per
 //      fill, or column chunks of one), h13[run_e] = xs[run_e] * W13[e]^T (cuBLAS, fp32
-//      accumulation, rounded to the act dtype like the reference's intermediates)
-//   5. inter = act(silu(gate) * up) over all rows
+//      accumulation and fp32 output: gate and up are not rounded, as in moe_gemm1)
+//   5. inter = act(silu(gate) * up) over all rows (fp32 math, one rounding, as moe_gemm1)
 //   6. GEMM2 likewise into out2 (fp32)
 //   7. y[m] = act(sum over slots s, in slot order, of rw[m, s] * out2[pos[m*topk + s]]),
 //      the same expression and order as moe_gemm2 + moe_sum.
@@ -46,7 +46,7 @@ GroupedLayout grouped_layout(int m, int topk, int E, int H, int I, int bm) {
   L.npp = take(4);
   L.pos = take(P * 4);
   L.xs = take(maxp * H * 2);
-  L.h13 = take(maxp * 2 * I * 2);
+  L.h13 = take(maxp * 2 * I * 4);  // fp32
   L.inter = take(maxp * I * 2);
   L.out2 = take(maxp * H * 4);
   L.cublas = take(detail::kCublasWorkspaceBytes);
@@ -82,10 +82,10 @@ __global__ void gather_kernel(const T* __restrict__ x, const int32_t* __restrict
   }
 }
 
-// inter[b, i] = act(silu(g) * u), g = h13[b, i], u = h13[b, I + i] (act-dtype values), fp32
-// math as in moe_gemm1's epilogue; 8 columns per thread.
+// inter[b, i] = act(silu(g) * u), g = h13[b, i], u = h13[b, I + i] (fp32), the expression of
+// moe_gemm1's epilogue; 8 columns per thread.
 template <typename T>
-__global__ void silu_mul_kernel(const T* __restrict__ h13, const int32_t* __restrict__ npp, int I,
+__global__ void silu_mul_kernel(const float* __restrict__ h13, const int32_t* __restrict__ npp, int I,
                                 T* __restrict__ inter) {
   const int rows = *npp, nv = I / 8;
   const size_t total = static_cast<size_t>(rows) * nv;
@@ -93,17 +93,17 @@ __global__ void silu_mul_kernel(const T* __restrict__ h13, const int32_t* __rest
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t b = i / nv;
     const int c = static_cast<int>(i % nv);
-    const uint4 gv = *reinterpret_cast<const uint4*>(h13 + b * 2 * I + 8 * c);
-    const uint4 uv = *reinterpret_cast<const uint4*>(h13 + b * 2 * I + I + 8 * c);
-    const uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w}, uw[4] = {uv.x, uv.y, uv.z, uv.w};
+    const float4* gp = reinterpret_cast<const float4*>(h13 + b * 2 * I + 8 * c);
+    const float4* up = reinterpret_cast<const float4*>(h13 + b * 2 * I + I + 8 * c);
+    const float4 g0 = gp[0], g1 = gp[1], u0 = up[0], u1 = up[1];
+    const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+    const float u[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
     uint32_t ow[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const float2 g = Act<T>::to_float2(bits_as<typename Act<T>::T2>(gw[j]));
-      const float2 u = Act<T>::to_float2(bits_as<typename Act<T>::T2>(uw[j]));
       typename Act<T>::T2 o;
-      o.x = Act<T>::from_float(g.x / (1.f + expf(-g.x)) * u.x);
-      o.y = Act<T>::from_float(g.y / (1.f + expf(-g.y)) * u.y);
+      o.x = Act<T>::from_float(g[2 * j] / (1.f + expf(-g[2 * j])) * u[2 * j]);
+      o.y = Act<T>::from_float(g[2 * j + 1] / (1.f + expf(-g[2 * j + 1])) * u[2 * j + 1]);
       ow[j] = as_bits(o);
     }
     *reinterpret_cast<uint4*>(inter + b * I + 8 * c) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
@@ -137,8 +137,8 @@ cudaError_t launch_gather(const void* x, const int32_t* sorted, const int32_t* n
 }
 template <typename T>
 cudaError_t launch_silu(const void* h13, const int32_t* npp, int maxp, int I, void* inter, cudaStream_t st) {
-  silu_mul_kernel<T><<<grid_for(static_cast<size_t>(maxp) * (I / 8)), 256, 0, st>>>(static_cast<const T*>(h13), npp,
-                                                                                    I, static_cast<T*>(inter));
+  silu_mul_kernel<T><<<grid_for(static_cast<size_t>(maxp) * (I / 8)), 256, 0, st>>>(static_cast<const float*>(h13),
+                                                                                    npp, I, static_cast<T*>(inter));
   return cudaGetLastError();
 }
 template <typename T>
@@ -257,7 +257,7 @@ Status fused_moe_grouped(const MoeArgs& a, const KernelWeightsView& w13, const K
   CublasLease lease;
   LOWBIT_RETURN_IF_ERROR(lease.acquire(st, base + L.cublas, kCublasWorkspaceBytes));
   LOWBIT_RETURN_IF_ERROR(
-      kern::grouped_gemm(lease, w13, runs, xs, H, h13, 2 * I, false, base + L.slab, L.slab_bytes, st));
+      kern::grouped_gemm(lease, w13, runs, xs, H, h13, 2 * I, true, base + L.slab, L.slab_bytes, st));
   LOWBIT_CUDA_RETURN(f16 ? kern::launch_silu<__half>(h13, npp, maxp, I, inter, st)
                          : kern::launch_silu<__nv_bfloat16>(h13, npp, maxp, I, inter, st));
   LOWBIT_RETURN_IF_ERROR(kern::grouped_gemm(lease, w2, runs, inter, I, reinterpret_cast<char*>(out2), H, true,

@@ -2,10 +2,13 @@
 // safetensors reader; every tensor's dtype and shape is checked here before conversion.
 #include "lowbit/int4/checkpoint.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -306,6 +309,11 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
   OutTensors out;
   std::map<std::string, std::string> meta{{"lowbit.format", "int4-packed-v1"}, {"lowbit.act", dtype_name(o.act)}};
   const TensorDType sdt = o.act == DType::kF16 ? TensorDType::kF16 : TensorDType::kBF16;
+  struct Done {
+    ConvertedLayer L;
+    KPackedWeights w;
+  };
+  std::vector<Done> done;
   for (const auto& p : prefixes) {
     ConvertedLayer L;
     L.prefix = p;
@@ -327,28 +335,90 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
       const bool named = st.message().find("'" + p + "'") != std::string::npos;
       return Status(st.code(), named ? "convert: " + st.message() : "convert: layer '" + p + "': " + st.message());
     }
+    done.push_back({std::move(L), std::move(w)});
+  }
+
+  // MoE experts: layers named A.experts.<e>.B for e = 0..E-1 (E >= 2, all present, same
+  // shape / group / symmetry) become one packed weight A.experts.B with E experts (the
+  // [E, N, K] layout fused_moe reads); anything else stays one layer per checkpoint layer.
+  std::vector<std::vector<size_t>> units;  // indices into done, in output order
+  {
+    static const std::regex kExpert(R"(^(.*)\.experts\.([0-9]+)\.(.+)$)");
+    std::map<std::string, std::vector<std::pair<long, size_t>>> groups;
+    for (size_t i = 0; i < done.size(); ++i) {
+      std::smatch m;
+      if (std::regex_match(done[i].L.prefix, m, kExpert) && m[2].str().size() < 9)
+        groups[m[1].str() + ".experts." + m[3].str()].push_back({std::stol(m[2].str()), i});
+    }
+    std::vector<bool> grouped(done.size(), false);
+    for (auto& [key, members] : groups) {
+      std::sort(members.begin(), members.end());
+      bool ok = members.size() >= 2;
+      for (size_t j = 0; ok && j < members.size(); ++j) {
+        const WeightShape& a = done[members[j].second].w.shape;
+        const WeightShape& b = done[members[0].second].w.shape;
+        ok = members[j].first == static_cast<long>(j) && a.n == b.n && a.k == b.k && a.group_size == b.group_size &&
+             a.symmetric == b.symmetric;
+      }
+      if (!ok) continue;
+      std::vector<size_t> u;
+      for (const auto& mb : members) {
+        u.push_back(mb.second);
+        grouped[mb.second] = true;
+      }
+      units.push_back(std::move(u));
+    }
+    for (size_t i = 0; i < done.size(); ++i)
+      if (!grouped[i]) units.push_back({i});
+  }
+
+  for (const auto& u : units) {
+    ConvertedLayer L = done[u[0]].L;
+    KPackedWeights stacked;
+    const KPackedWeights* wp = &done[u[0]].w;
+    if (u.size() > 1) {
+      static const std::regex kExpert(R"(^(.*)\.experts\.[0-9]+\.(.+)$)");
+      std::smatch m;
+      std::regex_match(done[u[0]].L.prefix, m, kExpert);
+      L.prefix = m[1].str() + ".experts." + m[2].str();
+      std::vector<KPackedWeights> parts;
+      for (size_t i : u) {
+        parts.push_back(done[i].w);
+        if (i != u[0]) {
+          L.in_bytes += done[i].L.in_bytes;
+          L.report.scales_rounded += done[i].L.report.scales_rounded;
+          L.report.max_rel_scale_change = std::max(L.report.max_rel_scale_change, done[i].L.report.max_rel_scale_change);
+        }
+      }
+      LOWBIT_RETURN_IF_ERROR(stack_experts(parts, &stacked));
+      wp = &stacked;
+    }
+    const KPackedWeights& w = *wp;
+    const std::string& p = L.prefix;
     const WeightShape& s = w.shape;
+    L.experts = s.experts;
     L.n = s.n;
     L.k = s.k;
     L.group_size = s.group_size;
     L.symmetric = s.symmetric;
     L.act_order = !w.k_perm.empty();
     L.layout = layout_for(s);
-    const int64_t N = s.n, K = s.k, NG = s.num_groups();
-    out.add(p + ".qweight_kpacked", TensorDType::kU8, {1, N, K / 2}, w.qweight);
-    out.add(p + ".scales_kpacked", sdt, {1, N, NG}, w.scales);
-    if (!s.symmetric) out.add(p + ".zeros_kpacked", TensorDType::kU8, {1, (N + 1) / 2, NG}, w.zeros);
-    if (L.act_order) out.add(p + ".k_perm", TensorDType::kI32, {1, K}, w.k_perm);
+    const int64_t E = s.experts, N = s.n, K = s.k, NG = s.num_groups();
+    out.add(p + ".qweight_kpacked", TensorDType::kU8, {E, N, K / 2}, w.qweight);
+    out.add(p + ".scales_kpacked", sdt, {E, N, NG}, w.scales);
+    if (!s.symmetric) out.add(p + ".zeros_kpacked", TensorDType::kU8, {E, (N + 1) / 2, NG}, w.zeros);
+    if (L.act_order) out.add(p + ".k_perm", TensorDType::kI32, {E, K}, w.k_perm);
     L.out_bytes = w.qweight.size() + 2 * w.scales.size() + w.zeros.size() + 4 * w.k_perm.size();
     if (L.layout == WeightLayout::kNPacked) {
       NPackedWeights np;
       LOWBIT_RETURN_IF_ERROR(repack_to_npacked(w, &np));
-      out.add(p + ".qweight_npacked", TensorDType::kI32, {1, K, N / 8}, np.qweight);
-      out.add(p + ".scales_npacked", sdt, {1, NG, N}, np.scales);
-      if (!s.symmetric) out.add(p + ".zeros_npacked", sdt, {1, NG, N}, np.zeros);
+      out.add(p + ".qweight_npacked", TensorDType::kI32, {E, K, N / 8}, np.qweight);
+      out.add(p + ".scales_npacked", sdt, {E, NG, N}, np.scales);
+      if (!s.symmetric) out.add(p + ".zeros_npacked", sdt, {E, NG, N}, np.zeros);
       L.out_bytes += 4 * np.qweight.size() + 2 * np.scales.size() + 2 * np.zeros.size();
     }
     nlohmann::json lj = {{"source", checkpoint_format_name(L.source)},
+                         {"experts", L.experts},
                          {"n", L.n},
                          {"k", L.k},
                          {"group_size", L.group_size},
@@ -356,6 +426,11 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
                          {"act_order", L.act_order},
                          {"layout", weight_layout_name(L.layout)},
                          {"scales_rounded", L.report.scales_rounded}};
+    if (u.size() > 1) {
+      nlohmann::json src = nlohmann::json::array();
+      for (size_t i : u) src.push_back(done[i].L.prefix);
+      lj["expert_layers"] = src;
+    }
     meta[p] = lj.dump();
     summary->layers.push_back(L);
   }
@@ -372,6 +447,7 @@ Status load_converted_layer(const SafetensorsFile& f, const std::string& p, KPac
   LOWBIT_CHECK_ARG(lj.is_object(), "load_converted_layer: bad metadata for '%s'", p.c_str());
   WeightShape s;
   try {
+    s.experts = lj.contains("experts") ? lj.at("experts").get<int>() : 1;
     s.n = lj.at("n").get<int>();
     s.k = lj.at("k").get<int>();
     s.group_size = lj.at("group_size").get<int>();

@@ -47,6 +47,23 @@ Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind
   LOWBIT_CHECK_ARG(s.symmetric ? in.zeros.empty() : in.zeros.size() == nz,
                    "repack_for_kernels: zeros has %zu bytes, expected %zu (%s)", in.zeros.size(),
                    s.symmetric ? size_t{0} : nz, s.symmetric ? "symmetric" : "asymmetric");
+  // Act-order (GPTQ desc_act): rows are stored in group order and the kernels would need the
+  // activations gathered as x[:, k_perm]. Neither the kernel layout nor the kernels carry a
+  // k permutation, so a non-identity k_perm would silently give wrong outputs: refuse it.
+  if (!in.k_perm.empty()) {
+    LOWBIT_CHECK_ARG(in.k_perm.size() == static_cast<size_t>(E) * K,
+                     "repack_for_kernels: k_perm has %zu entries, shape needs %zu (E*K) or none", in.k_perm.size(),
+                     static_cast<size_t>(E) * K);
+    for (int e = 0; e < E; ++e)
+      for (int j = 0; j < K; ++j)
+        if (in.k_perm[static_cast<size_t>(e) * K + j] != j)
+          return make_status(StatusCode::kNotSupported,
+                             "repack_for_kernels: act-order weight (k_perm of expert %d maps stored row %d to "
+                             "checkpoint row %d): the CUDA kernels take activations in stored order and apply no k "
+                             "permutation. Gather x[:, k_perm] before each call and repack a copy with k_perm "
+                             "cleared, or use a checkpoint without desc_act",
+                             e, j, in.k_perm[static_cast<size_t>(e) * K + j]);
+  }
   KernelLayoutKind kind = kind_override < 0 ? kernel_layout_for(s) : static_cast<KernelLayoutKind>(kind_override);
   LOWBIT_CHECK_ARG(kind == KernelLayoutKind::kKPacked || kernel_layout_for(s) == KernelLayoutKind::kNPackedInterleaved,
                    "repack_for_kernels: N-packed layout needs n %% 8 == 0 and k %% 32 == 0 (n=%d k=%d)", N, K);

@@ -3,16 +3,21 @@
 // to the canonical K-packed layout and its load-time layout (N-packed when N % 8 == 0), and
 // write them to one safetensors file in lowbit's layout.
 //
-// Output tensors per layer prefix P (E = 1; one file row per checkpoint linear layer):
-//   P.qweight_kpacked  U8      [1, N, K/2]      canonical K-packed (weights.h)
-//   P.scales_kpacked   F16/BF16 [1, N, NG]
-//   P.zeros_kpacked    U8      [1, ceil(N/2), NG]  asymmetric only
-//   P.k_perm           I32     [1, K]           act-order only (x' = x[:, k_perm])
-//   P.qweight_npacked  I32     [1, K, N/8]      when N % 8 == 0 (NPackedWeights)
-//   P.scales_npacked   F16/BF16 [1, NG, N]
-//   P.zeros_npacked    F16/BF16 [1, NG, N]      asymmetric only
+// Output tensors per layer prefix P (E experts; E = 1 for a plain linear layer):
+//   P.qweight_kpacked  U8      [E, N, K/2]      canonical K-packed (weights.h)
+//   P.scales_kpacked   F16/BF16 [E, N, NG]
+//   P.zeros_kpacked    U8      [E, ceil(N/2), NG]  asymmetric only
+//   P.k_perm           I32     [E, K]           act-order only (x' = x[:, k_perm])
+//   P.qweight_npacked  I32     [E, K, N/8]      when N % 8 == 0 (NPackedWeights)
+//   P.scales_npacked   F16/BF16 [E, NG, N]
+//   P.zeros_npacked    F16/BF16 [E, NG, N]      asymmetric only
+// MoE experts: checkpoint layers A.experts.<e>.B for e = 0..E-1 (E >= 2, every index
+// present, identical N, K, G and symmetry) are stacked into ONE weight P = A.experts.B with
+// E experts (expert e = checkpoint layer A.experts.<e>.B). Anything else (a missing index,
+// mismatched shapes, a single expert) is written one layer per checkpoint layer, E = 1.
 // Metadata: "lowbit.format" = "int4-packed-v1", "lowbit.act" = fp16|bf16, and per layer
-// "P" = JSON {"source","n","k","group_size","symmetric","act_order","layout"}.
+// "P" = JSON {"source","experts","n","k","group_size","symmetric","act_order","layout",
+// "scales_rounded"} (+ "expert_layers": the checkpoint prefixes, in expert order).
 #pragma once
 
 #include <cstdint>
@@ -40,7 +45,8 @@ struct ConvertOptions {
 };
 
 struct ConvertedLayer {
-  std::string prefix;
+  std::string prefix;  // output prefix (A.experts.B for stacked experts)
+  int experts = 1;
   CheckpointFormat source = CheckpointFormat::kUnknown;
   int n = 0, k = 0, group_size = 0;
   bool symmetric = true, act_order = false;
@@ -58,7 +64,8 @@ struct ConvertSummary {
 // converted exactly fails the whole conversion with a message naming the layer.
 Status convert_checkpoint(const ConvertOptions& options, ConvertSummary* summary);
 
-// Loads one layer of a file written by convert_checkpoint back into K-packed form.
+// Loads one layer (all its experts) of a file written by convert_checkpoint back into
+// K-packed form.
 Status load_converted_layer(const io::SafetensorsFile& f, const std::string& prefix, KPackedWeights* out);
 
 }  // namespace lowbit::int4

@@ -78,7 +78,9 @@ size_t kernel_qweight_bytes(const WeightShape& s, KernelLayoutKind kind);
 size_t kernel_scale_count(const WeightShape& s);  // elements of scales (and of zeros)
 
 // Canonical K-packed -> kernel layout. kind_override < 0: kernel_layout_for(shape);
-// forcing kNPackedInterleaved on a shape that does not allow it is an error.
+// forcing kNPackedInterleaved on a shape that does not allow it is an error. An act-order
+// weight (k_perm not the identity) is refused (kNotSupported): the kernels apply no k
+// permutation; callers that gather x[:, k_perm] themselves repack a copy with k_perm cleared.
 Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind_override = -1);
 // Kernel layout -> canonical K-packed (exact inverse).
 Status unpack_from_kernels(const KernelWeights& in, KPackedWeights* out);

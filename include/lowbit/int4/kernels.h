@@ -71,10 +71,14 @@ Status gemm(const GemmArgs& args, const KernelWeightsView& w, void* workspace, s
 // a slab and runs cuBLAS per expert (GEMM1 -> silu*up -> GEMM2), then the same slot-order
 // sum; it reads the per-expert row counts back to the host (one stream synchronization),
 // so it cannot be captured in a CUDA graph: under capture kAuto takes kFused and a forced
-// kGrouped is refused. kAuto picks by the average rows per expert (docs/int4-kernels.md).
+// kGrouped is refused. kAuto picks by a cost model of both paths fitted to H200 measurements
+// (many tokens per expert -> grouped; docs/int4-kernels.md).
 // LOWBIT_INT4_MOE_PATH = fused | grouped (read once) replaces kAuto, like GemmPath.
 enum class MoePath : uint8_t { kAuto = 0, kFused, kGrouped };
 const char* moe_path_name(MoePath p);
+// The path kAuto takes at this size when the stream is not being captured (honours
+// LOWBIT_INT4_MOE_PATH); under capture it is always kFused.
+MoePath moe_auto_path(int m, int topk, int experts, int hidden, int inter);
 struct MoeArgs {
   const void* x = nullptr;              // [M, H] activations
   const float* router_logits = nullptr;  // [M, E] fp32

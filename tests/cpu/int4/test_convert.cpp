@@ -159,6 +159,61 @@ TEST(Convert, GptqV1WithActOrderAndConfig) {
   std::remove(cfg.c_str());
 }
 
+// MoE checkpoints: A.experts.<e>.B layers with e = 0..E-1 and one shape are stacked into one
+// E-expert weight A.experts.B (expert e = checkpoint layer e, bit-exact); a set with a
+// missing index stays one layer per checkpoint layer.
+TEST(Convert, MoeExpertsStacked) {
+  const std::string in = tmp("moe.safetensors"), out = tmp("moe_out.safetensors");
+  Ckpt c;
+  std::vector<KPackedWeights> gate;
+  for (int e = 0; e < 3; ++e) {
+    gate.push_back(weight(16, 64, 32, false, DType::kF16, 40 + e, 1));
+    GptqLinear g;
+    ASSERT_TRUE(kpacked_to_gptq(gate.back(), 0, GptqVersion::kV1, &g).ok());
+    add_gptq(&c, "model.layers.0.mlp.experts." + std::to_string(e) + ".gate_proj", g);
+  }
+  auto up0 = weight(16, 64, 32, false, DType::kF16, 50, 1), up2 = weight(16, 64, 32, false, DType::kF16, 52, 1);
+  GptqLinear gu0, gu2;
+  ASSERT_TRUE(kpacked_to_gptq(up0, 0, GptqVersion::kV1, &gu0).ok());
+  ASSERT_TRUE(kpacked_to_gptq(up2, 0, GptqVersion::kV1, &gu2).ok());
+  add_gptq(&c, "model.layers.0.mlp.experts.0.up_proj", gu0);
+  add_gptq(&c, "model.layers.0.mlp.experts.2.up_proj", gu2);  // expert 1 missing: not stacked
+  ASSERT_TRUE(c.write(in).ok());
+  ConvertOptions o;
+  o.in_path = in;
+  o.out_path = out;
+  o.format = CheckpointFormat::kGptqV1;
+  o.symmetric = 0;
+  o.act = DType::kF16;
+  ConvertSummary sum;
+  Status st = convert_checkpoint(o, &sum);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(sum.layers.size(), 3u);
+  int stacked = 0;
+  for (const auto& L : sum.layers) {
+    if (L.prefix == "model.layers.0.mlp.experts.gate_proj") {
+      ++stacked;
+      EXPECT_EQ(L.experts, 3);
+    } else {
+      EXPECT_EQ(L.experts, 1) << L.prefix;
+    }
+  }
+  EXPECT_EQ(stacked, 1);
+  io::SafetensorsFile f;
+  ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
+  KPackedWeights want;
+  ASSERT_TRUE(stack_experts(gate, &want).ok());
+  KPackedWeights got;
+  ASSERT_TRUE(load_converted_layer(f, "model.layers.0.mlp.experts.gate_proj", &got).ok());
+  EXPECT_EQ(got.shape.experts, 3);
+  expect_layer(f, "model.layers.0.mlp.experts.gate_proj", want);
+  expect_layer(f, "model.layers.0.mlp.experts.0.up_proj", up0);
+  expect_layer(f, "model.layers.0.mlp.experts.2.up_proj", up2);
+  EXPECT_FALSE(f.has("model.layers.0.mlp.experts.0.gate_proj.qweight_kpacked"));
+  std::remove(in.c_str());
+  std::remove(out.c_str());
+}
+
 TEST(Convert, AwqNeedsFormatAndRoundTrips) {
   const std::string in = tmp("awq.safetensors"), out = tmp("awq_out.safetensors");
   auto w = weight(16, 32, kPerChannel, false, DType::kF16, 5);

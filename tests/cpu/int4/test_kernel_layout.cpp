@@ -89,5 +89,23 @@ TEST(KernelLayout, RejectsBadInput) {
   EXPECT_EQ(repack_for_kernels(in2, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
+// Act-order weights: the kernels apply no k permutation, so a non-identity k_perm is refused
+// (naming the expert and row); the identity and an empty k_perm are accepted.
+TEST(KernelLayout, ActOrderPermutationRefused) {
+  WeightShape s{2, 16, 64, 32, true, DType::kBF16};
+  KPackedWeights in = random_kpacked(s, 9);
+  KernelWeights kw;
+  in.k_perm.resize(2 * 64);
+  for (int e = 0; e < 2; ++e)
+    for (int j = 0; j < 64; ++j) in.k_perm[e * 64 + j] = j;
+  EXPECT_TRUE(repack_for_kernels(in, &kw).ok());
+  std::swap(in.k_perm[64 + 3], in.k_perm[64 + 40]);  // expert 1 reordered
+  const Status st = repack_for_kernels(in, &kw);
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported);
+  EXPECT_NE(st.message().find("expert 1"), std::string::npos) << st.message();
+  in.k_perm.resize(10);  // wrong size
+  EXPECT_EQ(repack_for_kernels(in, &kw).code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace lowbit::int4

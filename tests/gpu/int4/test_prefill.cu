@@ -154,11 +154,10 @@ TEST(Int4PrefillGemm, WorkspaceAndPathRefusals) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
-// Under graph capture: forced kGrouped is refused before anything is enqueued; kAuto at a
-// size that would take the grouped path captures the fused path instead, and the replay
-// matches an eager fused run bit for bit.
+// Under graph capture: forced kGrouped is refused before anything is enqueued; kAuto
+// captures the fused path, and the replay matches an eager fused run bit for bit.
 TEST(Int4PrefillMoe, CaptureUsesFusedPath) {
-  const int E = 8, H = 256, I = 128, topk = 2, m = 128;  // 32 rows per expert: grouped when eager
+  const int E = 8, H = 256, I = 128, topk = 2, m = 128;
   WeightShape s13{E, 2 * I, H, 128, true, DType::kBF16}, s2{E, H, I, 128, true, DType::kBF16};
   KernelWeights w13, w2;
   ASSERT_TRUE(repack_for_kernels(random_kpacked(s13, 21, 0.05f), &w13).ok());

@@ -17,6 +17,7 @@ const char* kUsage =
     "  --group         group size (-1 = per-channel); default: from the config or the scale shape\n"
     "  --sym/--asym    GPTQ symmetric flag (stored zeros are verified when symmetric)\n"
     "  --layer         only layers whose name starts with PREFIX\n"
+    "  MoE experts A.experts.<e>.B (e = 0..E-1, same shape) are stacked into one E-expert weight A.experts.B\n"
     "  --act           activation dtype the scales are stored in (default bf16)\n"
     "  --round-scales  accept fp16 scales that round when stored as bf16 (default: refuse)\n";
 
@@ -76,12 +77,12 @@ int run_convert(const std::vector<std::string>& argv) {
   }
   std::printf("format %s, %zu layer(s), activation dtype %s -> %s\n", checkpoint_format_name(sum.format),
               sum.layers.size(), act.c_str(), o.out_path.c_str());
-  std::printf("%-48s %-8s %7s %7s %6s %5s %9s %-8s %11s %11s %8s\n", "layer", "source", "N", "K", "G", "sym",
+  std::printf("%-48s %-8s %4s %7s %7s %6s %5s %9s %-8s %11s %11s %8s\n", "layer", "source", "E", "N", "K", "G", "sym",
               "act-order", "layout", "in bytes", "out bytes", "rounded");
   size_t tin = 0, tout = 0;
   for (const auto& L : sum.layers) {
-    std::printf("%-48s %-8s %7d %7d %6d %5s %9s %-8s %11zu %11zu %8zu\n", L.prefix.c_str(),
-                checkpoint_format_name(L.source), L.n, L.k, L.group_size, L.symmetric ? "yes" : "no",
+    std::printf("%-48s %-8s %4d %7d %7d %6d %5s %9s %-8s %11zu %11zu %8zu\n", L.prefix.c_str(),
+                checkpoint_format_name(L.source), L.experts, L.n, L.k, L.group_size, L.symmetric ? "yes" : "no",
                 L.act_order ? "yes" : "no", weight_layout_name(L.layout), L.in_bytes, L.out_bytes,
                 L.report.scales_rounded);
     tin += L.in_bytes;
