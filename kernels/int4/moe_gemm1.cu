@@ -1,10 +1,11 @@
-// MoE GEMM1: per sorted block of one expert, inter[p] = silu(x[p/topk] W_gate^T) *
-// (x[p/topk] W_up^T) with w13 [E, 2I, H]; gate and up columns n and I+n are computed by the
-// same lane so the activation is fused in the epilogue (no [M*topk, 2I] intermediate).
-// Blocks at or past num_post_padded (and padding rows) exit before any K loop; valid rows
-// are a prefix of each block (align pads at the end of an expert's run), processed
-// kMoeRows at a time.
-#include "kernels/int4/moe_tile.cuh"
+// MoE GEMM1 on the shared decode tensor-core tile (skinny_tile.cuh, mode kSkMoeGateUp):
+// per align block of one expert, inter[p] = silu(x[p/topk] W_gate^T) * (x[p/topk] W_up^T)
+// with w13 [E, 2I, H]. A block's columns are half gate octets and half up octets (I/8 words
+// apart), so gate and up column n meet in the reduction epilogue (no [M*topk, 2I]
+// intermediate). Grid: x = column tile x split-K (cluster), y = align block (only the
+// min(#blocks, M*topk) that can hold rows; the rest exit at once: past num_post_padded),
+// z = pass of 8 NT rows. Activation rows are gathered by sorted id; padding rows cost no K loop.
+#include "kernels/int4/skinny_tile.cuh"
 #include "lowbit/detail/cuda_check.h"
 #include "lowbit/int4/kernels.h"
 
@@ -12,63 +13,52 @@ namespace lowbit::int4 {
 namespace kern {
 namespace {
 
-template <typename T>
-__global__ void __launch_bounds__(32 * kMoeKSlices)
-    moe_gemm1_kernel(const T* __restrict__ x, const uint32_t* __restrict__ qw, const uint16_t* __restrict__ scales,
-                     const uint16_t* __restrict__ zeros, const int32_t* __restrict__ sorted_ids,
-                     const int32_t* __restrict__ expert_ids, const int32_t* __restrict__ num_post_padded, int M,
-                     int topk, int BM, int H, int I, int G, T* __restrict__ inter) {
-  __shared__ float red[kMoeKGroups][2 * kMoeRows * 8][kMoeWords + 1];
-  __shared__ int s_ids[128];
-  __shared__ int s_valid;
-  const int P = M * topk;
-  int nvalid = 0;
-  const int e = moe_block_prologue(sorted_ids, expert_ids, num_post_padded, P, BM, s_ids, &s_valid, &nvalid);
-  if (e < 0) return;
-  const int N = 2 * I, NG = H / G;
-  const uint32_t* qe = qw + static_cast<size_t>(e) * H * (N / 8);
-  const size_t so = static_cast<size_t>(e) * NG * N;
-  const int word = blockIdx.x * kMoeWords + threadIdx.x % kMoeWords;
-  const bool col_ok = word < I / 8;
-  const int words[2] = {word, I / 8 + word};
-  for (int r0 = 0; r0 < nvalid; r0 += kMoeRows) {
-    const T* rows[kMoeRows];
-#pragma unroll
-    for (int m = 0; m < kMoeRows; ++m)
-      rows[m] = (r0 + m < nvalid) ? x + static_cast<size_t>(s_ids[r0 + m] / topk) * H : nullptr;
-    float out[2][kMoeRows][8];
-    moe_rows_dot<T, 2>(rows, H, G, N, qe, scales + so, zeros ? zeros + so : nullptr, words, col_ok, red, out);
-    if (threadIdx.y == 0 && threadIdx.x < kMoeWords && col_ok) {  // K group 0 writes
-#pragma unroll
-      for (int m = 0; m < kMoeRows; ++m) {
-        if (r0 + m >= nvalid) break;
-        const int id = s_ids[r0 + m];
-        typename Act<T>::T2 o[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float g0 = out[0][m][2 * j], g1 = out[0][m][2 * j + 1];
-          const float a0 = g0 / (1.f + expf(-g0)) * out[1][m][2 * j];
-          const float a1 = g1 / (1.f + expf(-g1)) * out[1][m][2 * j + 1];
-          o[j].x = Act<T>::from_float(a0);
-          o[j].y = Act<T>::from_float(a1);
-        }
-        *reinterpret_cast<uint4*>(inter + static_cast<size_t>(id) * I + 8 * word) =
-            make_uint4(as_bits(o[0]), as_bits(o[1]), as_bits(o[2]), as_bits(o[3]));
-      }
-    }
-  }
-}
-
-template <typename T>
+template <typename T, int NT>
 cudaError_t launch(const void* x, const KernelWeightsView& w, const int32_t* sorted_ids, const int32_t* expert_ids,
                    const int32_t* npp, int m, int topk, int bm, void* inter, cudaStream_t st) {
   const int E = w.shape.experts, H = w.shape.k, I = w.shape.n / 2;
-  const int64_t blocks = moe_max_padded(m, topk, E, bm) / bm;
-  dim3 grid(ceil_div(I, kMoeCols), static_cast<unsigned>(blocks));
-  moe_gemm1_kernel<T><<<grid, dim3(32, kMoeKSlices), 0, st>>>(
-      static_cast<const T*>(x), static_cast<const uint32_t*>(w.qweight), w.scales, w.zeros, sorted_ids, expert_ids, npp,
-      m, topk, bm, H, I, w.shape.group_len(), static_cast<T*>(inter));
-  return cudaGetLastError();
+  const int64_t max_blocks = moe_max_padded(m, topk, E, bm) / bm;
+  const int64_t P = static_cast<int64_t>(m) * topk;
+  // Align blocks that can hold rows: <= one per (token, slot) pair.
+  const int blocks = static_cast<int>(max_blocks < P ? max_blocks : P);
+  const int passes = ceil_div(bm, 8 * NT);
+  // Planning estimate of the busy blocks: at most one per expert (decode: distinct experts).
+  const int busy = (blocks < E ? blocks : E) * passes;
+  const SkinnyPlan plan = skinny_plan(I, true, busy, H / kKernelKChunk, NT);
+  SkinnyParams p;
+  p.x = x;
+  p.out = inter;
+  p.qw = static_cast<const uint32_t*>(w.qweight);
+  p.scales = w.scales;
+  p.zeros = w.zeros;
+  p.qw_estride = static_cast<size_t>(H) * (w.shape.n / 8);
+  p.sc_estride = static_cast<size_t>(w.shape.num_groups()) * w.shape.n;
+  p.M = m;
+  p.N = I;
+  p.nw = w.shape.n / 8;
+  p.K = H;
+  p.G = w.shape.group_len();
+  p.chunks = H / kKernelKChunk;
+  p.splits = plan.splits;
+  p.wn = plan.wn;
+  p.vec16 = skinny_vec16(p.qw, p.nw, I / 8, p.qw_estride);
+  p.sorted_ids = sorted_ids;
+  p.expert_ids = expert_ids;
+  p.npp = npp;
+  p.topk = topk;
+  p.BM = bm;
+  return launch_skinny<T, NT, kSkMoeGateUp>(p, plan.tiles, static_cast<unsigned>(blocks), static_cast<unsigned>(passes),
+                                           st);
+}
+
+template <typename T>
+cudaError_t launch_t(const void* x, const KernelWeightsView& w, const int32_t* sorted_ids, const int32_t* expert_ids,
+                     const int32_t* npp, int m, int topk, int bm, void* inter, cudaStream_t st) {
+  switch (moe_tile_nt(bm)) {
+    case 1: return launch<T, 1>(x, w, sorted_ids, expert_ids, npp, m, topk, bm, inter, st);
+    case 2: return launch<T, 2>(x, w, sorted_ids, expert_ids, npp, m, topk, bm, inter, st);
+    default: return launch<T, 4>(x, w, sorted_ids, expert_ids, npp, m, topk, bm, inter, st);
+  }
 }
 
 }  // namespace
@@ -86,11 +76,16 @@ Status moe_gemm1(const void* x, const KernelWeightsView& w13, const int32_t* sor
   LOWBIT_CHECK_ARG(moe_max_padded(m, topk, w13.shape.experts, block_m) / block_m <= 65535,
                    "int4::moe_gemm1: %lld sorted blocks exceed the grid limit 65535 (raise block_m)",
                    static_cast<long long>(moe_max_padded(m, topk, w13.shape.experts, block_m) / block_m));
+  if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w13.scales) |
+       reinterpret_cast<uintptr_t>(w13.zeros) | reinterpret_cast<uintptr_t>(w13.qweight) % 4) % 16 != 0)
+    return make_status(StatusCode::kMisaligned,
+                       "int4::moe_gemm1: x, scales and zeros must be 16 B aligned and qweight 4 B aligned");
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   LOWBIT_CUDA_RETURN(w13.shape.act == DType::kF16
-                         ? kern::launch<__half>(x, w13, sorted_ids, expert_ids, num_post_padded, m, topk, block_m, inter, st)
-                         : kern::launch<__nv_bfloat16>(x, w13, sorted_ids, expert_ids, num_post_padded, m, topk, block_m,
-                                                       inter, st));
+                         ? kern::launch_t<__half>(x, w13, sorted_ids, expert_ids, num_post_padded, m, topk, block_m,
+                                                  inter, st)
+                         : kern::launch_t<__nv_bfloat16>(x, w13, sorted_ids, expert_ids, num_post_padded, m, topk,
+                                                         block_m, inter, st));
   return Status::Ok();
 }
 
