@@ -16,6 +16,7 @@
 // it creates the handle).
 #include <cublas_v2.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -121,11 +122,24 @@ cudaError_t launch_slab(const KernelWeightsView& w, int e0, int ne, int n0, int 
 
 const char* cublas_error(cublasStatus_t st) { return cublasGetStatusString(st); }
 
-// One slot per device: the handle and the lock that serializes its users.
+// One slot per device: the handle, the lock that serializes its users, and the side stream +
+// events of the overlapped dequantization (created with the handle, never destroyed).
 struct CublasSlot {
   std::mutex mu;
   cublasHandle_t handle = nullptr;
+  cudaStream_t side = nullptr;
+  cudaEvent_t fork = nullptr, dq_done[2] = {nullptr, nullptr}, gemm_done[2] = {nullptr, nullptr};
 };
+std::atomic<int> g_overlap_override{-1};
+bool overlap_enabled() {
+  const int o = g_overlap_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o != 0;
+  static const bool v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_OVERLAP");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return v;
+}
 constexpr int kMaxDevices = 64;
 CublasSlot g_slots[kMaxDevices];
 
@@ -173,9 +187,14 @@ size_t slab_budget_bytes() { return kern::env_slab_budget(); }
 int slab_chunk_cols_for(int n, int k, size_t budget) { return kern::chunk_cols(n, k, budget); }
 
 size_t dequant_gemm_workspace_bytes(const WeightShape& shape) {
-  const size_t slab = static_cast<size_t>(slab_chunk_cols(shape.n, shape.k)) * shape.k * 2;
-  return 256 + kCublasWorkspaceBytes + (slab + 255) / 256 * 256;
+  const int nc = slab_chunk_cols(shape.n, shape.k);
+  const size_t slab = (static_cast<size_t>(nc) * shape.k * 2 + 255) / 256 * 256;
+  // Two slabs when the weight takes several chunks: chunk i+1 is dequantized (side stream)
+  // while chunk i's GEMM runs.
+  return 256 + kCublasWorkspaceBytes + slab * (nc < shape.n ? 2 : 1);
 }
+
+void set_dequant_overlap(int mode) { kern::g_overlap_override.store(mode < 0 ? -1 : (mode ? 1 : 0)); }
 
 cudaError_t launch_dequant_slab(const KernelWeightsView& w, int e0, int ne, int n0, int nc, SlabLayout layout, int ldn,
                                 size_t expert_stride, void* slab, cudaStream_t stream) {
@@ -220,8 +239,21 @@ Status CublasLease::acquire(cudaStream_t stream, void* workspace, size_t workspa
       return make_status(StatusCode::kInternal, "int4 cuBLAS path: cublasSetMathMode failed: %s",
                          kern::cublas_error(ms));
     }
+    // Side stream and events for the overlapped dequantization (gemm_dequant_cublas).
+    cudaError_t ce = cudaStreamCreateWithFlags(&slot.side, cudaStreamNonBlocking);
+    if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&slot.fork, cudaEventDisableTiming);
+    for (int i = 0; i < 2 && ce == cudaSuccess; ++i) {
+      ce = cudaEventCreateWithFlags(&slot.dq_done[i], cudaEventDisableTiming);
+      if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&slot.gemm_done[i], cudaEventDisableTiming);
+    }
+    if (ce != cudaSuccess) {
+      cublasDestroy(h);
+      return make_status(StatusCode::kCudaError, "int4 cuBLAS path: side stream/events on device %d: %s", dev,
+                         cudaGetErrorString(ce));
+    }
     slot.handle = h;
   }
+  slot_ = &slot;
   handle_ = slot.handle;
   cublasHandle_t h = static_cast<cublasHandle_t>(handle_);
   // cublasSetStream resets the workspace to cuBLAS's own pool: set the stream first.
@@ -262,18 +294,45 @@ Status gemm_dequant_cublas(const void* x, void* y, int m, const KernelWeightsVie
   char* base = static_cast<char*>(workspace);
   base += (256 - reinterpret_cast<uintptr_t>(base) % 256) % 256;  // cuBLAS wants 256 B alignment
   void* cublas_ws = base;
-  void* slab = base + kCublasWorkspaceBytes;
+  char* slab0 = base + kCublasWorkspaceBytes;
   const int nc = kern::chunk_cols(s.n, s.k, kern::env_slab_budget());
+  const int chunks = kern::ceil_div(s.n, nc);
+  const size_t slab_bytes = (static_cast<size_t>(nc) * s.k * 2 + 255) / 256 * 256;
+  const size_t usable = workspace_bytes - static_cast<size_t>(base - static_cast<char*>(workspace));
+  const bool overlap = chunks >= 2 && kern::overlap_enabled() && usable >= kCublasWorkspaceBytes + 2 * slab_bytes;
   const SlabLayout layout = slab_layout();
   CublasLease lease;
   LOWBIT_RETURN_IF_ERROR(lease.acquire(stream, cublas_ws, kCublasWorkspaceBytes));
   const size_t elem = 2;
-  for (int n0 = 0; n0 < s.n; n0 += nc) {
-    const int cols = s.n - n0 < nc ? s.n - n0 : nc;
-    LOWBIT_CUDA_RETURN(launch_dequant_slab(w, expert, 1, n0, cols, layout, cols, 0, slab, stream));
-    LOWBIT_RETURN_IF_ERROR(lease.slab_gemm(s.act, layout, cols, m, s.k, slab, layout == SlabLayout::kNK ? s.k : cols,
-                                           x, s.k, static_cast<char*>(y) + static_cast<size_t>(n0) * elem, s.n, false,
-                                           "int4::gemm"));
+  auto gemm_chunk = [&](int n0, int cols, const void* slab) {
+    return lease.slab_gemm(s.act, layout, cols, m, s.k, slab, layout == SlabLayout::kNK ? s.k : cols, x, s.k,
+                           static_cast<char*>(y) + static_cast<size_t>(n0) * elem, s.n, false, "int4::gemm");
+  };
+  if (!overlap) {
+    for (int n0 = 0; n0 < s.n; n0 += nc) {
+      const int cols = s.n - n0 < nc ? s.n - n0 : nc;
+      LOWBIT_CUDA_RETURN(launch_dequant_slab(w, expert, 1, n0, cols, layout, cols, 0, slab0, stream));
+      LOWBIT_RETURN_IF_ERROR(gemm_chunk(n0, cols, slab0));
+    }
+    return Status::Ok();
+  }
+  // Overlapped: dequantize chunk i into slab i%2 on the side stream while the GEMM of chunk
+  // i-1 runs on the caller's stream. Side work starts after everything already on `stream`
+  // (fork), each GEMM waits for its slab's dequantization, each dequantization waits for the
+  // GEMM that last read its slab; the last GEMM joins the side stream back into `stream`, so
+  // the sequence is also valid inside CUDA graph capture (fork/join).
+  const kern::CublasSlot& sd = *static_cast<const kern::CublasSlot*>(lease.slot());
+  char* slabs[2] = {slab0, slab0 + slab_bytes};
+  LOWBIT_CUDA_RETURN(cudaEventRecord(sd.fork, stream));
+  LOWBIT_CUDA_RETURN(cudaStreamWaitEvent(sd.side, sd.fork, 0));
+  for (int i = 0; i < chunks; ++i) {
+    const int b = i % 2, n0 = i * nc, cols = s.n - n0 < nc ? s.n - n0 : nc;
+    if (i >= 2) LOWBIT_CUDA_RETURN(cudaStreamWaitEvent(sd.side, sd.gemm_done[b], 0));
+    LOWBIT_CUDA_RETURN(launch_dequant_slab(w, expert, 1, n0, cols, layout, cols, 0, slabs[b], sd.side));
+    LOWBIT_CUDA_RETURN(cudaEventRecord(sd.dq_done[b], sd.side));
+    LOWBIT_CUDA_RETURN(cudaStreamWaitEvent(stream, sd.dq_done[b], 0));
+    LOWBIT_RETURN_IF_ERROR(gemm_chunk(n0, cols, slabs[b]));
+    LOWBIT_CUDA_RETURN(cudaEventRecord(sd.gemm_done[b], stream));
   }
   return Status::Ok();
 }

@@ -64,6 +64,7 @@ class CublasLease {
   CublasLease(const CublasLease&) = delete;
   CublasLease& operator=(const CublasLease&) = delete;
   Status acquire(cudaStream_t stream, void* workspace, size_t workspace_bytes);
+  const void* slot() const { return slot_; }  // the device's slot (gemm_dequant.cu internals)
   // c[rows x nc] (column-major view: row r of the row-major [rows, ldc] output, columns
   // 0..nc) = x[rows, K] * slab^T, fp32 accumulation; ctype_f32: c is fp32, else act dtype.
   Status slab_gemm(DType act, SlabLayout layout, int nc, int rows, int k, const void* slab, int slab_ld, const void* x,
@@ -72,7 +73,12 @@ class CublasLease {
  private:
   void* handle_ = nullptr;  // cublasHandle_t
   void* mutex_ = nullptr;   // std::mutex*, locked while held
+  void* slot_ = nullptr;
 };
+// Overlapped dequantization of the dense path (chunk i+1 dequantized on a side stream while
+// chunk i's GEMM runs; used when the weight spans >= 2 slab chunks): -1 default
+// (LOWBIT_INT4_OVERLAP=0 disables), 0 off, 1 on. For tests and measurements.
+void set_dequant_overlap(int mode);
 
 // ---- grouped MoE prefill (moe_grouped.cu; dispatched from fused_moe.cu) -------------------
 size_t moe_grouped_workspace_bytes(int m, int topk, int experts, int hidden, int inter, int block_m);
