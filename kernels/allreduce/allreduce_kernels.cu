@@ -37,35 +37,38 @@ __device__ __forceinline__ uint64_t globaltimer() {
   return t;
 }
 
-// Phase timer for KernelArgs::trace (diagnostics). State lives in shared memory and the
-// buffer pointer in the kernel parameters, so an idle tracer costs no registers.
+// Phase timer for KernelArgs::trace (diagnostics). State lives in shared memory; the buffer
+// pointer is copied by value (see report_timeout on references to kernel parameters).
 struct Tracer {
-  const KernelArgs& a;
-  uint64_t* s_t;  // [0]: kernel start, [1]: previous mark (thread 0 only)
-  __device__ Tracer(const KernelArgs& args, uint64_t* smem) : a(args), s_t(smem) {
-    if (a.trace != nullptr && threadIdx.x == 0) s_t[0] = s_t[1] = globaltimer();
+  uint64_t* trace;  // this block's kTracePhases sums, or nullptr
+  uint64_t* s_t;    // shared [0]: kernel start, [1]: previous mark (thread 0 only)
+  __device__ Tracer(uint64_t* all, uint64_t* smem)
+      : trace(all != nullptr && threadIdx.x == 0 ? all + static_cast<size_t>(blockIdx.x) * kTracePhases : nullptr),
+        s_t(smem) {
+    if (trace != nullptr) s_t[0] = s_t[1] = globaltimer();
   }
   __device__ __forceinline__ void mark(int phase) {
-    if (a.trace != nullptr && threadIdx.x == 0) {
+    if (trace != nullptr) {
       const uint64_t now = globaltimer();
-      a.trace[static_cast<size_t>(blockIdx.x) * kTracePhases + phase] += now - s_t[1];
+      trace[phase] += now - s_t[1];
       s_t[1] = now;
     }
   }
   __device__ __forceinline__ void finish() {
-    if (a.trace != nullptr && threadIdx.x == 0)
-      a.trace[static_cast<size_t>(blockIdx.x) * kTracePhases + kTraceTotal] += globaltimer() - s_t[0];
+    if (trace != nullptr) trace[kTraceTotal] += globaltimer() - s_t[0];
   }
 };
 
 __device__ __forceinline__ uint64_t* ctl_of(const KernelArgs& a, int r) { return reinterpret_cast<uint64_t*>(a.base[r]); }
 
-// Records a timeout (first block wins) and raises the local abort word.
-__device__ __noinline__ void report_timeout(const KernelArgs& a, int peer, int step, size_t chunk) {
-  uint64_t* ctl = ctl_of(a, a.rank);
+// Records a timeout (first block wins) and raises the local abort word. Takes values, not
+// the KernelArgs: a reference to a kernel parameter in a non-inlined call makes every thread
+// copy all the parameters to local memory.
+__device__ __noinline__ void report_timeout(uint64_t* ctl, proto::ErrorRecord* err, int rank, int peer, int step,
+                                            size_t chunk) {
   if (atomicCAS(reinterpret_cast<unsigned long long*>(ctl + proto::kClaimIndex), 0ull, 1ull) == 0ull) {
-    volatile proto::ErrorRecord* r = a.err;
-    r->rank = a.rank;
+    volatile proto::ErrorRecord* r = err;
+    r->rank = rank;
     r->peer = peer;
     r->step = step;
     r->chunk = static_cast<int64_t>(chunk);
@@ -80,7 +83,7 @@ __device__ __noinline__ void report_timeout(const KernelArgs& a, int peer, int s
 // Threads 0..N-1 wait for flag (index_of(peer)) >= e. Returns false (whole block) on
 // timeout or abort. s_abort is sticky: an aborted block only exits.
 template <typename IndexFn>
-__device__ bool wait_all(const KernelArgs& a, IndexFn index_of, uint64_t e, int step, size_t chunk, int* s_abort) {
+__device__ __forceinline__ bool wait_all(const KernelArgs& a, IndexFn index_of, uint64_t e, int step, size_t chunk, int* s_abort) {
   const int t = threadIdx.x;
   if (t < a.nranks) {
     uint64_t* ctl = ctl_of(a, a.rank);
@@ -94,7 +97,7 @@ __device__ bool wait_all(const KernelArgs& a, IndexFn index_of, uint64_t e, int 
           break;
         }
         if (globaltimer() - t0 > a.timeout_ns) {
-          report_timeout(a, t, step, chunk);
+          report_timeout(ctl, a.err, a.rank, t, step, chunk);
           *s_abort = 1;
           break;
         }
@@ -239,7 +242,7 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(KernelArgs a) {
   __shared__ uint64_t s_base;
   __shared__ int s_abort;
   __shared__ uint64_t s_trace[2];
-  Tracer tr(a, s_trace);
+  Tracer tr(a.trace, s_trace);
   const uint64_t base = read_base(a, &s_base, &s_abort);
   const int tile = blockIdx.x;
   const Plan& p = a.plan;
@@ -292,7 +295,7 @@ __global__ void __launch_bounds__(kThreads) oneshot_ll_kernel(KernelArgs a) {
   __shared__ uint64_t s_base;
   __shared__ int s_abort;
   __shared__ uint64_t s_trace[2];
-  Tracer tr(a, s_trace);
+  Tracer tr(a.trace, s_trace);
   const uint64_t base = read_base(a, &s_base, &s_abort);
   const uint64_t e = proto::chunk_epoch(base, 0);
   const uint32_t f = proto::ll_flag(e);
@@ -329,7 +332,7 @@ __global__ void __launch_bounds__(kThreads) oneshot_ll_kernel(KernelArgs a) {
             if ((++spins & 255u) == 0) {
               if (*abort_word != 0) return;  // another block timed out: exit, the host reports
               if (globaltimer() - t0 > a.timeout_ns) {
-                report_timeout(a, r, proto::kStepOneShot, 0);
+                report_timeout(ctl_of(a, a.rank), a.err, a.rank, r, proto::kStepOneShot, 0);
                 return;
               }
             }
@@ -365,7 +368,7 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(KernelArgs a) {
   __shared__ uint64_t s_base;
   __shared__ int s_abort;
   __shared__ uint64_t s_trace[2];
-  Tracer tr(a, s_trace);
+  Tracer tr(a.trace, s_trace);
   const uint64_t base = read_base(a, &s_base, &s_abort);
   const int tile = blockIdx.x;
   const Plan& p = a.plan;
@@ -551,12 +554,30 @@ __device__ __forceinline__ void decode_coded(const CodedVec& c, float (&out)[8])
   dv::dequantize8<T>(gm, qf, out);
 }
 
+// Step-1 input prefetch: one pass (kPassVecs 16-byte vectors) per warp, vector 32u + lane
+// at byte 16 * (32u + lane) of the warp's buffer; elements past n are zero-filled (cp.async
+// src-size), exactly what load_vec returns.
+constexpr size_t kPassInBytes = static_cast<size_t>(kPassVecs) * 16;
+constexpr size_t kQuantSmemBytes = static_cast<size_t>(kQThreads / 32) * (kStageBytes + kPassInBytes);
+__device__ __forceinline__ void prefetch_pass(uint8_t* buf, const uint16_t* src, size_t n, size_t v0) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int u = 0; u < kQUnroll; ++u) {
+    const size_t v = v0 + 32 * u + lane;
+    const int valid = vec_valid(n, v);
+    const uint16_t* g = valid > 0 ? src + 8 * v : src;
+    const unsigned sdst = static_cast<unsigned>(__cvta_generic_to_shared(buf + 16 * (32 * u + lane)));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sdst), "l"(g), "r"(2 * valid) : "memory");
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
 template <DType T, int B1, int B2, int G>
 __global__ void __launch_bounds__(kQThreads, 1) quant_kernel(KernelArgs a) {
   __shared__ uint64_t s_base;
   __shared__ int s_abort;
   __shared__ uint64_t s_trace[2];
-  Tracer tr(a, s_trace);
+  Tracer tr(a.trace, s_trace);
   const uint64_t base = read_base(a, &s_base, &s_abort);
   const int tile = blockIdx.x;
   const Plan& p = a.plan;
@@ -567,38 +588,41 @@ __global__ void __launch_bounds__(kQThreads, 1) quant_kernel(KernelArgs a) {
   const size_t meta1 = codec::codec_data_bytes(codec::CodecSpec{B1, G}, p.ts);
   const size_t meta2 = codec::codec_data_bytes(codec::CodecSpec{B2, G}, p.ts);
   const size_t wstart = static_cast<size_t>(warp) * kPass, wstride = static_cast<size_t>(nwarps) * kPass;
-  __shared__ __align__(16) uint8_t s_stage[kQThreads / 32][kStageBytes];
-  uint8_t* stage = s_stage[warp];
+  extern __shared__ __align__(16) uint8_t s_dyn[];  // kQuantSmemBytes
+  uint8_t* stage = s_dyn + static_cast<size_t>(warp) * kStageBytes;
+  uint8_t* inbuf = s_dyn + static_cast<size_t>(kQThreads / 32) * kStageBytes + static_cast<size_t>(warp) * kPassInBytes;
 
   for (size_t c = 0; c < p.num_chunks; ++c) {
     const uint64_t e = proto::chunk_epoch(base, c);
-    // Step 1: my tile of every slice j, encoded into owner j's recv slot for me.
-    for (int j = 0; j < N; ++j) {
+    // Step 1: my tile of every slice j, encoded into owner j's recv slot for me. Peers'
+    // slices first, my own last: the NVLink stores drain while the local slice is encoded.
+    // Input passes are prefetched into shared memory with cp.async one pass ahead, so the
+    // HBM latency of pass k+1 hides behind the encode of pass k.
+    for (int jj = 1; jj <= N; ++jj) {
+      const int j = (a.rank + jj) % N;
       const Span sp = proto::tile_span(p, c, j, tile);
       uint8_t* dst = a.base[j] + proto::recv_offset(a.areas, p, a.rank, tile);
       const uint16_t* src = a.in + sp.begin;
       const size_t nvp = proto::ceil_div(sp.n, G) * GL;
+      if (wstart < nvp) prefetch_pass(inbuf, src, sp.n, wstart);
       for (size_t v0 = wstart; v0 < nvp; v0 += wstride) {
         uint4 x[kQUnroll];
-        if ((v0 + kPass) * 8 <= sp.n) {  // a full pass: the codec's fast warp-tile encode
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        __syncwarp();
 #pragma unroll
-          for (int u = 0; u < kQUnroll; ++u) x[u] = *reinterpret_cast<const uint4*>(src + 8 * (v0 + 32 * u + lane));
+        for (int u = 0; u < kQUnroll; ++u) x[u] = *reinterpret_cast<const uint4*>(inbuf + 16 * (32 * u + lane));
+        __syncwarp();
+        if (v0 + wstride < nvp) prefetch_pass(inbuf, src, sp.n, v0 + wstride);
+        if ((v0 + kPass) * 8 <= sp.n) {  // a full pass: the codec's fast warp-tile encode
           codec::dev::encode_warp_tile<T, B1, G>(x, stage,
                                                  reinterpret_cast<uint32_t*>(stage + PassStage<B1, G>::kCodeBytes));
           flush_pass<B1, G>(stage, kPass, &dst, 1, v0 * B1, meta1 + 4 * (v0 / GL));
           continue;
         }
-        int valid[kQUnroll];
 #pragma unroll
         for (int u = 0; u < kQUnroll; ++u) {
           const size_t v = v0 + 32 * u + lane;
-          valid[u] = vec_valid(sp.n, v);
-          x[u] = load_vec(src, v, valid[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < kQUnroll; ++u) {
-          const size_t v = v0 + 32 * u + lane;
-          enc_vec<T, B1, G>(x[u], valid[u], v < nvp, 32 * u + lane, stage);
+          enc_vec<T, B1, G>(x[u], vec_valid(sp.n, v), v < nvp, 32 * u + lane, stage);
         }
         const int nvalid = static_cast<int>(nvp - v0 < kPass ? nvp - v0 : kPass);
         flush_pass<B1, G>(stage, nvalid, &dst, 1, v0 * B1, meta1 + 4 * (v0 / GL));
@@ -705,13 +729,23 @@ __global__ void __launch_bounds__(kQThreads, 1) quant_kernel(KernelArgs a) {
   tr.finish();
 }
 
+// Dynamic shared memory above 48 KiB needs the function attribute (per function and device;
+// set on every launch: it is a cheap host call and also allowed during graph capture).
+template <DType T, int B1, int B2, int G>
+Status launch_qg(const KernelArgs& a, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(a.plan.tiles)), block(kQThreads);
+  LOWBIT_CUDA_RETURN(cudaFuncSetAttribute(quant_kernel<T, B1, B2, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kQuantSmemBytes)));
+  quant_kernel<T, B1, B2, G><<<grid, block, kQuantSmemBytes, s>>>(a);
+  return Status::Ok();
+}
+
 template <DType T, int B1, int B2>
 Status launch_q(int group_size, const KernelArgs& a, cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>(a.plan.tiles)), block(kQThreads);
   switch (group_size) {
-    case 32: quant_kernel<T, B1, B2, 32><<<grid, block, 0, s>>>(a); break;
-    case 64: quant_kernel<T, B1, B2, 64><<<grid, block, 0, s>>>(a); break;
-    case 128: quant_kernel<T, B1, B2, 128><<<grid, block, 0, s>>>(a); break;
+    case 32: LOWBIT_RETURN_IF_ERROR((launch_qg<T, B1, B2, 32>(a, s))); break;
+    case 64: LOWBIT_RETURN_IF_ERROR((launch_qg<T, B1, B2, 64>(a, s))); break;
+    case 128: LOWBIT_RETURN_IF_ERROR((launch_qg<T, B1, B2, 128>(a, s))); break;
     default:
       return make_status(StatusCode::kInvalidArgument, "allreduce: group size %d not in {32, 64, 128}", group_size);
   }
