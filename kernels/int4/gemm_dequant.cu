@@ -129,6 +129,9 @@ struct CublasSlot {
   cublasHandle_t handle = nullptr;
   cudaStream_t side = nullptr;
   cudaEvent_t fork = nullptr, dq_done[2] = {nullptr, nullptr}, gemm_done[2] = {nullptr, nullptr};
+  // Worker streams and events of the grouped MoE path (moe_grouped.cu).
+  cudaStream_t workers[detail::kLeaseWorkers] = {};
+  cudaEvent_t pool[detail::kLeaseEvents] = {};
 };
 std::atomic<int> g_overlap_override{-1};
 bool overlap_enabled() {
@@ -143,7 +146,10 @@ bool overlap_enabled() {
 constexpr int kMaxDevices = 64;
 CublasSlot g_slots[kMaxDevices];
 
+std::atomic<size_t> g_budget_override{0};
 size_t env_slab_budget() {
+  const size_t o = g_budget_override.load(std::memory_order_relaxed);
+  if (o > 0) return o;
   static const size_t v = [] {
     const char* e = std::getenv("LOWBIT_INT4_SLAB_MIB");
     long mib = e ? std::strtol(e, nullptr, 10) : 0;
@@ -192,6 +198,10 @@ size_t dequant_gemm_workspace_bytes(const WeightShape& shape) {
   // Two slabs when the weight takes several chunks: chunk i+1 is dequantized (side stream)
   // while chunk i's GEMM runs.
   return 256 + kCublasWorkspaceBytes + slab * (nc < shape.n ? 2 : 1);
+}
+
+void set_slab_budget(size_t bytes) {
+  kern::g_budget_override.store(bytes > kSlabMaxBytes ? kSlabMaxBytes : bytes);
 }
 
 void set_dequant_overlap(int mode) { kern::g_overlap_override.store(mode < 0 ? -1 : (mode ? 1 : 0)); }
@@ -246,6 +256,10 @@ Status CublasLease::acquire(cudaStream_t stream, void* workspace, size_t workspa
       ce = cudaEventCreateWithFlags(&slot.dq_done[i], cudaEventDisableTiming);
       if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&slot.gemm_done[i], cudaEventDisableTiming);
     }
+    for (int i = 0; i < detail::kLeaseWorkers && ce == cudaSuccess; ++i)
+      ce = cudaStreamCreateWithFlags(&slot.workers[i], cudaStreamNonBlocking);
+    for (int i = 0; i < detail::kLeaseEvents && ce == cudaSuccess; ++i)
+      ce = cudaEventCreateWithFlags(&slot.pool[i], cudaEventDisableTiming);
     if (ce != cudaSuccess) {
       cublasDestroy(h);
       return make_status(StatusCode::kCudaError, "int4 cuBLAS path: side stream/events on device %d: %s", dev,
@@ -266,6 +280,19 @@ Status CublasLease::acquire(cudaStream_t stream, void* workspace, size_t workspa
                        workspace_bytes, kern::cublas_error(cs));
   return Status::Ok();
 }
+
+Status CublasLease::bind(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
+  if (handle_ == nullptr) return make_status(StatusCode::kInternal, "int4 cuBLAS path: handle not acquired");
+  cublasHandle_t h = static_cast<cublasHandle_t>(handle_);
+  cublasStatus_t cs = cublasSetStream(h, stream);  // resets the workspace: set it again below
+  if (cs == CUBLAS_STATUS_SUCCESS) cs = cublasSetWorkspace(h, workspace, workspace_bytes);
+  if (cs != CUBLAS_STATUS_SUCCESS)
+    return make_status(StatusCode::kInternal, "int4 cuBLAS path: rebinding the handle failed: %s",
+                       kern::cublas_error(cs));
+  return Status::Ok();
+}
+cudaStream_t CublasLease::worker(int i) const { return static_cast<const kern::CublasSlot*>(slot_)->workers[i]; }
+cudaEvent_t CublasLease::event(int i) const { return static_cast<const kern::CublasSlot*>(slot_)->pool[i]; }
 
 Status CublasLease::slab_gemm(DType act, SlabLayout layout, int nc, int rows, int k, const void* slab, int slab_ld,
                               const void* x, int ldx, void* c, int ldc, bool ctype_f32, const char* who) {

@@ -49,11 +49,14 @@ cudaError_t launch_dequant_slab(const KernelWeightsView& w, int e0, int ne, int 
 // The run-time slab budget (LOWBIT_INT4_SLAB_MIB, else kSlabMaxBytes) and the chunk width
 // under a given budget (monotone in the budget, so a workspace sized with kSlabMaxBytes fits).
 size_t slab_budget_bytes();
+void set_slab_budget(size_t bytes);  // tests: > 0 overrides the budget (<= kSlabMaxBytes), 0 restores
 int slab_chunk_cols_for(int n, int k, size_t budget);
 // The dense path: validated arguments, workspace >= dequant_gemm_workspace_bytes.
 Status gemm_dequant_cublas(const void* x, void* y, int m, const KernelWeightsView& w, int expert, void* workspace,
                            size_t workspace_bytes, cudaStream_t stream);
 
+constexpr int kLeaseWorkers = 4;   // worker streams per device (grouped MoE GEMMs run concurrently)
+constexpr int kLeaseEvents = 16;   // events per device for the grouped MoE schedule
 // A locked, library-internal cuBLAS handle of the current device (created lazily once per
 // device; never destroyed), bound to `stream` with `workspace` as its workspace. Holding the
 // object serializes users of that handle across threads.
@@ -65,6 +68,11 @@ class CublasLease {
   CublasLease& operator=(const CublasLease&) = delete;
   Status acquire(cudaStream_t stream, void* workspace, size_t workspace_bytes);
   const void* slot() const { return slot_; }  // the device's slot (gemm_dequant.cu internals)
+  // Rebinds the held handle to another stream and workspace (cublasSetStream + Workspace).
+  Status bind(cudaStream_t stream, void* workspace, size_t workspace_bytes);
+  // The device's worker streams (non-blocking) and pool events (timing disabled).
+  cudaStream_t worker(int i) const;
+  cudaEvent_t event(int i) const;
   // c[rows x nc] (column-major view: row r of the row-major [rows, ldc] output, columns
   // 0..nc) = x[rows, K] * slab^T, fp32 accumulation; ctype_f32: c is fp32, else act dtype.
   Status slab_gemm(DType act, SlabLayout layout, int nc, int rows, int k, const void* slab, int slab_ld, const void* x,
@@ -82,6 +90,9 @@ void set_dequant_overlap(int mode);
 
 // ---- grouped MoE prefill (moe_grouped.cu; dispatched from fused_moe.cu) -------------------
 size_t moe_grouped_workspace_bytes(int m, int topk, int experts, int hidden, int inter, int block_m);
+// Streams the grouped path spreads its per-expert GEMMs over: 0 default
+// (LOWBIT_INT4_MOE_STREAMS, else kLeaseWorkers), 1 = everything on the caller's stream. Tests.
+void set_moe_grouped_streams(int n);
 // Arguments validated by fused_moe; the stream must not be capturing (host synchronization).
 Status fused_moe_grouped(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, int block_m,
                          void* workspace, size_t workspace_bytes, cudaStream_t stream);

@@ -10,8 +10,11 @@
 //      accumulation and fp32 output: gate and up are not rounded, as in moe_gemm1)
 //   5. inter = act(silu(gate) * up) over all rows (fp32 math, one rounding, as moe_gemm1)
 //   6. GEMM2 likewise into out2 (fp32)
+//   (4 and 6 spread the per-expert GEMMs over kLeaseWorkers streams, see grouped_gemm)
 //   7. y[m] = act(sum over slots s, in slot order, of rw[m, s] * out2[pos[m*topk + s]]),
 //      the same expression and order as moe_gemm2 + moe_sum.
+#include <atomic>
+#include <cstdlib>
 #include <vector>
 
 #include "kernels/int4/common.cuh"
@@ -49,15 +52,15 @@ GroupedLayout grouped_layout(int m, int topk, int E, int H, int I, int bm) {
   L.h13 = take(maxp * 2 * I * 4);  // fp32
   L.inter = take(maxp * I * 2);
   L.out2 = take(maxp * H * 4);
-  L.cublas = take(detail::kCublasWorkspaceBytes);
+  L.cublas = take(detail::kLeaseWorkers * detail::kCublasWorkspaceBytes);  // one per worker stream
   // The slab: the full budget (several small experts per fill), at least one chunk of each.
   size_t slab = detail::kSlabMaxBytes;
   const size_t c13 = static_cast<size_t>(detail::slab_chunk_cols(2 * I, H)) * H * 2;
   const size_t c2 = static_cast<size_t>(detail::slab_chunk_cols(H, I)) * I * 2;
   if (c13 > slab) slab = c13;
   if (c2 > slab) slab = c2;
-  L.slab_bytes = slab;
-  L.slab = take(slab);
+  L.slab_bytes = align256(slab);
+  L.slab = take(2 * L.slab_bytes);  // double slab: fill f+1 is dequantized while fill f's GEMMs run
   L.total = off;
   return L;
 }
@@ -154,11 +157,35 @@ struct Run {
   int expert, start, rows;
 };
 
+std::atomic<int> g_streams_override{0};
+int grouped_streams() {
+  const int o = g_streams_override.load(std::memory_order_relaxed);
+  static const int env = [] {
+    const char* e = std::getenv("LOWBIT_INT4_MOE_STREAMS");
+    const int v = e ? std::atoi(e) : 0;
+    return v >= 1 ? v : detail::kLeaseWorkers;
+  }();
+  const int n = o > 0 ? o : env;
+  return n < 1 ? 1 : n > detail::kLeaseWorkers ? detail::kLeaseWorkers : n;
+}
+
+// Event ids in the lease's pool for the multi-stream schedule.
+constexpr int kEvFill = 0;                                  // [2] a slab's dequantization done
+constexpr int kEvGemm = 2;                                  // [2][workers] a worker's GEMMs of a slab done
+constexpr int kEvJoin = kEvGemm + 2 * detail::kLeaseWorkers;  // [workers] a worker's work done
+static_assert(kEvJoin + detail::kLeaseWorkers <= detail::kLeaseEvents, "event pool too small");
+
 // GEMM over every run with weight w (N columns, K inputs): out[run rows, n] for all n.
-// Consecutive active experts that fit the slab whole share one dequantization launch.
+// Consecutive active experts that fit the slab whole share one dequantization launch (a
+// "fill"). With S > 1 streams: the fills are dequantized on `st` into two alternating slabs
+// and the runs' GEMMs go round-robin to S worker streams (each with its own cuBLAS
+// workspace), so small per-expert GEMMs run concurrently and fill f+1 is dequantized while
+// fill f's GEMMs run; a slab is rewritten only after every worker finished reading it, and
+// `st` joins all workers at the end. Every GEMM writes its own rows: the result does not
+// depend on S.
 Status grouped_gemm(detail::CublasLease& lease, const KernelWeightsView& w, const std::vector<Run>& runs,
-                    const char* in, int ld_in, char* out, int ld_out, bool out_f32, void* slab, size_t slab_bytes,
-                    cudaStream_t st) {
+                    const char* in, int ld_in, char* out, int ld_out, bool out_f32, char* slab_base, size_t slab_bytes,
+                    char* cublas_ws, cudaStream_t st) {
   const WeightShape& s = w.shape;
   const int N = s.n, K = s.k;
   const detail::SlabLayout layout = detail::slab_layout();
@@ -169,26 +196,57 @@ Status grouped_gemm(detail::CublasLease& lease, const KernelWeightsView& w, cons
   int per_fill = nc == N ? static_cast<int>(budget / (expert_elems * 2)) : 1;
   if (per_fill < 1) per_fill = 1;
   const size_t out_elem = out_f32 ? 4 : 2;
+  const int S = grouped_streams();
+  char* slabs[2] = {slab_base, slab_base + slab_bytes};
+  auto ws_of = [&](int wk) { return cublas_ws + static_cast<size_t>(wk) * detail::kCublasWorkspaceBytes; };
+  if (S > 1) LOWBIT_RETURN_IF_ERROR(lease.bind(lease.worker(0), ws_of(0), detail::kCublasWorkspaceBytes));
+  int fill = 0, next_worker = 0, bound = 0;
   for (size_t r0 = 0; r0 < runs.size();) {
     // A fill: runs r0.. with consecutive expert ids, at most per_fill of them.
     size_t r1 = r0 + 1;
     while (r1 < runs.size() && static_cast<int>(r1 - r0) < per_fill && runs[r1].expert == runs[r1 - 1].expert + 1)
       ++r1;
     const int e0 = runs[r0].expert, ne = static_cast<int>(r1 - r0);
-    for (int n0 = 0; n0 < N; n0 += nc) {
+    for (int n0 = 0; n0 < N; n0 += nc, ++fill) {
       const int cols = N - n0 < nc ? N - n0 : nc;
       const size_t stride = static_cast<size_t>(cols) * K;  // elements per expert in the slab
-      LOWBIT_CUDA_RETURN(detail::launch_dequant_slab(w, e0, ne, n0, cols, layout, cols, stride, slab, st));
+      const int b = S > 1 ? fill % 2 : 0;
+      if (S > 1 && fill >= 2)
+        for (int wk = 0; wk < S; ++wk) LOWBIT_CUDA_RETURN(cudaStreamWaitEvent(st, lease.event(kEvGemm + b * S + wk), 0));
+      LOWBIT_CUDA_RETURN(detail::launch_dequant_slab(w, e0, ne, n0, cols, layout, cols, stride, slabs[b], st));
+      if (S > 1) {
+        LOWBIT_CUDA_RETURN(cudaEventRecord(lease.event(kEvFill + b), st));
+        for (int wk = 0; wk < S; ++wk)
+          LOWBIT_CUDA_RETURN(cudaStreamWaitEvent(lease.worker(wk), lease.event(kEvFill + b), 0));
+      }
       for (size_t r = r0; r < r1; ++r) {
         const Run& run = runs[r];
-        const char* a = static_cast<const char*>(slab) + (run.expert - e0) * stride * 2;
+        if (S > 1) {
+          const int wk = next_worker;
+          next_worker = (next_worker + 1) % S;
+          if (wk != bound) {
+            LOWBIT_RETURN_IF_ERROR(lease.bind(lease.worker(wk), ws_of(wk), detail::kCublasWorkspaceBytes));
+            bound = wk;
+          }
+        }
+        const char* a = slabs[b] + (run.expert - e0) * stride * 2;
         LOWBIT_RETURN_IF_ERROR(lease.slab_gemm(
             s.act, layout, cols, run.rows, K, a, layout == detail::SlabLayout::kNK ? K : cols,
             in + static_cast<size_t>(run.start) * ld_in * 2, ld_in,
             out + (static_cast<size_t>(run.start) * ld_out + n0) * out_elem, ld_out, out_f32, "int4::fused_moe (grouped)"));
       }
+      if (S > 1)
+        for (int wk = 0; wk < S; ++wk)
+          LOWBIT_CUDA_RETURN(cudaEventRecord(lease.event(kEvGemm + b * S + wk), lease.worker(wk)));
     }
     r0 = r1;
+  }
+  if (S > 1) {
+    for (int wk = 0; wk < S; ++wk) {
+      LOWBIT_CUDA_RETURN(cudaEventRecord(lease.event(kEvJoin + wk), lease.worker(wk)));
+      LOWBIT_CUDA_RETURN(cudaStreamWaitEvent(st, lease.event(kEvJoin + wk), 0));
+    }
+    LOWBIT_RETURN_IF_ERROR(lease.bind(st, ws_of(0), detail::kCublasWorkspaceBytes));
   }
   return Status::Ok();
 }
@@ -197,6 +255,8 @@ Status grouped_gemm(detail::CublasLease& lease, const KernelWeightsView& w, cons
 }  // namespace kern
 
 namespace detail {
+
+void set_moe_grouped_streams(int n) { kern::g_streams_override.store(n > 0 ? n : 0); }
 
 size_t moe_grouped_workspace_bytes(int m, int topk, int experts, int hidden, int inter, int block_m) {
   return kern::grouped_layout(m, topk, experts, hidden, inter, block_m).total + 256;  // +256: base alignment
@@ -257,11 +317,11 @@ Status fused_moe_grouped(const MoeArgs& a, const KernelWeightsView& w13, const K
   CublasLease lease;
   LOWBIT_RETURN_IF_ERROR(lease.acquire(st, base + L.cublas, kCublasWorkspaceBytes));
   LOWBIT_RETURN_IF_ERROR(
-      kern::grouped_gemm(lease, w13, runs, xs, H, h13, 2 * I, true, base + L.slab, L.slab_bytes, st));
+      kern::grouped_gemm(lease, w13, runs, xs, H, h13, 2 * I, true, base + L.slab, L.slab_bytes, base + L.cublas, st));
   LOWBIT_CUDA_RETURN(f16 ? kern::launch_silu<__half>(h13, npp, maxp, I, inter, st)
                          : kern::launch_silu<__nv_bfloat16>(h13, npp, maxp, I, inter, st));
   LOWBIT_RETURN_IF_ERROR(kern::grouped_gemm(lease, w2, runs, inter, I, reinterpret_cast<char*>(out2), H, true,
-                                            base + L.slab, L.slab_bytes, st));
+                                            base + L.slab, L.slab_bytes, base + L.cublas, st));
   LOWBIT_CUDA_RETURN(f16 ? kern::launch_combine<__half>(out2, pos, tw, a.m, a.topk, H, a.y, st)
                          : kern::launch_combine<__nv_bfloat16>(out2, pos, tw, a.m, a.topk, H, a.y, st));
   return Status::Ok();

@@ -5,6 +5,7 @@
 // (GEMM/MoE accuracy of the forced paths: test_gemm.cu Forced*, test_moe.cu Paths*.)
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "kernels/int4/internal.h"
@@ -208,6 +209,105 @@ TEST(Int4PrefillGemm, WorkspaceAndPathRefusals) {
   a.path = GemmPath::kDequantCublas;
   EXPECT_EQ(gemm(a, dk.view, ws.p, need, nullptr).code(), StatusCode::kInvalidArgument);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// Element-wise agreement of two fp16 results up to accumulation-order effects.
+bool close_f16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  if (a.size() != b.size()) return false;
+  double r2 = 0;
+  for (uint16_t v : b) r2 += std::pow(half_bits_to_float(DType::kF16, v), 2);
+  const double rms = std::sqrt(r2 / (b.empty() ? 1 : b.size()));
+  int bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = half_bits_to_float(DType::kF16, a[i]), y = half_bits_to_float(DType::kF16, b[i]);
+    if (!(std::fabs(x - y) <= std::ldexp(std::fabs(y), -9) + 1e-3 * rms) && bad++ < 5)
+      ADD_FAILURE() << "element " << i << ": " << x << " vs " << y;
+  }
+  return bad == 0 && rms > 0;
+}
+
+// The grouped path's schedule does not change the result: 1 stream vs 4 worker streams,
+// and a small slab budget (several fills, double slab, column chunks) vs the default.
+TEST(Int4PrefillMoe, GroupedScheduleInvariant) {
+  const int E = 32, H = 256, I = 128, topk = 4, m = 200;
+  WeightShape s13{E, 2 * I, H, 64, false, DType::kF16}, s2{E, H, I, 64, false, DType::kF16};
+  KernelWeights w13, w2;
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s13, 31, 0.05f), &w13).ok());
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s2, 32, 0.05f), &w2).ok());
+  DevWeights d13(w13), d2(w2);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  std::vector<float> logits(static_cast<size_t>(m) * E);
+  for (auto& v : logits) v = nd(rng);
+  DevBuf x = upload(random_x(static_cast<size_t>(m) * H, DType::kF16, 4)), dl = upload(logits);
+  size_t wsb = 0;
+  ASSERT_TRUE(moe_workspace_size(m, topk, E, H, I, DType::kF16, 0, &wsb, MoePath::kGrouped).ok());
+  DevBuf ws(wsb);
+  std::vector<std::vector<uint16_t>> outs;
+  // (streams, slab budget): 256 KiB holds 2 experts' w13 -> many fills; 48 KiB splits a w13
+  // into column chunks (128 columns x 256 rows x 2 B = 64 KiB > 48 KiB -> 128-column minimum).
+  const std::pair<int, size_t> cfgs[] = {{1, 0}, {4, 0}, {4, 256 << 10}, {2, 48 << 10}, {1, 256 << 10}};
+  for (const auto& [streams, budget] : cfgs) {
+    detail::set_moe_grouped_streams(streams);
+    detail::set_slab_budget(budget);
+    DevBuf y(static_cast<size_t>(m) * H * 2);
+    ASSERT_EQ(cudaMemset(y.p, 0xFF, y.bytes), cudaSuccess);
+    MoeArgs a;
+    a.x = x.p;
+    a.router_logits = dl.as<float>();
+    a.y = y.p;
+    a.m = m;
+    a.topk = topk;
+    a.path = MoePath::kGrouped;
+    const Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    outs.push_back(download<uint16_t>(y.p, static_cast<size_t>(m) * H));
+  }
+  detail::set_moe_grouped_streams(0);
+  detail::set_slab_budget(0);
+  size_t finite = 0;
+  for (uint16_t v : outs[0]) finite += (v & 0x7C00) != 0x7C00 && (v & 0x7FFF) != 0;
+  EXPECT_GT(finite, outs[0].size() / 2);
+  // Same GEMM shapes (streams, fills): bit for bit. Column chunks change the GEMM shapes and
+  // so maybe cuBLAS's algorithm: fp16 rounding-level differences only.
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
+  EXPECT_EQ(outs[0], outs[4]);
+  EXPECT_TRUE(close_f16(outs[0], outs[3]));
+}
+
+// Dense path with a small slab budget: many chunks through the overlapped schedule, same
+// result as one chunk.
+TEST(Int4PrefillGemm, SmallSlabBudgetSameResult) {
+  WeightShape s{1, 1032, 512, 32, true, DType::kF16};
+  KernelWeights kw;
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 8), &kw).ok());
+  DevWeights dw(kw);
+  const int m = 70;
+  DevBuf x = upload(random_x(static_cast<size_t>(m) * s.k, s.act, 12));
+  size_t wsb = 0;
+  ASSERT_TRUE(gemm_workspace_size(s, m, &wsb, GemmPath::kDequantCublas).ok());
+  // One chunk under the default budget: room for a second slab of the small chunks below.
+  DevBuf ws(wsb + (size_t{1} << 20));
+  std::vector<std::vector<uint16_t>> outs;
+  for (size_t budget : {size_t{0}, size_t{300} << 10, size_t{140} << 10}) {
+    detail::set_slab_budget(budget);
+    DevBuf y(static_cast<size_t>(m) * s.n * 2);
+    ASSERT_EQ(cudaMemset(y.p, 0xFF, y.bytes), cudaSuccess);
+    GemmArgs a;
+    a.x = x.p;
+    a.y = y.p;
+    a.m = m;
+    a.path = GemmPath::kDequantCublas;
+    const Status st = gemm(a, dw.view, ws.p, ws.bytes, nullptr);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    outs.push_back(download<uint16_t>(y.p, static_cast<size_t>(m) * s.n));
+  }
+  detail::set_slab_budget(0);
+  EXPECT_TRUE(close_f16(outs[0], outs[1]));
+  EXPECT_TRUE(close_f16(outs[0], outs[2]));
 }
 
 // Under graph capture: forced kGrouped is refused before anything is enqueued; kAuto
