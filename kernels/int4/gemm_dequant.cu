@@ -137,9 +137,11 @@ std::atomic<int> g_overlap_override{-1};
 bool overlap_enabled() {
   const int o = g_overlap_override.load(std::memory_order_relaxed);
   if (o >= 0) return o != 0;
+  // Off by default until measured on the device (tested for equality with the sequential
+  // schedule in tests/gpu/int4/test_prefill.cu); LOWBIT_INT4_OVERLAP=1 enables it.
   static const bool v = [] {
     const char* e = std::getenv("LOWBIT_INT4_OVERLAP");
-    return !(e && std::strcmp(e, "0") == 0);
+    return e && std::strcmp(e, "1") == 0;
   }();
   return v;
 }

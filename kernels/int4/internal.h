@@ -84,14 +84,14 @@ class CublasLease {
   void* slot_ = nullptr;
 };
 // Overlapped dequantization of the dense path (chunk i+1 dequantized on a side stream while
-// chunk i's GEMM runs; used when the weight spans >= 2 slab chunks): -1 default
-// (LOWBIT_INT4_OVERLAP=0 disables), 0 off, 1 on. For tests and measurements.
+// chunk i's GEMM runs; used when the weight spans >= 2 slab chunks): -1 default (off unless
+// LOWBIT_INT4_OVERLAP=1; not yet measured on the device), 0 off, 1 on. Tests.
 void set_dequant_overlap(int mode);
 
 // ---- grouped MoE prefill (moe_grouped.cu; dispatched from fused_moe.cu) -------------------
 size_t moe_grouped_workspace_bytes(int m, int topk, int experts, int hidden, int inter, int block_m);
 // Streams the grouped path spreads its per-expert GEMMs over: 0 default
-// (LOWBIT_INT4_MOE_STREAMS, else kLeaseWorkers), 1 = everything on the caller's stream. Tests.
+// (LOWBIT_INT4_MOE_STREAMS, else 1 = everything on the caller's stream), up to kLeaseWorkers.
 void set_moe_grouped_streams(int n);
 // Arguments validated by fused_moe; the stream must not be capturing (host synchronization).
 Status fused_moe_grouped(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, int block_m,

@@ -10,7 +10,8 @@
 //      accumulation and fp32 output: gate and up are not rounded, as in moe_gemm1)
 //   5. inter = act(silu(gate) * up) over all rows (fp32 math, one rounding, as moe_gemm1)
 //   6. GEMM2 likewise into out2 (fp32)
-//   (4 and 6 spread the per-expert GEMMs over kLeaseWorkers streams, see grouped_gemm)
+//   (4 and 6 can spread the per-expert GEMMs over up to kLeaseWorkers streams: grouped_gemm;
+//   one stream by default until measured, LOWBIT_INT4_MOE_STREAMS=4 enables it)
 //   7. y[m] = act(sum over slots s, in slot order, of rw[m, s] * out2[pos[m*topk + s]]),
 //      the same expression and order as moe_gemm2 + moe_sum.
 #include <atomic>
@@ -163,7 +164,7 @@ int grouped_streams() {
   static const int env = [] {
     const char* e = std::getenv("LOWBIT_INT4_MOE_STREAMS");
     const int v = e ? std::atoi(e) : 0;
-    return v >= 1 ? v : detail::kLeaseWorkers;
+    return v >= 1 ? v : 1;  // 1 (the measured schedule) until the worker streams are measured
   }();
   const int n = o > 0 ? o : env;
   return n < 1 ? 1 : n > detail::kLeaseWorkers ? detail::kLeaseWorkers : n;
