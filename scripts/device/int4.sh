@@ -2,7 +2,8 @@
 # INT4 component on the H200 machine (uses GPU 0 only): GPU tests (dequant bit-exact, GEMM
 # vs fp64, MoE routing/align exact, fused MoE vs reference, argument checks), then
 # `lowbit bench gemm` (Llama-3 8B/70B projections, M = 1,8,32,128,512,2048,8192, ~15 s) and
-# `lowbit bench moe` (Qwen3-30B-A3B TP1/TP2, Mixtral-8x7B, DeepSeek-V2-Lite, same M set).
+# `lowbit bench moe` (Qwen3-30B-A3B TP1/TP2, Mixtral-8x7B, DeepSeek-V2-Lite, same M set), then
+# the prefill paths/schedules side by side (bench_prefill_paths).
 # QUICK=1: the benches' --quick subsets (M = 1,16,256,4096 dense; 1,16,128,2048 MoE).
 # Env: BIN (built binaries), OUT (results). Budget: under 4 minutes (step limits below).
 set -uo pipefail
@@ -13,6 +14,14 @@ quick=()
 step gpu_int4_tests 120 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1
 step bench_gemm 55 "$BIN/lowbit" bench gemm ${quick[@]+"${quick[@]}"} --out "$OUT/gemm"
 step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/moe"
+# Prefill schedules that are off by default until measured: dense dequant + cuBLAS without /
+# with the overlapped dequantization (LOWBIT_INT4_OVERLAP=1; skinny for reference up to 512),
+# grouped MoE on 1 vs 4 worker streams (LOWBIT_INT4_MOE_STREAMS=4; fused for reference).
+step bench_prefill_paths 70 bash -c '"$0" bench gemm --m 512,2048,4096 --path cublas,skinny --reps 5 --out "$1/prefill_seq";
+  LOWBIT_INT4_OVERLAP=1 "$0" bench gemm --m 512,2048,4096 --path cublas --reps 5 --out "$1/prefill_overlap";
+  "$0" bench moe --m 512,2048,8192 --path fused,grouped --reps 3 --out "$1/moe_paths";
+  LOWBIT_INT4_MOE_STREAMS=4 "$0" bench moe --m 512,2048,8192 --path grouped --reps 3 --out "$1/moe_grouped4"' \
+  "$BIN/lowbit" "$OUT"
 # SASS facts of the int4 kernels (tensor-core and LOP3 use, local-memory traffic).
 if command -v cuobjdump > /dev/null; then
   sass=$(mktemp /tmp/int4-sass.XXXX)
@@ -27,6 +36,6 @@ fi
 echo "=== int4 summary ==="
 printf "$summary"
 grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" | tail -5
-for f in gemm moe; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
+for f in gemm moe prefill_seq prefill_overlap moe_paths moe_grouped4; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
 grep -h "total #wrong" "$OUT"/bench_*.log
 cat "$OUT/sass_summary.txt" 2>/dev/null
