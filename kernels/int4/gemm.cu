@@ -1,6 +1,6 @@
 // Dense W4A16 GEMM entry point: validation, workspace sizing, kernel choice.
-//   N-packed layout, M <  kDequantMinM -> gemm_skinny.cu (streaming, split-K, mma m16n8k16)
-//   N-packed layout, M >= kDequantMinM -> gemm_dequant.cu (dequantize to a slab + cuBLAS)
+//   N-packed layout, M <  128 (64 when K < 8192) -> gemm_skinny.cu (streaming, split-K, mma)
+//   N-packed layout, larger M                    -> gemm_dequant.cu (dequantize to a slab + cuBLAS)
 //   gemm_tc.cu (tiled WMMA) only when forced (GemmPath::kTiled)
 //   K-packed layout                    -> gemm_kpacked.cu (any N, even K)
 #include <cstdint>
@@ -14,9 +14,11 @@ namespace lowbit::int4 {
 
 namespace {
 constexpr int kSkinnyMaxM = 512;  // the skinny kernel's limit (32-row tiles over grid z)
-// From this M on, kAuto takes dequant + cuBLAS (measured on H200, docs/int4-kernels.md:
-// at M = 64 it beats the skinny kernel on most Llama-3 projections, at M = 128 on all).
-constexpr int kDequantMinM = 64;
+// kAuto takes dequant + cuBLAS from kDequantMinM rows, and from kDequantMinMShortK rows when
+// K < kShortK (measured on H200, docs/int4-kernels.md: at M = 128 it beats the skinny
+// kernel on every Llama-3 projection; at M = 64 on those with K = 4096 and 14336, while the
+// skinny kernel still wins on three of the four 70B shapes, K >= 8192).
+constexpr int kDequantMinM = 128, kDequantMinMShortK = 64, kShortK = 8192;
 bool aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 // Workspace bytes the skinny kernel needs at exactly this M (N-packed layout).
 size_t skinny_need(const WeightShape& shape, int m) {
@@ -36,14 +38,15 @@ GemmPath env_path() {
   }();
   return v;
 }
-// The path gemm() takes for an N-packed weight at this M.
-GemmPath resolve(GemmPath requested, int m) {
+// The path gemm() takes for an N-packed weight with K inputs at this M.
+GemmPath resolve(GemmPath requested, int m, int k) {
   if (requested == GemmPath::kAuto) {
     requested = env_path();
     if (requested == GemmPath::kSkinny && m > kSkinnyMaxM) requested = GemmPath::kAuto;
   }
   if (requested != GemmPath::kAuto) return requested;
-  return m >= kDequantMinM ? GemmPath::kDequantCublas : GemmPath::kSkinny;
+  const bool big = m >= kDequantMinM || (m >= kDequantMinMShortK && k < kShortK);
+  return big ? GemmPath::kDequantCublas : GemmPath::kSkinny;
 }
 size_t path_need(const WeightShape& shape, GemmPath p, int m) {
   switch (p) {
@@ -100,11 +103,11 @@ Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmP
   if (kernel_layout_for(shape) != KernelLayoutKind::kNPackedInterleaved) return Status::Ok();
   const int top = m < kSkinnyMaxM ? m : kSkinnyMaxM;
   for (int mm = 1; mm <= top; ++mm) {
-    const size_t b = path_need(shape, resolve(path, mm), mm);
+    const size_t b = path_need(shape, resolve(path, mm, shape.k), mm);
     if (b > *bytes) *bytes = b;
   }
   if (m > top) {  // beyond the skinny range the need does not depend on M
-    const size_t b = path_need(shape, resolve(path, m), m);
+    const size_t b = path_need(shape, resolve(path, m, shape.k), m);
     if (b > *bytes) *bytes = b;
   }
   return Status::Ok();
@@ -130,7 +133,7 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
   if (!aligned(a.x, 16) || !aligned(a.y, 16))
     return make_status(StatusCode::kMisaligned, "int4::gemm: x=%p and y=%p must be 16 B aligned (16 B vector access)",
                        a.x, a.y);
-  const GemmPath path = resolve(a.path, a.m);
+  const GemmPath path = resolve(a.path, a.m, w.shape.k);
   if (path == GemmPath::kTiled) {
     LOWBIT_CUDA_RETURN(detail::launch_gemm_tc(a.x, a.y, a.m, w, a.expert, st));
     return Status::Ok();

@@ -28,7 +28,7 @@ Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
 // ---- dense GEMM ----------------------------------------------------------------------------
 // y[M, N] = x[M, K] * W[expert]^T. x, y: 16 B aligned when the fast path is taken
 // (N-packed layout); any 2 B alignment on the K-packed fallback.
-// The kernel is picked from M: M <= 512 a streaming tensor-core kernel (mma m16n8k16 on
+// The kernel is picked from M: small M (< 128; < 64 when K < 8192) a streaming tensor-core kernel (mma m16n8k16 on
 // y^T = W x^T, each weight word dequantized once per block for up to 32 rows, cp.async
 // pipeline) with split-K over the grid (fp32 partials in the workspace, reduced in a fixed
 // order: deterministic); larger M (prefill) dequantizes the weight on the GPU into a 16-bit
