@@ -155,7 +155,7 @@ INSTANTIATE_TEST_SUITE_P(Small, Int4FusedMoe,
                                            MoeCase{3, 16, 128, 96, 4, 32, false, DType::kBF16, 64}));  // I % 64 != 0
 
 // The grouped prefill path (dequantized experts + cuBLAS) forced at small sizes, and the
-// fused path forced where kAuto would take the grouped one. Shapes make several experts
+// fused path forced explicitly. Shapes make several experts
 // share one slab fill, leave experts without tokens (E=16, topk=1, M=5), and use every
 // G / sym / dtype.
 INSTANTIATE_TEST_SUITE_P(
