@@ -38,6 +38,7 @@ cudaError_t launch(const void* x, const KernelWeightsView& w, const int32_t* sor
   p.nw = w.shape.n / 8;
   p.K = H;
   p.G = w.shape.group_len();
+  p.gshift = skinny_gshift(p.G, p.K);
   p.chunks = H / kKernelKChunk;
   p.splits = plan.splits;
   p.wn = plan.wn;

@@ -33,6 +33,7 @@ cudaError_t launch(const void* inter, const KernelWeightsView& w, const int32_t*
   p.nw = H / 8;
   p.K = I;
   p.G = w.shape.group_len();
+  p.gshift = skinny_gshift(p.G, p.K);
   p.chunks = I / kKernelKChunk;
   p.splits = plan.splits;
   p.wn = plan.wn;

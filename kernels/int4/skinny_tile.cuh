@@ -68,6 +68,7 @@ struct SkinnyParams {
   int splits = 1;         // cluster size along grid.x
   int wn = 4;             // column warps
   int vec16 = 0;          // 16-byte weight copies allowed (row/segment alignment)
+  int gshift = 0;         // group of chunk c = c >> gshift (G = 32 << gshift; per-channel: 31)
   const int32_t* sorted_ids = nullptr;
   const int32_t* expert_ids = nullptr;
   const int32_t* npp = nullptr;
@@ -132,17 +133,20 @@ __device__ __forceinline__ uint32_t sk_deq(uint32_t u, int j, uint32_t zb, uint3
   return as_bits(__hmul2_rn(__hsub2(bits_as<T2>(t), bits_as<T2>(zb)), bits_as<T2>(s)));
 }
 
-template <typename T, int NT, int MODE>
+template <typename T, int NT, int WN, int MODE>
 __global__ void __launch_bounds__(kSkThreads, NT == 1 ? 3 : NT == 2 ? 2 : 1) skinny_tc_kernel(const SkinnyParams p) {
   using T2 = typename Act<T>::T2;
   constexpr int RP = 8 * NT;  // activation rows of the tile
+  constexpr int KS = 8 / WN, BW = 8 * WN;
+  constexpr int RS = sk_row_bytes(WN), XS = sk_x_stride(WN), SB = sk_stage_bytes(WN, NT);
+  constexpr int SC = sk_sc_off(WN), XO = sk_x_off(WN);
+  constexpr int RSW = RS / 4, XSW = XS / 4;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ const T* s_xrow[RP];  // row base pointers (nullptr: no row)
   __shared__ int s_id[RP];         // dense: row m; MoE: sorted (token, slot) id
   __shared__ int s_nrows;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int WN = p.wn, KS = 8 / WN, BW = 8 * WN;
   const int wn = warp % WN, ks = warp / WN;
   const int g = lane >> 2, t = lane & 3;
   const int split = static_cast<int>(blockIdx.x) % p.splits, tile = static_cast<int>(blockIdx.x) / p.splits;
@@ -185,7 +189,7 @@ __global__ void __launch_bounds__(kSkThreads, NT == 1 ? 3 : NT == 2 ? 2 : 1) ski
   const int nrows = s_nrows;
 
   // Local word o (0..BW-1) of this tile -> global word of the weight row, and whether it exists.
-  const int half = BW / 2;
+  constexpr int half = BW / 2;
   const int lim = MODE == kSkMoeGateUp ? p.N / 8 : p.nw;
   auto word_of = [&](int o, bool* valid) {
     if (MODE == kSkMoeGateUp) {
@@ -202,55 +206,74 @@ __global__ void __launch_bounds__(kSkThreads, NT == 1 ? 3 : NT == 2 ? 2 : 1) ski
   const int c_begin = static_cast<int>(static_cast<long long>(split) * p.chunks / p.splits);
   const int c_end = static_cast<int>(static_cast<long long>(split + 1) * p.chunks / p.splits);
   const int n_st = (c_end - c_begin + KS - 1) / KS;
-  const int RS = sk_row_bytes(WN), XS = sk_x_stride(WN), SB = sk_stage_bytes(WN, NT);
-  const int SC = sk_sc_off(WN), XO = sk_x_off(WN);
   const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const int Nw = 8 * p.nw;  // weight columns (scale row length)
+
+  // Copy descriptors, fixed for the whole K loop (the per-stage work is one add and a test).
+  // Weights: 32 KS rows x 2 WN pieces of 16 B = 512 pieces; thread tid copies piece tid and
+  // piece tid + 256, which is the same column piece kWRows rows further down.
+  constexpr int kWRows = kSkThreads / (2 * WN);
+  const int w_row = tid / (2 * WN), w_cp = tid % (2 * WN);
+  const uint32_t w_dst = w_row * RS + 16 * w_cp;
+  bool w_ok = false;
+  const int w_off = w_row * p.nw + word_of(4 * w_cp, &w_ok);
+  // Scales (threads 0..63) and zeros (64..127): [KS chunks][BW octets] x 16 B.
+  const bool sc_zero = tid >= 64;
+  const int sc_idx = tid & 63, sc_kc = sc_idx / BW;
+  bool sc_ok = false;
+  size_t sc_col = 0;
+  if (tid < 128 && (!sc_zero || zeros != nullptr)) {
+    const int go = word_of(sc_idx % BW, &sc_ok);
+    sc_col = 8 * static_cast<size_t>(go);
+  }
+  const uint16_t* sc_src = sc_zero ? zeros : scales;
+  const uint32_t sc_dst = SC + (sc_zero ? 1024 : 0) + sc_idx * 16;
+  // Activations: nrows x 4 KS pieces of 16 B (8-/16-row tiles: one per thread at most).
+  constexpr int XR = (RP * 4 * KS + kSkThreads - 1) / kSkThreads;
+  const T* x_src[XR];
+  uint32_t x_dst[XR];
+  int x_chunk[XR];
+#pragma unroll
+  for (int r = 0; r < XR; ++r) {
+    const int idx = tid + kSkThreads * r;
+    const int row = idx / (4 * KS), pc = idx % (4 * KS);
+    x_src[r] = idx < nrows * 4 * KS ? s_xrow[row] : nullptr;
+    if (x_src[r] != nullptr) x_src[r] += 8 * pc;
+    x_dst[r] = XO + row * XS + 16 * pc;
+    x_chunk[r] = pc / 4;
+  }
 
   auto issue = [&](int i) {
     const uint32_t st = sbase + (i % kSkStages) * SB;
     const int c0 = c_begin + i * KS;
     const int nc = c_end - c0 < KS ? c_end - c0 : KS;
-    // Weights: 32 KS rows x 2 WN pieces of 16 B = 512 pieces, 2 per thread.
+    const uint32_t* wbase = qw + static_cast<size_t>(c0) * 32 * p.nw;
+    if (p.vec16) {
+      if (w_ok) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int pi = tid + kSkThreads * r;
-      const int row = pi / (2 * WN), cp = pi % (2 * WN);
-      if (row >= 32 * nc) continue;
-      const uint32_t* src = qw + static_cast<size_t>(c0 * 32 + row) * p.nw;
-      const uint32_t dst = st + row * RS + 16 * cp;
-      if (p.vec16) {
-        bool v;
-        const int gw = word_of(4 * cp, &v);
-        if (v) sk_cp16_w(dst, src + gw);
-      } else {
+        for (int r = 0; r < 2; ++r)
+          if (w_row + r * kWRows < 32 * nc)
+            sk_cp16_w(st + w_dst + r * kWRows * RS, wbase + w_off + static_cast<size_t>(r * kWRows) * p.nw);
+      }
+    } else {  // 4-byte copies (N/8 or the gate/up half not a multiple of 4 words)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = w_row + r * kWRows;
+        if (row >= 32 * nc) continue;
+        const uint32_t* src = wbase + static_cast<size_t>(row) * p.nw;
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           bool v;
-          const int gw = word_of(4 * cp + q, &v);
-          if (v) sk_cp4(dst + 4 * q, src + gw);
+          const int gw = word_of(4 * w_cp + q, &v);
+          if (v) sk_cp4(st + w_dst + r * kWRows * RS + 4 * q, src + gw);
         }
       }
     }
-    // Scales (threads 0..63) and zeros (64..127): [KS chunks][BW octets] x 16 B.
-    if (tid < 128) {
-      const bool z = tid >= 64;
-      const int idx = tid & 63, kc = idx / BW, o = idx % BW;
-      if (kc < nc && (!z || zeros != nullptr)) {
-        bool v;
-        const int go = word_of(o, &v);
-        if (v) {
-          const size_t gi = static_cast<size_t>((c0 + kc) * 32 / p.G) * Nw + 8 * go;
-          sk_cp16(st + SC + (z ? 1024 : 0) + idx * 16, (z ? zeros : scales) + gi);
-        }
-      }
-    }
-    // Activations: nrows x 4 KS pieces of 16 B.
-    for (int idx = tid; idx < nrows * 4 * KS; idx += kSkThreads) {
-      const int row = idx / (4 * KS), pc = idx % (4 * KS);
-      const T* xr = s_xrow[row];
-      if (pc / 4 < nc && xr != nullptr) sk_cp16(st + XO + row * XS + 16 * pc, xr + c0 * 32 + 8 * pc);
-    }
+    if (sc_ok && sc_kc < nc)
+      sk_cp16(st + sc_dst, sc_src + static_cast<size_t>((c0 + sc_kc) >> p.gshift) * Nw + sc_col);
+#pragma unroll
+    for (int r = 0; r < XR; ++r)
+      if (x_src[r] != nullptr && x_chunk[r] < nc) sk_cp16(st + x_dst[r], x_src[r] + c0 * 32);
   };
 
   float acc[4][NT][4];
@@ -266,7 +289,6 @@ __global__ void __launch_bounds__(kSkThreads, NT == 1 ? 3 : NT == 2 ? 2 : 1) ski
     if (i < n_st) issue(i);
     sk_commit();
   }
-  const int RSW = RS / 4, XSW = XS / 4;
   const int oct = 8 * wn + g;
   for (int i = 0; i < n_st; ++i) {
     sk_wait<kSkStages - 2>();  // this thread's copies of stage i have landed
@@ -294,8 +316,8 @@ __global__ void __launch_bounds__(kSkThreads, NT == 1 ? 3 : NT == 2 ? 2 : 1) ski
         for (int j = 0; j < 4; ++j) z4[j] = as_bits(m8);
       }
     }
-    // 8-row tiles keep the 16 duplicated constants in registers for the chunk; wider tiles
-    // (64+ accumulator registers) rebuild them per use to stay spill-free.
+    // 8- and 16-row tiles keep the 16 duplicated constants in registers for the chunk; 32-row
+    // tiles (64 accumulator registers) rebuild them per use to stay spill-free.
     uint32_t su[4], sv[4], zu[4], zv[4];
     if constexpr (NT <= 2) {
 #pragma unroll
@@ -340,7 +362,7 @@ __global__ void __launch_bounds__(kSkThreads, NT == 1 ? 3 : NT == 2 ? 2 : 1) ski
 
   // Partial tile: red[ks][wn][(j NT + nt) 4 + q][lane], fp32.
   constexpr int EPW = 16 * NT * 32;
-  const int ETOT = WN * EPW;
+  constexpr int ETOT = WN * EPW;
   float* red = reinterpret_cast<float*>(smem);
 #pragma unroll
   for (int j = 0; j < 4; ++j)
@@ -355,7 +377,9 @@ __global__ void __launch_bounds__(kSkThreads, NT == 1 ? 3 : NT == 2 ? 2 : 1) ski
   else
     __syncthreads();
   // The cluster's blocks reduce disjoint elements; each sums split 0..s-1, slice 0..KS-1.
-  const int n_el = MODE == kSkMoeGateUp ? ETOT / 2 : ETOT;
+  // A split's KS (x2) remote loads are issued together before their ordered sum.
+  constexpr int n_el = MODE == kSkMoeGateUp ? ETOT / 2 : ETOT;
+  constexpr int NV = MODE == kSkMoeGateUp ? 2 : 1;
   for (int e = split * kSkThreads + tid; e < n_el; e += p.splits * kSkThreads) {
     const int ln = e & 31, idx = e >> 5;
     const int q = idx & 3, nt = (idx >> 2) % NT, j = ((idx >> 2) / NT) & 3, w = idx / (16 * NT);
@@ -367,9 +391,15 @@ __global__ void __launch_bounds__(kSkThreads, NT == 1 ? 3 : NT == 2 ? 2 : 1) ski
     float s0 = 0.f, s1 = 0.f;
     for (int b = 0; b < p.splits; ++b) {
       const float* rb = p.splits > 1 ? cluster.map_shared_rank(red, b) : red;
+      float v[KS][NV];  // this split's loads issued together, then added in slice order
+#pragma unroll
+      for (int k = 0; k < KS; ++k)
+#pragma unroll
+        for (int h = 0; h < NV; ++h) v[k][h] = rb[k * ETOT + e + h * (ETOT / 2)];
+#pragma unroll
       for (int k = 0; k < KS; ++k) {
-        s0 += rb[k * ETOT + e];
-        if (MODE == kSkMoeGateUp) s1 += rb[k * ETOT + e + ETOT / 2];
+        s0 += v[k][0];
+        if (MODE == kSkMoeGateUp) s1 += v[k][NV - 1];
       }
     }
     const int id = s_id[mloc];
@@ -413,16 +443,15 @@ inline SkinnyPlan skinny_plan(int cols, bool gate_up, int units, int chunks, int
   return best;
 }
 
-template <typename T, int NT, int MODE>
-cudaError_t launch_skinny(SkinnyParams p, int tiles, unsigned grid_y, unsigned grid_z, cudaStream_t stream) {
-  auto kernel = skinny_tc_kernel<T, NT, MODE>;
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      sk_smem_bytes(2, NT) > sk_smem_bytes(4, NT) ? sk_smem_bytes(2, NT) : sk_smem_bytes(4, NT));
+template <typename T, int NT, int WN, int MODE>
+cudaError_t launch_skinny_wn(SkinnyParams p, int tiles, unsigned grid_y, unsigned grid_z, cudaStream_t stream) {
+  auto kernel = skinny_tc_kernel<T, NT, WN, MODE>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sk_smem_bytes(WN, NT));
   if (attr != cudaSuccess) return attr;
   cudaLaunchConfig_t cfg = {};
   cfg.blockDim = dim3(kSkThreads, 1, 1);
-  cfg.dynamicSmemBytes = static_cast<size_t>(sk_smem_bytes(p.wn, NT));
+  cfg.dynamicSmemBytes = static_cast<size_t>(sk_smem_bytes(WN, NT));
   cfg.stream = stream;
   cudaLaunchAttribute la[1];
   la[0].id = cudaLaunchAttributeClusterDimension;
@@ -432,9 +461,9 @@ cudaError_t launch_skinny(SkinnyParams p, int tiles, unsigned grid_y, unsigned g
   // A cluster size the device cannot co-schedule (checked once per size, not a stream
   // operation, so also fine under graph capture) falls back to the next smaller one: any
   // split count gives the same result up to the fixed-order fp32 sums.
-  static std::atomic<int> schedulable[2][kSkMaxSplits + 1] = {};  // 0 unknown, 1 yes, -1 no
+  static std::atomic<int> schedulable[kSkMaxSplits + 1] = {};  // 0 unknown, 1 yes, -1 no
   while (p.splits > 1) {
-    std::atomic<int>& known = schedulable[p.wn == 4 ? 0 : 1][p.splits];
+    std::atomic<int>& known = schedulable[p.splits];
     if (known.load(std::memory_order_relaxed) == 0) {
       la[0].val.clusterDim.x = static_cast<unsigned>(p.splits);
       cfg.numAttrs = 1;
@@ -451,6 +480,18 @@ cudaError_t launch_skinny(SkinnyParams p, int tiles, unsigned grid_y, unsigned g
   cfg.numAttrs = p.splits > 1 ? 1 : 0;
   cfg.gridDim = dim3(static_cast<unsigned>(tiles * p.splits), grid_y, grid_z);
   return cudaLaunchKernelEx(&cfg, kernel, p);
+}
+
+// Group shift of the chunk index (G = 32 << shift; one group per column: 31, always group 0).
+inline int skinny_gshift(int G, int K) {
+  if (G >= K) return 31;
+  return G == 32 ? 0 : G == 64 ? 1 : 2;
+}
+
+template <typename T, int NT, int MODE>
+cudaError_t launch_skinny(const SkinnyParams& p, int tiles, unsigned grid_y, unsigned grid_z, cudaStream_t stream) {
+  return p.wn == 4 ? launch_skinny_wn<T, NT, 4, MODE>(p, tiles, grid_y, grid_z, stream)
+                   : launch_skinny_wn<T, NT, 2, MODE>(p, tiles, grid_y, grid_z, stream);
 }
 
 // Rows per MoE tile from the align block size: 8 NT rows, NT = 1, 2, 4 (passes over grid.z

@@ -3,13 +3,15 @@
 // K stages, 8/16/32-row tiles, both column-warp widths, split-K clusters of 1..8 blocks; the
 // dense GEMM vs fp64, run-to-run bit-identical results (fixed reduction order), and the MoE
 // GEMM1 (silu * up) / GEMM2 (routing weight) stages called one by one on poisoned buffers vs
-// fp64. M <= 64 keeps gemm()'s automatic choice on the skinny kernel.
+// fp64. The dense cases run both gemm() (M <= 64: its default skinny kernel) and the tile's
+// dense entry (detail::launch_gemm_skinny_tile, gemm()'s path under LOWBIT_INT4_SKINNY_TILE=1).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <sstream>
 
+#include "kernels/int4/skinny_dense.h"
 #include "lowbit/int4/kernels.h"
 #include "tests/cpu/int4/random_weights.h"
 #include "tests/gpu/int4/gpu_buffers.h"
@@ -47,8 +49,9 @@ struct DenseRun {
   KPackedWeights kp;
 };
 
-// Runs gemm() on poisoned y and workspace; returns x, y and the canonical weights.
-void run_dense(const SkCase& c, uint8_t poison, DenseRun* r) {
+// Runs gemm() (tile: the decode tile's dense entry) on poisoned y and workspace; returns x,
+// y and the canonical weights.
+void run_dense(const SkCase& c, uint8_t poison, bool tile, DenseRun* r) {
   WeightShape s{1, c.n, c.k, c.g, c.sym, c.act};
   r->kp = random_kpacked(s, 3u * c.n + 5u * c.k + static_cast<uint32_t>(c.g + 7));
   KernelWeights kw;
@@ -66,8 +69,12 @@ void run_dense(const SkCase& c, uint8_t poison, DenseRun* r) {
   a.x = dx.p;
   a.y = dy.p;
   a.m = c.m;
-  Status st = gemm(a, dw.view, ws.p, wsb, nullptr);
-  ASSERT_TRUE(st.ok()) << st.to_string();
+  if (tile) {
+    ASSERT_EQ(detail::launch_gemm_skinny_tile(dx.p, dy.p, c.m, dw.view, 0, nullptr), cudaSuccess);
+  } else {
+    Status st = gemm(a, dw.view, ws.p, wsb, nullptr);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   r->y = download<uint16_t>(dy.p, static_cast<size_t>(c.m) * c.n);
 }
@@ -78,35 +85,38 @@ class Int4Skinny : public ::testing::TestWithParam<SkCase> {};
 // 8 sqrt(K) 2^-24 sum|x w| (fp32 accumulation in another order), rel-L2 < 5e-3 / 1e-3.
 TEST_P(Int4Skinny, MatchesFp64Reference) {
   const SkCase c = GetParam();
-  DenseRun r;
-  ASSERT_NO_FATAL_FAILURE(run_dense(c, 0xFF, &r));
-  std::vector<int> cols;
-  for (int n = 0; n < c.n; n += (c.n > 512 ? 29 : 1)) cols.push_back(n);
-  cols.push_back(c.n - 1);
-  const double rel_out = c.act == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
-  double err2 = 0, ref2 = 0;
-  int bad = 0;
-  std::vector<double> wcol(c.k);
-  for (int n : cols) {
-    for (int k = 0; k < c.k; ++k) wcol[k] = half_bits_to_float(c.act, canon_dequant_bits(r.kp, 0, n, k));
-    for (int m = 0; m < c.m; ++m) {
-      double ref = 0, mag = 0;
-      for (int k = 0; k < c.k; ++k) {
-        const double t = static_cast<double>(half_bits_to_float(c.act, r.x[static_cast<size_t>(m) * c.k + k])) * wcol[k];
-        ref += t;
-        mag += std::fabs(t);
+  for (bool tile : {false, true}) {
+    SCOPED_TRACE(tile ? "decode tile" : "gemm()");
+    DenseRun r;
+    ASSERT_NO_FATAL_FAILURE(run_dense(c, 0xFF, tile, &r));
+    std::vector<int> cols;
+    for (int n = 0; n < c.n; n += (c.n > 512 ? 29 : 1)) cols.push_back(n);
+    cols.push_back(c.n - 1);
+    const double rel_out = c.act == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
+    double err2 = 0, ref2 = 0;
+    int bad = 0;
+    std::vector<double> wcol(c.k);
+    for (int n : cols) {
+      for (int k = 0; k < c.k; ++k) wcol[k] = half_bits_to_float(c.act, canon_dequant_bits(r.kp, 0, n, k));
+      for (int m = 0; m < c.m; ++m) {
+        double ref = 0, mag = 0;
+        for (int k = 0; k < c.k; ++k) {
+          const double t = static_cast<double>(half_bits_to_float(c.act, r.x[static_cast<size_t>(m) * c.k + k])) * wcol[k];
+          ref += t;
+          mag += std::fabs(t);
+        }
+        const double got = half_bits_to_float(c.act, r.y[static_cast<size_t>(m) * c.n + n]);
+        const double tol = rel_out * std::fabs(ref) + 8.0 * std::sqrt(static_cast<double>(c.k)) * std::ldexp(1.0, -24) * mag;
+        if (!(std::fabs(got - ref) <= tol) && bad++ < 5)
+          ADD_FAILURE() << "m=" << m << " n=" << n << " got " << got << " ref " << ref << " tol " << tol;
+        err2 += (got - ref) * (got - ref);
+        ref2 += ref * ref;
       }
-      const double got = half_bits_to_float(c.act, r.y[static_cast<size_t>(m) * c.n + n]);
-      const double tol = rel_out * std::fabs(ref) + 8.0 * std::sqrt(static_cast<double>(c.k)) * std::ldexp(1.0, -24) * mag;
-      if (!(std::fabs(got - ref) <= tol) && bad++ < 5)
-        ADD_FAILURE() << "m=" << m << " n=" << n << " got " << got << " ref " << ref << " tol " << tol;
-      err2 += (got - ref) * (got - ref);
-      ref2 += ref * ref;
     }
+    EXPECT_EQ(bad, 0);
+    ASSERT_GT(ref2, 0.0);  // never pass on zeros
+    EXPECT_LT(std::sqrt(err2 / ref2), c.act == DType::kBF16 ? 5e-3 : 1e-3);
   }
-  EXPECT_EQ(bad, 0);
-  ASSERT_GT(ref2, 0.0);  // never pass on zeros
-  EXPECT_LT(std::sqrt(err2 / ref2), c.act == DType::kBF16 ? 5e-3 : 1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -125,13 +135,15 @@ INSTANTIATE_TEST_SUITE_P(
 // The split-K partials are summed in a fixed order: two runs give identical bits.
 TEST(Int4SkinnyDeterminism, BitIdenticalAcrossRuns) {
   for (const SkCase& c : {SkCase{1, 4096, 4096, 128, true, DType::kBF16}, SkCase{12, 4096, 8192, 64, false, DType::kF16}}) {
-    DenseRun a, b;
-    ASSERT_NO_FATAL_FAILURE(run_dense(c, 0xFF, &a));
-    ASSERT_NO_FATAL_FAILURE(run_dense(c, 0x7F, &b));
-    size_t nonzero = 0;
-    for (uint16_t v : a.y) nonzero += (v & 0x7FFF) != 0;
-    EXPECT_GT(nonzero, a.y.size() / 2);
-    EXPECT_EQ(a.y, b.y) << "M=" << c.m;
+    for (bool tile : {false, true}) {
+      DenseRun a, b;
+      ASSERT_NO_FATAL_FAILURE(run_dense(c, 0xFF, tile, &a));
+      ASSERT_NO_FATAL_FAILURE(run_dense(c, 0x7F, tile, &b));
+      size_t nonzero = 0;
+      for (uint16_t v : a.y) nonzero += (v & 0x7FFF) != 0;
+      EXPECT_GT(nonzero, a.y.size() / 2);
+      EXPECT_EQ(a.y, b.y) << "M=" << c.m << " tile=" << tile;
+    }
   }
 }
 
