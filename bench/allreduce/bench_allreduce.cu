@@ -287,13 +287,13 @@ std::vector<size_t> size_list(uint64_t lo, uint64_t hi) {
 int run(const std::vector<std::string>& argv) {
   cli::Args args(argv,
                  {"sizes", "modes", "dtype", "group", "gpus", "iters", "reps", "out", "tune", "launcher", "rendezvous",
-                  "buffer", "trace", "ll-max", "help"},
+                  "buffer", "trace", "ll-max", "split-min", "help"},
                  {"tune", "trace", "help"});
   if (!args.ok() || args.has("help")) {
     std::fprintf(stderr,
                  "%s\nusage: lowbit bench allreduce [--sizes 16K:1G] [--modes all|nccl,oneshot,...] [--dtype bf16]\n"
                  "       [--group 128] [--gpus N] [--iters 20] [--reps 10] [--buffer 256M] [--ll-max 512K] [--tune]\n"
-                 "       [--trace]\n"
+                 "       [--split-min BYTES] [--trace]\n"
                  "       [--out docs/benchmarks/allreduce] [--launcher env --rendezvous FILE]\n",
                  args.error().c_str());
     return args.ok() ? 0 : 2;
@@ -353,6 +353,11 @@ int run(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "bench allreduce: bad --ll-max (bytes, e.g. 512K; 0 turns the LL one-shot off)\n");
     return 2;
   }
+  uint64_t split_min = Config{}.quant_split_min_bytes;
+  if (args.has("split-min") && !cli::parse_size(args.get("split-min"), &split_min)) {
+    std::fprintf(stderr, "bench allreduce: bad --split-min (bytes, e.g. 8M)\n");
+    return 2;
+  }
   const bool tune = args.has("tune");
   const bool trace = args.has("trace");  // per-block phase times of one extra call per row
   const std::string prefix = args.get("out", "docs/benchmarks/allreduce");
@@ -363,6 +368,7 @@ int run(const std::vector<std::string>& argv) {
   Config cfg;
   cfg.buffer_bytes = buffer;
   cfg.oneshot_ll_max_bytes = ll_max;
+  cfg.quant_split_min_bytes = split_min;
   Status st;
   if (env_launch) {
     // One process per GPU: rank/size from the launcher's environment; rank 0 publishes the

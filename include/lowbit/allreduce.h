@@ -70,6 +70,11 @@ struct Config {
   // One-shot messages up to this size use the LL variant (flags inside the data: no fence,
   // no flag round trip; twice the bytes on the wire). 0: never. Same results either way.
   size_t oneshot_ll_max_bytes = 512ull << 10;
+  // Quantized messages of at least this size run the split two-step (three kernels per
+  // chunk, each with as many warps as fit, instead of one fused kernel of one block per
+  // SM; same bytes, same results). ~size_t{0}: never (the default until it is measured on
+  // the GPUs: see docs/allreduce.md).
+  size_t quant_split_min_bytes = ~size_t{0};
 };
 
 // CPU reference: outputs[r] (n values) for every rank, computed exactly as specified above.

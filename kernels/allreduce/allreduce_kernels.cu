@@ -729,10 +729,239 @@ __global__ void __launch_bounds__(kQThreads, 1) quant_kernel(KernelArgs a) {
   tr.finish();
 }
 
+// ---- split two-step (allreduce_protocol.h, "Split two-step"): three kernels per chunk ------
+constexpr int kSplitThreads = 256;
+constexpr int kSplitWarps = kSplitThreads / 32;
+constexpr int kSplitBlocksPerSM = 8;  // grid cap: enough warps to hide the chains' latency
+
+// The last block of this kernel to arrive raises flag `flag_idx` (my index as sender/owner)
+// on every rank. Every block fences at system scope first, so all its stores (NVLink ones
+// included) precede its arrival, and the last block's fence orders the count before the flags.
+__device__ __forceinline__ void split_arrive(const KernelArgs& a, size_t count_index, size_t flag_idx, uint64_t e) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    uint64_t* ctl = ctl_of(a, a.rank);
+    const unsigned long long prev = atomicAdd(reinterpret_cast<unsigned long long*>(ctl + count_index), 1ull);
+    if (prev + 1 == static_cast<unsigned long long>(gridDim.x)) {
+      reinterpret_cast<volatile uint64_t*>(ctl)[count_index] = 0;
+      __threadfence_system();
+      for (int q = 0; q < a.nranks; ++q) st_release_sys(ctl_of(a, q) + flag_idx, e);
+    }
+  }
+}
+
+// Step 3's last block advances the epoch base by one (every block read it first).
+__device__ __forceinline__ void split_finish(const KernelArgs& a, uint64_t base) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint64_t* ctl = ctl_of(a, a.rank);
+    __threadfence();
+    const unsigned long long done = atomicAdd(reinterpret_cast<unsigned long long*>(ctl + proto::kDoneIndex), 1ull);
+    if (done + 1 == static_cast<unsigned long long>(gridDim.x)) {
+      reinterpret_cast<volatile uint64_t*>(ctl)[proto::kDoneIndex] = 0;
+      reinterpret_cast<volatile uint64_t*>(ctl)[proto::kSeqBaseIndex] = base + 1;
+      __threadfence();
+    }
+  }
+}
+
+// Passes (kPassVecs vectors) per tile segment of the plan.
+__device__ __forceinline__ size_t split_passes_per_tile(const Plan& p) {
+  return proto::ceil_div(proto::ceil_div(p.ts, 8), static_cast<size_t>(kPassVecs));
+}
+
+template <DType T, int B1, int G>
+__global__ void __launch_bounds__(kSplitThreads) split_step1_kernel(KernelArgs a, size_t c) {
+  __shared__ uint64_t s_base;
+  __shared__ int s_abort;
+  __shared__ __align__(16) uint8_t s_stage[kSplitWarps][kStageBytes];
+  const uint64_t base = read_base(a, &s_base, &s_abort);
+  const uint64_t e = proto::chunk_epoch(base, 0);
+  const Plan& p = a.plan;
+  const int N = a.nranks, T_ = p.tiles;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  constexpr int GL = G / 8;
+  uint8_t* stage = s_stage[warp];
+  const size_t meta1 = codec::codec_data_bytes(codec::CodecSpec{B1, G}, p.ts);
+  const size_t ppt = split_passes_per_tile(p);
+  const size_t items = static_cast<size_t>(N) * T_ * ppt;
+  // Work item w: slice (peers first, my own last), tile, pass.
+  for (size_t w = static_cast<size_t>(blockIdx.x) * kSplitWarps + warp; w < items;
+       w += static_cast<size_t>(gridDim.x) * kSplitWarps) {
+    const int j = (a.rank + 1 + static_cast<int>(w / (static_cast<size_t>(T_) * ppt))) % N;
+    const int t = static_cast<int>((w / ppt) % static_cast<size_t>(T_));
+    const size_t v0 = (w % ppt) * kPassVecs;
+    const Span sp = proto::tile_span(p, c, j, t);
+    const size_t nvp = proto::ceil_div(sp.n, G) * GL;
+    if (v0 >= nvp) continue;  // warp-uniform
+    uint8_t* dst = a.base[j] + proto::recv_offset(a.areas, p, a.rank, t);
+    const uint16_t* src = a.in + sp.begin;
+    uint4 x[kQUnroll];
+#pragma unroll
+    for (int u = 0; u < kQUnroll; ++u) {
+      const size_t v = v0 + 32 * u + lane;
+      x[u] = load_vec(src, v, vec_valid(sp.n, v));
+    }
+    if ((v0 + kPassVecs) * 8 <= sp.n) {
+      codec::dev::encode_warp_tile<T, B1, G>(x, stage, reinterpret_cast<uint32_t*>(stage + PassStage<B1, G>::kCodeBytes));
+      flush_pass<B1, G>(stage, kPassVecs, &dst, 1, v0 * B1, meta1 + 4 * (v0 / GL));
+      continue;
+    }
+#pragma unroll
+    for (int u = 0; u < kQUnroll; ++u) {
+      const size_t v = v0 + 32 * u + lane;
+      enc_vec<T, B1, G>(x[u], vec_valid(sp.n, v), v < nvp, 32 * u + lane, stage);
+    }
+    const int nvalid = static_cast<int>(nvp - v0 < kPassVecs ? nvp - v0 : kPassVecs);
+    flush_pass<B1, G>(stage, nvalid, &dst, 1, v0 * B1, meta1 + 4 * (v0 / GL));
+  }
+  split_arrive(a, proto::kSplitCount1Index, proto::flag1_index(0, a.rank), e);
+}
+
+template <DType T, int B1, int B2, int G>
+__global__ void __launch_bounds__(kSplitThreads) split_step2_kernel(KernelArgs a, size_t c) {
+  __shared__ uint64_t s_base;
+  __shared__ int s_abort;
+  __shared__ __align__(16) uint8_t s_stage[kSplitWarps][kStageBytes];
+  const uint64_t base = read_base(a, &s_base, &s_abort);
+  const uint64_t e = proto::chunk_epoch(base, 0);
+  if (!wait_all(a, [&](int r) { return proto::flag1_index(0, r); }, e, proto::kStepReduceScatter, c, &s_abort)) return;
+  const Plan& p = a.plan;
+  const int N = a.nranks, T_ = p.tiles;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  constexpr int GL = G / 8;
+  uint8_t* stage = s_stage[warp];
+  const size_t meta1 = codec::codec_data_bytes(codec::CodecSpec{B1, G}, p.ts);
+  const size_t meta2 = codec::codec_data_bytes(codec::CodecSpec{B2, G}, p.ts);
+  const size_t ppt = split_passes_per_tile(p);
+  const size_t items = static_cast<size_t>(T_) * ppt;
+  for (size_t w = static_cast<size_t>(blockIdx.x) * kSplitWarps + warp; w < items;
+       w += static_cast<size_t>(gridDim.x) * kSplitWarps) {
+    const int t = static_cast<int>(w / ppt);
+    const size_t v0 = (w % ppt) * kPassVecs;
+    const size_t n = proto::tile_span(p, c, a.rank, t).n;
+    const size_t nvp = proto::ceil_div(n, G) * GL;
+    if (v0 >= nvp) continue;
+    const uint8_t* src[proto::kMaxRanks];
+    uint8_t* dst[proto::kMaxRanks];
+    for (int r = 0; r < N; ++r) {
+      src[r] = a.base[a.rank] + proto::recv_offset(a.areas, p, r, t);
+      dst[r] = a.base[r] + proto::gather_offset(a.areas, p, a.rank, t);
+    }
+    float acc[kQUnroll][8];
+    for (int r = 0; r < N; ++r) {
+      CodedVec cv[kQUnroll];
+#pragma unroll
+      for (int u = 0; u < kQUnroll; ++u) {
+        const size_t v = v0 + 32 * u + lane;
+        if (v < nvp) cv[u] = load_coded<B1, G>(src[r], v, meta1);
+      }
+#pragma unroll
+      for (int u = 0; u < kQUnroll; ++u) {
+        const size_t v = v0 + 32 * u + lane;
+        if (v >= nvp) continue;
+        float wv[8];
+        decode_coded<T, B1>(cv[u], wv);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[u][i] = r == 0 ? wv[i] : __fadd_rn(acc[u][i], wv[i]);
+      }
+    }
+    uint4 s16[kQUnroll];
+#pragma unroll
+    for (int u = 0; u < kQUnroll; ++u) {
+      if (v0 + 32 * u + lane >= nvp) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[u][i] = 0.0f;
+      }
+      s16[u] = codec::dev::pack_out8<T>(acc[u]);
+    }
+    if ((v0 + kPassVecs) * 8 <= n) {
+      codec::dev::encode_warp_tile<T, B2, G>(s16, stage, reinterpret_cast<uint32_t*>(stage + PassStage<B2, G>::kCodeBytes));
+      flush_pass<B2, G>(stage, kPassVecs, dst, N, v0 * B2, meta2 + 4 * (v0 / GL));
+      continue;
+    }
+#pragma unroll
+    for (int u = 0; u < kQUnroll; ++u) {
+      const size_t v = v0 + 32 * u + lane;
+      enc_vec<T, B2, G>(s16[u], vec_valid(n, v), v < nvp, 32 * u + lane, stage);
+    }
+    const int nvalid = static_cast<int>(nvp - v0 < kPassVecs ? nvp - v0 : kPassVecs);
+    flush_pass<B2, G>(stage, nvalid, dst, N, v0 * B2, meta2 + 4 * (v0 / GL));
+  }
+  split_arrive(a, proto::kSplitCount2Index, proto::flag2_index(0, a.rank), e);
+}
+
+template <DType T, int B2, int G>
+__global__ void __launch_bounds__(kSplitThreads) split_step3_kernel(KernelArgs a, size_t c) {
+  __shared__ uint64_t s_base;
+  __shared__ int s_abort;
+  const uint64_t base = read_base(a, &s_base, &s_abort);
+  const uint64_t e = proto::chunk_epoch(base, 0);
+  if (!wait_all(a, [&](int r) { return proto::flag2_index(0, r); }, e, proto::kStepAllGather, c, &s_abort)) return;
+  const Plan& p = a.plan;
+  const int N = a.nranks, T_ = p.tiles;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const size_t meta2 = codec::codec_data_bytes(codec::CodecSpec{B2, G}, p.ts);
+  const size_t ppt = split_passes_per_tile(p);
+  const size_t items = static_cast<size_t>(N) * T_ * ppt;
+  for (size_t w = static_cast<size_t>(blockIdx.x) * kSplitWarps + warp; w < items;
+       w += static_cast<size_t>(gridDim.x) * kSplitWarps) {
+    const int j = static_cast<int>(w / (static_cast<size_t>(T_) * ppt));
+    const int t = static_cast<int>((w / ppt) % static_cast<size_t>(T_));
+    const size_t v0 = (w % ppt) * kPassVecs;
+    const Span sp = proto::tile_span(p, c, j, t);
+    const size_t nv = proto::ceil_div(sp.n, 8);
+    if (v0 >= nv) continue;
+    const uint8_t* src = a.base[a.rank] + proto::gather_offset(a.areas, p, j, t);
+    uint16_t* out = a.out + sp.begin;
+    CodedVec cv[kQUnroll];
+#pragma unroll
+    for (int u = 0; u < kQUnroll; ++u) {
+      const size_t v = v0 + 32 * u + lane;
+      if (v < nv) cv[u] = load_coded<B2, G>(src, v, meta2);
+    }
+#pragma unroll
+    for (int u = 0; u < kQUnroll; ++u) {
+      const size_t v = v0 + 32 * u + lane;
+      if (v >= nv) continue;
+      float val[8];
+      decode_coded<T, B2>(cv[u], val);
+      store_vec(out, v, vec_valid(sp.n, v), codec::dev::pack_out8<T>(val));
+    }
+  }
+  split_finish(a, base);
+}
+
+template <DType T, int B1, int B2, int G>
+Status launch_split(const KernelArgs& a, cudaStream_t s) {
+  int dev = 0, sms = 0;
+  LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
+  LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const Plan& p = a.plan;
+  const size_t ppt = proto::ceil_div(proto::ceil_div(p.ts, 8), static_cast<size_t>(kPassVecs));
+  auto grid_for = [&](size_t items) {
+    size_t g = proto::ceil_div(items, static_cast<size_t>(kSplitWarps));
+    const size_t cap = static_cast<size_t>(sms) * kSplitBlocksPerSM;
+    return static_cast<unsigned>(g < 1 ? 1 : g > cap ? cap : g);
+  };
+  const unsigned g13 = grid_for(static_cast<size_t>(a.nranks) * p.tiles * ppt), g2 = grid_for(static_cast<size_t>(p.tiles) * ppt);
+  for (size_t c = 0; c < p.num_chunks; ++c) {
+    split_step1_kernel<T, B1, G><<<g13, kSplitThreads, 0, s>>>(a, c);
+    LOWBIT_CUDA_RETURN_LAUNCH();
+    split_step2_kernel<T, B1, B2, G><<<g2, kSplitThreads, 0, s>>>(a, c);
+    LOWBIT_CUDA_RETURN_LAUNCH();
+    split_step3_kernel<T, B2, G><<<g13, kSplitThreads, 0, s>>>(a, c);
+    LOWBIT_CUDA_RETURN_LAUNCH();
+  }
+  return Status::Ok();
+}
+
 // Dynamic shared memory above 48 KiB needs the function attribute (per function and device;
 // set on every launch: it is a cheap host call and also allowed during graph capture).
 template <DType T, int B1, int B2, int G>
 Status launch_qg(const KernelArgs& a, cudaStream_t s) {
+  if (a.plan.kind == proto::Kind::kTwoStepSplit) return launch_split<T, B1, B2, G>(a, s);
   const dim3 grid(static_cast<unsigned>(a.plan.tiles)), block(kQThreads);
   LOWBIT_CUDA_RETURN(cudaFuncSetAttribute(quant_kernel<T, B1, B2, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kQuantSmemBytes)));

@@ -137,6 +137,7 @@ class CommImpl final : public Communicator {
                            mode_name(m), world_);
       blocks /= 2;
     }
+    if (mode_is_quantized(m) && count * 2 >= cfg_.quant_split_min_bytes) a.plan.kind = proto::Kind::kTwoStepSplit;
     a.areas = areas_;
     a.rank = rank_;
     a.nranks = world_;

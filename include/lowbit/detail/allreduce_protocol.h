@@ -71,7 +71,9 @@ constexpr size_t kSeqBaseIndex = kFlag2Index + static_cast<size_t>(kMaxTiles) * 
 constexpr size_t kDoneIndex = kSeqBaseIndex + 1;   // blocks finished in the current kernel
 constexpr size_t kAbortIndex = kSeqBaseIndex + 2;  // nonzero: a block timed out, all exit
 constexpr size_t kClaimIndex = kSeqBaseIndex + 3;  // first timed-out block writes the record
-constexpr size_t kControlWords = kSeqBaseIndex + 4;
+constexpr size_t kSplitCount1Index = kSeqBaseIndex + 4;  // split path: blocks done with step 1
+constexpr size_t kSplitCount2Index = kSeqBaseIndex + 5;  // split path: blocks done with step 2
+constexpr size_t kControlWords = kSeqBaseIndex + 6;
 constexpr size_t kControlBytes = ((kControlWords * 8 + 4095) / 4096) * 4096;
 
 LOWBIT_HD size_t flag1_index(int tile, int peer) { return kFlag1Index + static_cast<size_t>(tile) * kMaxRanks + peer; }
@@ -116,7 +118,9 @@ LOWBIT_HD Areas make_areas(size_t buffer_bytes) {
   return a;
 }
 
-enum class Kind : int { kOneShot = 0, kTwoStep = 1, kOneShotLL = 2 };
+// kTwoStepSplit: the two-step layout and semantics, run as three kernels per chunk (see
+// "Split two-step" below).
+enum class Kind : int { kOneShot = 0, kTwoStep = 1, kOneShotLL = 2, kTwoStepSplit = 3 };
 
 // Everything a kernel (or the simulation) needs to know about one call.
 struct Plan {
@@ -137,6 +141,21 @@ struct Plan {
 
 LOWBIT_HD size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 LOWBIT_HD size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
+
+// ---- Split two-step (large quantized messages) ------------------------------------------
+// The fused two-step kernel holds one block per SM for the whole call (its blocks spin on
+// peers), which caps the encode/decode chains at 16 warps per SM. For large messages the
+// three steps run instead as three kernels per chunk, each with as many warps as fit: step
+// 1 (encode + push to the owners' recv slots), step 2 (wait, decode + sum + encode + push to
+// every gather slot), step 3 (wait, decode into the output). Same slots, same bytes, same
+// results as the fused kernel (the tiles only define the slot layout). Synchronization is
+// per rank, not per tile: the last block of step 1 to finish (a counter in the control
+// block) fences at system scope and raises flag1[tile 0][me] on every rank; step 2's blocks
+// wait for flag1[0][r] >= e for every r, and the last one raises flag2[0][me]; step 3 waits
+// for flag2[0][r] and its last block advances the epoch base by one (one epoch per chunk).
+// Reuse is the fused path's argument with "every tile" replaced by "the whole kernel": a
+// flag at epoch e from peer p means every block of p's kernel at e finished, hence every
+// kernel of p before it. Flags only grow, so fused and split calls mix freely.
 
 // ---- LL one-shot (small messages) -------------------------------------------------------
 // Latency matters more than bytes below ~1 MiB, and the regular one-shot pays a system-scope

@@ -243,6 +243,29 @@ TEST(AllreduceMultiGpuChunked, ManyChunks) {
   }
 }
 
+// The split two-step (three kernels per chunk) forced for every size, one chunk and many
+// chunks, fp16/bf16, every group size: bit-identical to the CPU reference like the fused path.
+TEST(AllreduceMultiGpuSplit, SplitPathMatchesReference) {
+  for (size_t buffer : {size_t{256} << 20, size_t{256} << 10}) {
+    Ranks rk;
+    Config cfg;
+    cfg.buffer_bytes = buffer;
+    cfg.quant_split_min_bytes = 0;
+    ST_OK(make_ranks(cfg, &rk));
+    uint32_t seed = 500;
+    for (Mode m : {Mode::kQ8Q8, Mode::kQ4Q8, Mode::kQ4Q4}) {
+      for (int G : {32, 128}) {
+        for (size_t n : {size_t{1}, size_t{1000}, size_t{777777}, (size_t{3} << 20) + 5}) {
+          run_case(rk, m, n % 2 ? DType::kBF16 : DType::kF16, G, n, n == 1000, false, seed++);
+          if (::testing::Test::HasFailure()) return;
+        }
+      }
+      // Interleave with fused calls on the same communicator (flags and epochs shared).
+      run_case(rk, Mode::kTwoShot, DType::kBF16, 128, 4096, false, false, seed++);
+    }
+  }
+}
+
 // Capture one call per device, replay many times with new input contents each time (the
 // fill kernel reads its seed from device memory, updated before each replay).
 TEST_F(AllreduceMultiGpu, CudaGraphReplays) {
@@ -305,10 +328,12 @@ TEST_F(AllreduceMultiGpu, MisalignedPointers) {
 
 // Only rank 0 calls: its kernel must give up after timeout_ms and name the missing peer.
 TEST(AllreduceMultiGpuTimeout, MissingPeerReportsTimeout) {
-  for (Mode m : {Mode::kTwoShot, Mode::kOneShot, Mode::kQ4Q8}) {
+  for (int variant = 0; variant < 4; ++variant) {
+    const Mode m = variant == 0 ? Mode::kTwoShot : variant == 1 ? Mode::kOneShot : Mode::kQ4Q8;
     Ranks rk;
     Config cfg;
     cfg.timeout_ms = 200;
+    if (variant == 3) cfg.quant_split_min_bytes = 0;  // the split two-step's waits
     ST_OK(make_ranks(cfg, &rk));
     Bufs b;
     b.alloc(rk.n, 1 << 16, false);
