@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -178,6 +179,87 @@ bool ProtocolSim::run_ll(int rank, int tile, const proto::Plan& p, DType dtype, 
   return true;
 }
 
+// Split two-step (allreduce_protocol.h): per chunk, three "kernels" of kSimSplitBlocks
+// blocks (threads, joined between kernels: stream order); per-rank flags raised by the last
+// block of steps 1 and 2 to arrive; the last block of step 3 advances the epoch base.
+namespace {
+constexpr int kSimSplitBlocks = 3;
+}
+void ProtocolSim::run_split_rank(int rank, const proto::Plan& p, DType dtype, const uint16_t* in, uint16_t* out,
+                                 Status* st) {
+  Rank& me = ranks_[static_cast<size_t>(rank)];
+  const int N = nranks_, B = kSimSplitBlocks;
+  auto arrive = [&](size_t count_index, size_t flag_idx, uint64_t e) {
+    if (me.ctl[count_index].fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<uint64_t>(B)) {
+      me.ctl[count_index].store(0, std::memory_order_relaxed);
+      for (int q = 0; q < N; ++q) ranks_[static_cast<size_t>(q)].ctl[flag_idx].store(e, std::memory_order_release);
+    }
+  };
+  auto launch = [&](const std::function<void(int, Status*)>& block) {
+    std::vector<Status> bs(static_cast<size_t>(B));
+    std::vector<std::thread> th;
+    for (int b = 0; b < B; ++b) th.emplace_back([&, b] { block(b, &bs[static_cast<size_t>(b)]); });
+    for (auto& t : th) t.join();
+    for (auto& s1 : bs)
+      if (!s1.ok()) return s1;
+    return Status::Ok();
+  };
+  for (size_t c = 0; c < p.num_chunks; ++c) {
+    const uint64_t base = me.ctl[proto::kSeqBaseIndex].load(std::memory_order_relaxed);
+    const uint64_t e = proto::chunk_epoch(base, 0);
+    // Step 1: (slice, tile) items round-robin over the blocks, peers' slices first.
+    *st = launch([&](int b, Status*) {
+      for (int w = b; w < N * p.tiles; w += B) {
+        const int j = (rank + 1 + w / p.tiles) % N, t = w % p.tiles;
+        const proto::Span sp = proto::tile_span(p, c, j, t);
+        Rank& owner = ranks_[static_cast<size_t>(j)];
+        encode_tile(p.c1, dtype, in + sp.begin, sp.n, p.ts, owner.mem.data() + proto::recv_offset(areas_, p, rank, t));
+      }
+      arrive(proto::kSplitCount1Index, proto::flag1_index(0, rank), e);
+    });
+    if (!st->ok()) return;
+    // Step 2: wait for every sender, then my slice's tiles.
+    *st = launch([&](int b, Status* bst) {
+      for (int r = 0; r < N; ++r)
+        if (!wait_flag(rank, proto::flag1_index(0, r), e, r, proto::kStepReduceScatter, c, bst)) return;
+      std::vector<uint16_t> tmp(p.ts);
+      for (int t = b; t < p.tiles; t += B) {
+        const proto::Span mine = proto::tile_span(p, c, rank, t);
+        for (size_t i = 0; i < mine.n; ++i) {
+          float sum = 0;
+          for (int r = 0; r < N; ++r) {
+            float v = decode_at(p.c1, dtype, me.mem.data() + proto::recv_offset(areas_, p, r, t), p.ts, i);
+            sum = r == 0 ? v : sum + v;
+          }
+          tmp[i] = proto::round_output(dtype, sum);
+        }
+        for (int j = 0; j < N; ++j) {
+          Rank& dst = ranks_[static_cast<size_t>(j)];
+          encode_tile(p.c2, dtype, tmp.data(), mine.n, p.ts, dst.mem.data() + proto::gather_offset(areas_, p, rank, t));
+        }
+      }
+      arrive(proto::kSplitCount2Index, proto::flag2_index(0, rank), e);
+    });
+    if (!st->ok()) return;
+    // Step 3: wait for every owner, decode; the last block advances the base.
+    *st = launch([&](int b, Status* bst) {
+      for (int r = 0; r < N; ++r)
+        if (!wait_flag(rank, proto::flag2_index(0, r), e, r, proto::kStepAllGather, c, bst)) return;
+      for (int w = b; w < N * p.tiles; w += B) {
+        const int j = w / p.tiles, t = w % p.tiles;
+        const proto::Span sp = proto::tile_span(p, c, j, t);
+        const uint8_t* src = me.mem.data() + proto::gather_offset(areas_, p, j, t);
+        for (size_t i = 0; i < sp.n; ++i) out[sp.begin + i] = proto::round_output(dtype, decode_at(p.c2, dtype, src, p.ts, i));
+      }
+      if (me.ctl[proto::kDoneIndex].fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<uint64_t>(B)) {
+        me.ctl[proto::kDoneIndex].store(0, std::memory_order_relaxed);
+        me.ctl[proto::kSeqBaseIndex].store(base + 1, std::memory_order_relaxed);
+      }
+    });
+    if (!st->ok()) return;
+  }
+}
+
 void ProtocolSim::run_block(int rank, int tile, const proto::Plan& p, DType dtype, const uint16_t* in, uint16_t* out,
                             Status* st) {
   Rank& me = ranks_[static_cast<size_t>(rank)];
@@ -267,6 +349,24 @@ Status ProtocolSim::allreduce(Mode mode, int group_size, DType dtype, const std:
     kind = proto::Kind::kOneShotLL;
   } else if (!proto::make_plan(kind, c1, c2, nranks_, tiles_, n, areas_, &plan)) {
     return make_status(StatusCode::kInvalidArgument, "sim: buffer too small for %d tiles", tiles_);
+  }
+  if (mode_is_quantized(mode) && n * 2 >= split_min_bytes_) {
+    plan.kind = proto::Kind::kTwoStepSplit;
+    std::vector<Status> st(static_cast<size_t>(nranks_));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < nranks_; ++r) {
+      if (!present.empty() && !present[static_cast<size_t>(r)]) continue;
+      threads.emplace_back([&, r] {
+        run_split_rank(r, plan, dtype, inputs[static_cast<size_t>(r)], outputs[static_cast<size_t>(r)],
+                       &st[static_cast<size_t>(r)]);
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (auto& s1 : st)
+      if (!s1.ok() && s1.message().find("never arrived") != std::string::npos) return s1;
+    for (auto& s1 : st)
+      if (!s1.ok()) return s1;
+    return Status::Ok();
   }
   // In place: every block reads its input span before writing the same span of the output,
   // so aliasing is safe exactly as on the GPU.

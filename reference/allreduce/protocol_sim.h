@@ -31,6 +31,9 @@ class ProtocolSim {
   int nranks() const { return nranks_; }
   // One-shot calls up to this many bytes run the LL variant (as Config::oneshot_ll_max_bytes).
   void set_oneshot_ll_max_bytes(size_t b) { ll_max_bytes_ = b; }
+  // Quantized calls of at least this many bytes run the split two-step (as
+  // Config::quant_split_min_bytes).
+  void set_quant_split_min_bytes(size_t b) { split_min_bytes_ = b; }
 
  private:
   struct Rank {
@@ -39,6 +42,7 @@ class ProtocolSim {
   };
   void run_block(int rank, int tile, const proto::Plan& plan, DType dtype, const uint16_t* in, uint16_t* out,
                  Status* st);
+  void run_split_rank(int rank, const proto::Plan& plan, DType dtype, const uint16_t* in, uint16_t* out, Status* st);
   bool run_ll(int rank, int tile, const proto::Plan& plan, DType dtype, const uint16_t* in, uint16_t* out,
               uint64_t base, Status* st);
   bool wait_flag(int rank, size_t index, uint64_t epoch, int peer, int step, size_t chunk, Status* st);
@@ -47,6 +51,7 @@ class ProtocolSim {
   int tiles_;
   int timeout_ms_;
   size_t ll_max_bytes_ = Config{}.oneshot_ll_max_bytes;
+  size_t split_min_bytes_ = Config{}.quant_split_min_bytes;
   proto::Areas areas_;
   std::vector<Rank> ranks_;
 };

@@ -165,6 +165,35 @@ TEST(AllreduceSim, OneShotLLAndRawAgree) {
   }
 }
 
+// The split two-step (three kernels per chunk, per-rank flags) gives the fused path's bits,
+// with one chunk and many, interleaved with fused calls on the same simulator; a missing
+// rank is reported by the split path's waits too.
+TEST(AllreduceSim, SplitTwoStepAgrees) {
+  for (int N : {2, 3, 4}) {
+    for (size_t buffer : {size_t{1} << 20, size_t{64} << 10}) {
+      ProtocolSim sim(N, buffer, 3, 5000);
+      sim.set_quant_split_min_bytes(0);
+      int k = 0;
+      for (Mode m : {Mode::kQ8Q8, Mode::kQ4Q8, Mode::kQ4Q4, Mode::kTwoShot}) {
+        for (size_t n : {size_t{1}, size_t{1001}, size_t{50000}}) {
+          check_sim(N, m, k % 2 ? DType::kBF16 : DType::kF16, 64, n, 0, 3, k % 3 == 0, static_cast<uint32_t>(n + N + k),
+                    &sim);
+          ++k;
+        }
+      }
+    }
+  }
+  const int N = 3;
+  const size_t n = 5000;
+  auto x = random_inputs(N, n, DType::kF16, 3);
+  std::vector<std::vector<uint16_t>> y(N, std::vector<uint16_t>(n));
+  ProtocolSim s2(N, 1 << 20, 2, 200);
+  s2.set_quant_split_min_bytes(0);
+  Status st = s2.allreduce(Mode::kQ4Q8, 128, DType::kF16, cptrs(x), ptrs(y), n, {true, false, true});
+  EXPECT_EQ(st.code(), StatusCode::kTimeout);
+  EXPECT_NE(st.message().find("peer rank 1 never arrived at step 1"), std::string::npos) << st.message();
+}
+
 TEST(AllreduceSim, MissingRankTimesOut) {
   const int N = 3;
   ProtocolSim sim(N, 1 << 20, 2, 200);
