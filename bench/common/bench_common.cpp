@@ -12,9 +12,7 @@
 #include <iostream>
 #include <sstream>
 
-#ifndef LOWBIT_GIT_COMMIT
-#define LOWBIT_GIT_COMMIT "unknown"
-#endif
+#include "lowbit_version.h"  // LOWBIT_GIT_COMMIT, generated at build time (cmake/gen_version.cmake)
 
 namespace lowbit::bench {
 

@@ -14,6 +14,7 @@
 #include "tools/cli/args.h"
 #include "tools/cli/command.h"
 #include "tools/cli/model/model_common.h"
+#include "lowbit_version.h"  // LOWBIT_GIT_COMMIT (generated at build time)
 
 namespace lowbit::cli::model_cmd {
 namespace {
@@ -343,9 +344,7 @@ int cmd_ppl(const std::vector<std::string>& argv) {
     j["total_windows"] = total_windows;
     j["tokens_scored"] = static_cast<int64_t>(n_windows) * ctx;
     j["protocol"] = "windows [BOS, t0..t_{ctx-2}] predict t0..t_{ctx-1}; non-overlapping; ppl = exp(mean NLL)";
-#ifdef LOWBIT_GIT_COMMIT
     j["commit"] = LOWBIT_GIT_COMMIT;
-#endif
     for (auto& r : results) {
       nlohmann::json e = {{"mode", r.mode},  {"allreduce", r.algo}, {"group", r.group},      {"ppl", r.ppl},
                           {"mean_nll", r.nll}, {"tokens", r.tokens}, {"seconds", r.seconds}};
