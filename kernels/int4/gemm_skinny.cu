@@ -312,7 +312,8 @@ cudaError_t launch(const void* x, void* y, int m, const KernelWeightsView& w, in
   using L = StageLayout<NT>;
   constexpr int kSmem = L::kWarpBytes * kWN * kKS;
   static_assert((kKS - 1) * kWN * 16 * NT * 32 * 4 <= kSmem, "reduction buffer must fit in the stages");
-  static const cudaError_t attr =
+  // Per function and per device: set on every launch (once per process breaks a second GPU).
+  const cudaError_t attr =
       cudaFuncSetAttribute(gemm_skinny_tc_kernel<T, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (attr != cudaSuccess) return attr;
   gemm_skinny_tc_kernel<T, NT><<<grid, 32 * kWN * kKS, kSmem, stream>>>(

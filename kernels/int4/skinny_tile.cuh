@@ -51,6 +51,7 @@ enum SkinnyMode : int { kSkDense = 0, kSkMoeGateUp = 1, kSkMoeDown = 2 };
 constexpr int kSkThreads = 256;  // 8 warps
 constexpr int kSkStages = 5;     // 4 stages in flight while one is computed
 constexpr int kSkMaxSplits = 8;  // portable cluster size
+constexpr int kSkMaxDevices = 16;  // per-device cache of cluster schedulability
 constexpr int kSkSMs = 132;      // H200; planning constant (the results do not depend on it)
 
 struct SkinnyParams {
@@ -446,9 +447,15 @@ inline SkinnyPlan skinny_plan(int cols, bool gate_up, int units, int chunks, int
 template <typename T, int NT, int WN, int MODE>
 cudaError_t launch_skinny_wn(SkinnyParams p, int tiles, unsigned grid_y, unsigned grid_z, cudaStream_t stream) {
   auto kernel = skinny_tc_kernel<T, NT, WN, MODE>;
-  static const cudaError_t attr =
+  // The attribute is per function AND per device: set it on every launch (a cheap host call,
+  // allowed under graph capture). Set once per process, a second GPU (tensor parallelism)
+  // got "invalid argument".
+  const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sk_smem_bytes(WN, NT));
   if (attr != cudaSuccess) return attr;
+  int dev = 0;
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  if (dev < 0 || dev >= kSkMaxDevices) dev = kSkMaxDevices - 1;  // shared slot: still correct, may re-probe
   cudaLaunchConfig_t cfg = {};
   cfg.blockDim = dim3(kSkThreads, 1, 1);
   cfg.dynamicSmemBytes = static_cast<size_t>(sk_smem_bytes(WN, NT));
@@ -461,9 +468,9 @@ cudaError_t launch_skinny_wn(SkinnyParams p, int tiles, unsigned grid_y, unsigne
   // A cluster size the device cannot co-schedule (checked once per size, not a stream
   // operation, so also fine under graph capture) falls back to the next smaller one: any
   // split count gives the same result up to the fixed-order fp32 sums.
-  static std::atomic<int> schedulable[kSkMaxSplits + 1] = {};  // 0 unknown, 1 yes, -1 no
+  static std::atomic<int> schedulable[kSkMaxDevices][kSkMaxSplits + 1] = {};  // 0 unknown, 1 yes, -1 no
   while (p.splits > 1) {
-    std::atomic<int>& known = schedulable[p.splits];
+    std::atomic<int>& known = schedulable[dev][p.splits];
     if (known.load(std::memory_order_relaxed) == 0) {
       la[0].val.clusterDim.x = static_cast<unsigned>(p.splits);
       cfg.numAttrs = 1;
