@@ -20,11 +20,23 @@ Status check_shape(const WeightShape& s) {
 
 size_t count_of(const WeightShape& s) { return static_cast<size_t>(s.experts) * s.n * s.k; }
 
+bool npacked_ok(const WeightShape& s) { return s.n % 8 == 0 && s.k % kKernelKChunk == 0; }
+bool tiled_ok(const WeightShape& s) { return s.n % kMmaTileCols == 0 && s.k % kKernelKChunk == 0; }
+
 }  // namespace
 
+const char* kernel_layout_name(KernelLayoutKind k) {
+  switch (k) {
+    case KernelLayoutKind::kNPackedInterleaved: return "n-packed";
+    case KernelLayoutKind::kKPacked: return "k-packed";
+    case KernelLayoutKind::kMmaTiled: return "mma-tiled";
+  }
+  return "?";
+}
+
 KernelLayoutKind kernel_layout_for(const WeightShape& s) {
-  return (s.n % 8 == 0 && s.k % kKernelKChunk == 0) ? KernelLayoutKind::kNPackedInterleaved
-                                                    : KernelLayoutKind::kKPacked;
+  if (s.experts == 1 && tiled_ok(s)) return KernelLayoutKind::kMmaTiled;
+  return npacked_ok(s) ? KernelLayoutKind::kNPackedInterleaved : KernelLayoutKind::kKPacked;
 }
 
 size_t kernel_qweight_bytes(const WeightShape& s, KernelLayoutKind) { return count_of(s) / 2; }
@@ -64,9 +76,13 @@ Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind
                              "cleared, or use a checkpoint without desc_act",
                              e, j, in.k_perm[static_cast<size_t>(e) * K + j]);
   }
+  LOWBIT_CHECK_ARG(kind_override < 0 || kind_override <= static_cast<int>(KernelLayoutKind::kMmaTiled),
+                   "repack_for_kernels: unknown layout kind %d", kind_override);
   KernelLayoutKind kind = kind_override < 0 ? kernel_layout_for(s) : static_cast<KernelLayoutKind>(kind_override);
-  LOWBIT_CHECK_ARG(kind == KernelLayoutKind::kKPacked || kernel_layout_for(s) == KernelLayoutKind::kNPackedInterleaved,
+  LOWBIT_CHECK_ARG(kind != KernelLayoutKind::kNPackedInterleaved || npacked_ok(s),
                    "repack_for_kernels: N-packed layout needs n %% 8 == 0 and k %% 32 == 0 (n=%d k=%d)", N, K);
+  LOWBIT_CHECK_ARG(kind != KernelLayoutKind::kMmaTiled || tiled_ok(s),
+                   "repack_for_kernels: MMA-tiled layout needs n %% 64 == 0 and k %% 32 == 0 (n=%d k=%d)", N, K);
 
   out->shape = s;
   out->kind = kind;
@@ -74,6 +90,18 @@ Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind
   out->qweight_k.clear();
   if (kind == KernelLayoutKind::kKPacked) {
     out->qweight_k = in.qweight;
+  } else if (kind == KernelLayoutKind::kMmaTiled) {
+    const size_t per_expert = static_cast<size_t>(K) * (N / 8);
+    out->qweight_n.assign(static_cast<size_t>(E) * per_expert, 0u);
+    for (int e = 0; e < E; ++e)
+      for (int n = 0; n < N; ++n) {
+        const uint8_t* row = in.qweight.data() + (static_cast<size_t>(e) * N + n) * (K / 2);
+        uint32_t* dst = out->qweight_n.data() + e * per_expert;
+        for (int k = 0; k < K; ++k) {
+          const MmaTiledPos pos = mma_tiled_pos(n, k, K);
+          dst[pos.word] |= ((row[k / 2] >> (4 * (k & 1))) & 0xFu) << (4 * pos.slot);
+        }
+      }
   } else {
     out->qweight_n.assign(static_cast<size_t>(E) * K * (N / 8), 0u);
     for (int e = 0; e < E; ++e)
@@ -121,6 +149,23 @@ Status unpack_from_kernels(const KernelWeights& in, KPackedWeights* out) {
     LOWBIT_CHECK_ARG(in.qweight_k.size() == count_of(s) / 2, "unpack_from_kernels: qweight_k has %zu bytes, need %zu",
                      in.qweight_k.size(), count_of(s) / 2);
     out->qweight = in.qweight_k;
+  } else if (in.kind == KernelLayoutKind::kMmaTiled) {
+    LOWBIT_CHECK_ARG(tiled_ok(s), "unpack_from_kernels: MMA-tiled layout with n=%d k=%d", N, K);
+    LOWBIT_CHECK_ARG(in.qweight_n.size() == count_of(s) / 8, "unpack_from_kernels: qweight_n has %zu words, need %zu",
+                     in.qweight_n.size(), count_of(s) / 8);
+    out->qweight.assign(count_of(s) / 2, 0);
+    const size_t per_expert = static_cast<size_t>(K) * (N / 8);
+    for (int e = 0; e < E; ++e)
+      for (size_t wi = 0; wi < per_expert; ++wi) {
+        const uint32_t w = in.qweight_n[e * per_expert + wi];
+        for (int p = 0; p < 4; ++p) {
+          int n = 0, k = 0;
+          mma_tiled_coords(wi, p, K, &n, &k);
+          uint8_t* row = out->qweight.data() + (static_cast<size_t>(e) * N + n) * (K / 2);
+          // k is even: slot p -> low nibble of byte k/2, slot p + 4 (k + 1) -> high nibble.
+          row[k / 2] = static_cast<uint8_t>(((w >> (4 * p)) & 0xFu) | (((w >> (4 * (p + 4))) & 0xFu) << 4));
+        }
+      }
   } else {
     LOWBIT_CHECK_ARG(N % 8 == 0 && K % kKernelKChunk == 0, "unpack_from_kernels: N-packed layout with n=%d k=%d", N, K);
     LOWBIT_CHECK_ARG(in.qweight_n.size() == count_of(s) / 8, "unpack_from_kernels: qweight_n has %zu words, need %zu",
@@ -162,6 +207,11 @@ int kernel_nibble(const KernelWeights& w, int e, int n, int k) {
   if (w.kind == KernelLayoutKind::kKPacked) {
     uint8_t b = w.qweight_k[(static_cast<size_t>(e) * s.n + n) * (s.k / 2) + k / 2];
     return (b >> (4 * (k & 1))) & 0xF;
+  }
+  if (w.kind == KernelLayoutKind::kMmaTiled) {
+    const MmaTiledPos pos = mma_tiled_pos(n, k, s.k);
+    const uint32_t word = w.qweight_n[static_cast<size_t>(e) * s.k * (s.n / 8) + pos.word];
+    return static_cast<int>((word >> (4 * pos.slot)) & 0xFu);
   }
   uint32_t word = w.qweight_n[(static_cast<size_t>(e) * s.k + k) * (s.n / 8) + n / 8];
   return static_cast<int>((word >> (4 * kNibbleSlotOfColumn[n % 8])) & 0xFu);

@@ -14,6 +14,19 @@
 //   reading one row k reads 32 consecutive words (128 B, coalesced).
 //   K % 32: the kernels walk K in chunks of 32 rows that never straddle a group.
 //
+// kMmaTiled (dense weights, E == 1, N % 64 == 0 and K % 32 == 0; the decode kernel's layout):
+//   qweight uint32 [E, N/64, K/16, 32 lanes, 4]. One 512 B "supertile" holds 64 columns x 16
+//   K rows (column group c = n/64, K step s = k/16), stored in the order a warp loads it: lane
+//   l = 4g + t reads 16 B, its words j = 0..3 being the A fragments of mma.m16n8k16 for the
+//   16-column tile j (columns 64c + 16j .. +15). Slot p (bits 4p) and slot p + 4 of word j
+//   hold the pair (k even, k + 1) of A-fragment register p (kMmaTiledPos below):
+//     p = 0: column 16j + g,     k = 2t, 2t+1       p = 1: column 16j + g + 8, k = 2t, 2t+1
+//     p = 2: column 16j + g,     k = 2t+8, 2t+9     p = 3: column 16j + g + 8, k = 2t+8, 2t+9
+//   so (word >> 4p) & 0x000F000F | magic IS the register the MMA takes: no byte permutes,
+//   and one warp reads 512 contiguous bytes per K step (a warp's whole K range is one
+//   contiguous run). Why not for expert stacks: the fused MoE kernels read the N-packed
+//   layout (whole rows of gathered experts); kernel_layout_for() keeps them N-packed.
+//
 // kKPacked (fallback for any other N, K; slower kernels): qweight is the canonical K-packed
 //   uint8 [E, N, K/2] unchanged (k = 2b low nibble, 2b+1 high nibble of byte b of row n).
 //
@@ -37,12 +50,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "lowbit/detail/hd.h"
 #include "lowbit/int4/weights.h"
 #include "lowbit/status.h"
 
 namespace lowbit::int4 {
 
-enum class KernelLayoutKind : uint8_t { kNPackedInterleaved = 0, kKPacked = 1 };
+enum class KernelLayoutKind : uint8_t { kNPackedInterleaved = 0, kKPacked = 1, kMmaTiled = 2 };
+const char* kernel_layout_name(KernelLayoutKind k);
 
 // Nibble slot i of an N-packed word holds column 8c + kNibbleOrder[i]; the inverse maps a
 // column offset j (0..7) to its slot.
@@ -52,13 +67,41 @@ constexpr int kNibbleSlotOfColumn[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 // K-chunk the fast kernels iterate over; also the K alignment of the fast layout.
 constexpr int kKernelKChunk = 32;
 
-// The layout a shape gets: N-packed when N % 8 == 0 and K % 32 == 0, else K-packed.
+// kMmaTiled geometry and the position of element (n, k) of one expert: word index within
+// the expert's [N/64, K/16, 32, 4] block and nibble slot. Shared by the CPU repack and the
+// CUDA kernels that unpack the layout (dequantization, slabs).
+constexpr int kMmaTileCols = 64;   // columns per supertile (4 MMA row tiles of 16)
+constexpr int kMmaTileK = 16;      // K rows per supertile (one mma k16 step)
+constexpr int kMmaTileWords = 128; // 32 lanes x 4 words = 512 B
+struct MmaTiledPos {
+  size_t word;
+  int slot;
+};
+LOWBIT_HD MmaTiledPos mma_tiled_pos(int n, int k, int K) {
+  const int c = n / kMmaTileCols, nl = n % kMmaTileCols, j = nl / 16, r = nl % 16, g = r % 8, hi = r / 8;
+  const int s = k / kMmaTileK, kl = k % kMmaTileK, t = (kl % 8) / 2, kh = kl / 8, odd = kl % 2;
+  const size_t tile = static_cast<size_t>(c) * (K / kMmaTileK) + s;
+  return {tile * kMmaTileWords + static_cast<size_t>(4 * (4 * g + t) + j), (hi + 2 * kh) + 4 * odd};
+}
+// Inverse for one word: the (n, k) of slot p (p = 0..3; slot p + 4 holds (n, k + 1)).
+LOWBIT_HD void mma_tiled_coords(size_t word, int p, int K, int* n, int* k) {
+  const int j = static_cast<int>(word % 4), lane = static_cast<int>((word / 4) % 32);
+  const size_t tile = word / kMmaTileWords;
+  const int steps = K / kMmaTileK;
+  const int s = static_cast<int>(tile % steps), c = static_cast<int>(tile / steps);
+  const int g = lane / 4, t = lane % 4, hi = p % 2, kh = p / 2;
+  *n = kMmaTileCols * c + 16 * j + 8 * hi + g;
+  *k = kMmaTileK * s + 8 * kh + 2 * t;
+}
+
+// The layout a shape gets: MMA-tiled for dense weights (E == 1) with N % 64 == 0 and
+// K % 32 == 0; else N-packed when N % 8 == 0 and K % 32 == 0; else K-packed.
 KernelLayoutKind kernel_layout_for(const WeightShape& s);
 
 struct KernelWeights {
   WeightShape shape;
   KernelLayoutKind kind = KernelLayoutKind::kNPackedInterleaved;
-  std::vector<uint32_t> qweight_n;  // kNPackedInterleaved: [E, K, N/8]
+  std::vector<uint32_t> qweight_n;  // kNPackedInterleaved: [E, K, N/8]; kMmaTiled: [E, N/64, K/16, 32, 4]
   std::vector<uint8_t> qweight_k;   // kKPacked: [E, N, K/2]
   std::vector<uint16_t> scales;     // [E, NG, N], activation dtype bits
   std::vector<uint16_t> zeros;      // [E, NG, N], activation dtype bits; empty if symmetric
@@ -68,7 +111,7 @@ struct KernelWeights {
 struct KernelWeightsView {
   WeightShape shape;
   KernelLayoutKind kind = KernelLayoutKind::kNPackedInterleaved;
-  const void* qweight = nullptr;   // uint32 [E, K, N/8] or uint8 [E, N, K/2]
+  const void* qweight = nullptr;   // uint32 [E, K, N/8], uint32 [E, N/64, K/16, 32, 4] or uint8 [E, N, K/2]
   const uint16_t* scales = nullptr;  // [E, NG, N]
   const uint16_t* zeros = nullptr;   // [E, NG, N] or nullptr (symmetric)
 };
@@ -78,7 +121,8 @@ size_t kernel_qweight_bytes(const WeightShape& s, KernelLayoutKind kind);
 size_t kernel_scale_count(const WeightShape& s);  // elements of scales (and of zeros)
 
 // Canonical K-packed -> kernel layout. kind_override < 0: kernel_layout_for(shape);
-// forcing kNPackedInterleaved on a shape that does not allow it is an error. An act-order
+// forcing kNPackedInterleaved or kMmaTiled on a shape that does not allow it is an error
+// (kMmaTiled may be forced on expert stacks too: each expert is tiled). An act-order
 // weight (k_perm not the identity) is refused (kNotSupported): the kernels apply no k
 // permutation; callers that gather x[:, k_perm] themselves repack a copy with k_perm cleared.
 Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind_override = -1);

@@ -39,18 +39,36 @@ TEST_P(KernelLayoutRoundTrip, BitExactBothWays) {
   EXPECT_EQ(back.qweight, in.qweight);
   EXPECT_EQ(back.scales, in.scales);
   EXPECT_EQ(back.zeros, in.zeros);
-  // The K-packed fallback must round-trip too, for every shape.
-  KernelWeights kk;
-  ASSERT_TRUE(repack_for_kernels(in, &kk, static_cast<int>(KernelLayoutKind::kKPacked)).ok());
-  KPackedWeights back2;
-  ASSERT_TRUE(unpack_from_kernels(kk, &back2).ok());
-  EXPECT_EQ(back2.qweight, in.qweight);
-  EXPECT_EQ(back2.zeros, in.zeros);
+  // Every layout the shape allows must round-trip too (forced), element by element.
+  const bool npacked = s.n % 8 == 0 && s.k % kKernelKChunk == 0;
+  const bool tiled = s.n % kMmaTileCols == 0 && s.k % kKernelKChunk == 0;
+  for (KernelLayoutKind kind :
+       {KernelLayoutKind::kKPacked, KernelLayoutKind::kNPackedInterleaved, KernelLayoutKind::kMmaTiled}) {
+    KernelWeights kk;
+    const Status st = repack_for_kernels(in, &kk, static_cast<int>(kind));
+    const bool allowed = kind == KernelLayoutKind::kKPacked ||
+                         (kind == KernelLayoutKind::kNPackedInterleaved ? npacked : tiled);
+    ASSERT_EQ(st.ok(), allowed) << kernel_layout_name(kind) << ": " << st.to_string();
+    if (!allowed) continue;
+    for (int e = 0; e < s.experts; ++e)
+      for (int n = 0; n < s.n; ++n)
+        for (int k = 0; k < s.k; ++k)
+          ASSERT_EQ(kernel_nibble(kk, e, n, k), canon_q(in, e, n, k))
+              << kernel_layout_name(kind) << " e=" << e << " n=" << n << " k=" << k;
+    KPackedWeights back2;
+    ASSERT_TRUE(unpack_from_kernels(kk, &back2).ok());
+    EXPECT_EQ(back2.qweight, in.qweight) << kernel_layout_name(kind);
+    EXPECT_EQ(back2.scales, in.scales);
+    EXPECT_EQ(back2.zeros, in.zeros);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, KernelLayoutRoundTrip,
                          ::testing::Values(Case{1, 8, 32, 32, true, DType::kBF16}, Case{2, 24, 128, 64, false, DType::kF16},
-                                           Case{3, 64, 256, 128, false, DType::kBF16},
+                                           Case{3, 64, 256, 128, false, DType::kBF16},   // experts: N-packed
+                                           Case{1, 128, 256, 128, false, DType::kBF16},  // dense: MMA-tiled
+                                           Case{1, 192, 64, 32, true, DType::kF16},
+                                           Case{1, 64, 96, kPerChannel, true, DType::kBF16},
                                            Case{1, 16, 96, kPerChannel, false, DType::kF16},
                                            Case{2, 20, 64, 32, false, DType::kBF16},  // N % 8 != 0: K-packed
                                            Case{1, 7, 30, kPerChannel, false, DType::kF16},
@@ -72,6 +90,45 @@ TEST(KernelLayout, InterleaveSlots) {
     EXPECT_EQ(p & 0xF, static_cast<uint32_t>(2 * j));
     EXPECT_EQ(p >> 16, static_cast<uint32_t>(2 * j + 1));
   }
+}
+
+// kMmaTiled: (word >> 4p) & 0x000F000F of lane l = 4g + t, word j holds the A fragment
+// register p of mma.m16n8k16 for the 16-column tile j: column 16j + g (+8 for odd p), k pair
+// 2t, 2t+1 (+8 for p >= 2), k even in the low half. Nibbles are a known function of (n, k).
+TEST(KernelLayout, MmaTiledFragmentSlots) {
+  WeightShape s{1, 128, 64, 32, true, DType::kBF16};
+  KPackedWeights in = random_kpacked(s, 5);
+  auto q_of = [](int n, int k) { return (n * 5 + k * 3 + (n >> 4)) & 0xF; };
+  for (int n = 0; n < s.n; ++n)
+    for (int k = 0; k < s.k; k += 2)
+      in.qweight[static_cast<size_t>(n) * (s.k / 2) + k / 2] = static_cast<uint8_t>(q_of(n, k) | (q_of(n, k + 1) << 4));
+  KernelWeights kw;
+  ASSERT_TRUE(repack_for_kernels(in, &kw).ok());
+  ASSERT_EQ(kw.kind, KernelLayoutKind::kMmaTiled);
+  const int steps = s.k / kMmaTileK;
+  for (int c = 0; c < s.n / kMmaTileCols; ++c)
+    for (int st = 0; st < steps; ++st)
+      for (int lane = 0; lane < 32; ++lane)
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t w = kw.qweight_n[(static_cast<size_t>(c) * steps + st) * kMmaTileWords + 4 * lane + j];
+          const int g = lane / 4, t = lane % 4;
+          for (int p = 0; p < 4; ++p) {
+            const uint32_t pair = (w >> (4 * p)) & 0x000F000Fu;
+            const int n = 64 * c + 16 * j + g + 8 * (p % 2), k = 16 * st + 2 * t + 8 * (p / 2);
+            ASSERT_EQ(pair & 0xF, static_cast<uint32_t>(q_of(n, k))) << "c=" << c << " s=" << st << " lane=" << lane;
+            ASSERT_EQ(pair >> 16, static_cast<uint32_t>(q_of(n, k + 1)));
+            int n2 = -1, k2 = -1;
+            mma_tiled_coords((static_cast<size_t>(c) * steps + st) * kMmaTileWords + 4 * lane + j, p, s.k, &n2, &k2);
+            ASSERT_EQ(n2, n);
+            ASSERT_EQ(k2, k);
+          }
+        }
+  // Forcing the tiled layout on a shape it cannot hold is refused with a message naming it.
+  WeightShape s2{1, 72, 64, 32, true, DType::kBF16};
+  KernelWeights k2;
+  const Status st = repack_for_kernels(random_kpacked(s2, 1), &k2, static_cast<int>(KernelLayoutKind::kMmaTiled));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("MMA-tiled"), std::string::npos) << st.message();
 }
 
 TEST(KernelLayout, RejectsBadInput) {
