@@ -30,7 +30,7 @@ struct DenseShape {
 };
 
 int run_bench_gemm(const std::vector<std::string>& argv) {
-  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "shapes", "path"}, {"quick", "asym"});
+  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "shapes", "path", "layout"}, {"quick", "asym"});
   if (!args.ok()) {
     std::fprintf(stderr, "bench gemm: %s\n", args.error().c_str());
     return 2;
@@ -56,6 +56,14 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     }
     paths.push_back(g);
   }
+  // --layout auto,npacked: auto = the dense default (MMA-tiled); npacked = the same random
+  // words read as N-packed (the previous decode kernel), for side-by-side rows.
+  std::vector<std::string> layouts = args.get_list("layout", {"auto"});
+  for (const std::string& l : layouts)
+    if (l != "auto" && l != "npacked") {
+      std::fprintf(stderr, "bench gemm: unknown --layout %s (auto, npacked)\n", l.c_str());
+      return 2;
+    }
   if (!args.ok()) {
     std::fprintf(stderr, "bench gemm: %s\n", args.error().c_str());
     return 2;
@@ -85,7 +93,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
 
   // %peak: TFLOP/s over the H200's dense bf16/fp16 tensor peak (989 TFLOP/s, spec sheet).
   constexpr double kPeakTflops = 989.0;
-  lowbit::bench::Table table({{"shape", 20}, {"path", 7}, {"M", 6}, {"N", 6}, {"K", 6}, {"time_us", 10},
+  lowbit::bench::Table table({{"shape", 20}, {"layout", 9}, {"path", 7}, {"M", 6}, {"N", 6}, {"K", 6}, {"time_us", 10},
                               {"TFLOP/s", 8}, {"%peak", 6}, {"TB/s", 6}, {"%floor", 7}, {"cublas_us", 10},
                               {"speedup", 8}, {"#wrong", 7}});
   table.print_header();
@@ -104,9 +112,12 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
       extra.push_back(std::make_unique<DevInt4>(ws, 1000u + sh.n + 17u * c, scale));
       w4.push_back(extra.back().get());
     }
-    // cuBLAS weights: the dequantized int4 weights (same values), rotated likewise.
     const size_t wbf_bytes = static_cast<size_t>(sh.n) * sh.k * 2;
     const int bcopies = rotation_copies(wbf_bytes, 8);
+    for (const std::string& layout : layouts) {
+    const KernelLayoutKind kind = layout == "npacked" ? KernelLayoutKind::kNPackedInterleaved : kernel_layout_for(ws);
+    for (DevInt4* d : w4) d->view.kind = kind;
+    // cuBLAS weights: the dequantized int4 weights (same values), rotated likewise.
     std::vector<DevBuf> wbf;
     cudaDeviceSynchronize();  // fills ran on the default stream; `stream` does not wait for it
     for (int c = 0; c < bcopies; ++c) {
@@ -133,6 +144,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
       bool have_tb = false;
       for (GemmPath path : paths) {
         if (path == GemmPath::kSkinny && m > 512) continue;
+        if (path == GemmPath::kTiled && kind == KernelLayoutKind::kMmaTiled) continue;  // needs N-packed
         size_t wsb = 0;
         (void)gemm_workspace_size(ws, m, &wsb, path);
         DevBuf work(wsb);
@@ -190,16 +202,17 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
         const double tflops = flops / (t4.median_us * 1e6), tbs = bytes / (t4.median_us * 1e6);
         const double pct = 100.0 * floor_us / t4.median_us, speedup = tb.median_us / t4.median_us;
         const double peak = 100.0 * tflops / kPeakTflops;
-        table.print_row({sh.name, gemm_path_name(path), std::to_string(m), std::to_string(sh.n), std::to_string(sh.k),
+        table.print_row({sh.name, kernel_layout_name(kind), gemm_path_name(path), std::to_string(m), std::to_string(sh.n), std::to_string(sh.k),
                          fmt(t4.median_us, 1), fmt(tflops, 1), fmt(peak, 1), fmt(tbs, 2), fmt(pct, 1),
                          fmt(tb.median_us, 1), fmt(speedup, 2), std::to_string(wrong)});
-        rows.push_back({{"shape", sh.name}, {"path", gemm_path_name(path)}, {"M", m}, {"N", sh.n}, {"K", sh.k},
+        rows.push_back({{"shape", sh.name}, {"layout", kernel_layout_name(kind)}, {"path", gemm_path_name(path)}, {"M", m}, {"N", sh.n}, {"K", sh.k},
                         {"time_us", t4.median_us}, {"min_us", t4.min_us}, {"tflops", tflops}, {"pct_peak", peak},
                         {"tbps", tbs}, {"pct_floor", pct}, {"floor_us", floor_us}, {"cublas_us", tb.median_us},
                         {"cublas_tflops", flops / (tb.median_us * 1e6)}, {"speedup", speedup}, {"wrong", wrong},
                         {"dtype", dtype_name(act)}, {"group", group}, {"sym", sym}});
       }
     }
+    }  // layouts
   }
   cublasDestroy(handle);
   cudaStreamDestroy(stream);

@@ -52,7 +52,8 @@ inline void fill_act(void* p, size_t n, uint32_t seed, DType t, float lo, float 
   fill_act_kernel<<<1024, 256>>>(static_cast<uint16_t*>(p), n, seed, t == DType::kBF16, lo, hi);
 }
 
-// Random N-packed weights on the device (all experts).
+// Random int4 weights on the device (all experts), in the shape's default kernel layout
+// (the words are random, so the view's kind may be switched to any layout the shape allows).
 struct DevInt4 {
   DevBuf q, s, z;
   KernelWeightsView view;
@@ -69,7 +70,7 @@ struct DevInt4 {
       fill_zero_kernel<<<1024, 256>>>(z.as<uint16_t>(), ns, seed + 2, sh.act == DType::kBF16);
     }
     view.shape = sh;
-    view.kind = KernelLayoutKind::kNPackedInterleaved;
+    view.kind = kernel_layout_for(sh);  // random words: any layout of the shape reads them
     view.qweight = q.p;
     view.scales = s.as<uint16_t>();
     view.zeros = sh.symmetric ? nullptr : z.as<uint16_t>();

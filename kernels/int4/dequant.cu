@@ -1,5 +1,5 @@
 // Dequantize a whole kernel-layout weight to the activation dtype, [E, N, K] row-major.
-// Uses the same device dequantization as the GEMMs (LOP3 path for N-packed), so the
+// Uses the same device dequantization as the GEMMs (LOP3 path for N-packed and MMA-tiled), so the
 // bit-exact test against the CPU contract covers the kernels' arithmetic.
 #include "kernels/int4/common.cuh"
 #include "lowbit/detail/cuda_check.h"
@@ -33,6 +33,35 @@ __global__ void dequant_npacked_kernel(const uint32_t* __restrict__ qw, const ui
   }
 }
 
+// MMA-tiled: one thread per word; each of its 4 pairs is (column n, rows k and k + 1),
+// adjacent in the [N, K] output: one 4 B store per pair.
+template <typename T>
+__global__ void dequant_tiled_kernel(const uint32_t* __restrict__ qw, const uint16_t* __restrict__ scales,
+                                     const uint16_t* __restrict__ zeros, T* __restrict__ out, int E, int N, int K,
+                                     int G) {
+  using T2 = typename Act<T>::T2;
+  const size_t per_expert = static_cast<size_t>(K) * (N / 8), total = per_expert * E;
+  const int NG = K / G;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int e = static_cast<int>(i / per_expert);
+    const uint32_t word = qw[i];
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      int n = 0, k = 0;
+      mma_tiled_coords(i % per_expert, p, K, &n, &k);
+      const size_t gi = (static_cast<size_t>(e) * NG + k / G) * N + n;
+      const uint32_t sb = scales[gi];
+      const uint32_t zbits = zeros ? zeros[gi] : (Act<T>::kMagic == 0x43004300u ? 0x4100u : 0x4800u);  // z or 8
+      const T2 zb = __hadd2(bits_as<T2>(Act<T>::kMagic), bits_as<T2>(zbits | (zbits << 16)));
+      const uint32_t u = lop3_and_or(word >> (4 * p), 0x000F000Fu, Act<T>::kMagic);
+      // Same arithmetic as dequant_word: exact subtraction, one rounding in the multiply.
+      const T2 v = __hmul2_rn(__hsub2(bits_as<T2>(u), zb), bits_as<T2>(sb | (sb << 16)));
+      *reinterpret_cast<T2*>(out + (static_cast<size_t>(e) * N + n) * K + k) = v;
+    }
+  }
+}
+
 template <typename T>
 __global__ void dequant_kpacked_kernel(const uint8_t* __restrict__ qw, const uint16_t* __restrict__ scales,
                                        const uint16_t* __restrict__ zeros, T* __restrict__ out, int E, int N, int K,
@@ -57,7 +86,10 @@ cudaError_t launch(const KernelWeightsView& w, uint16_t* out, cudaStream_t strea
   const WeightShape& s = w.shape;
   const size_t total = static_cast<size_t>(s.experts) * s.n * s.k;
   const int blocks = static_cast<int>(total / 256 + 1 < 4096 ? total / 256 + 1 : 4096);
-  if (w.kind == KernelLayoutKind::kNPackedInterleaved)
+  if (w.kind == KernelLayoutKind::kMmaTiled)
+    dequant_tiled_kernel<T><<<blocks, 256, 0, stream>>>(static_cast<const uint32_t*>(w.qweight), w.scales, w.zeros,
+                                                        reinterpret_cast<T*>(out), s.experts, s.n, s.k, s.group_len());
+  else if (w.kind == KernelLayoutKind::kNPackedInterleaved)
     dequant_npacked_kernel<T><<<blocks, 256, 0, stream>>>(static_cast<const uint32_t*>(w.qweight), w.scales, w.zeros,
                                                           reinterpret_cast<T*>(out), s.experts, s.n, s.k, s.group_len());
   else

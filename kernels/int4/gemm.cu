@@ -1,4 +1,6 @@
 // Dense W4A16 GEMM entry point: validation, workspace sizing, kernel choice.
+//   MMA-tiled layout (dense default), M below the cuBLAS crossover -> gemm_decode.cu
+//   MMA-tiled layout, larger M                  -> gemm_dequant.cu (slab from the tiled words)
 //   N-packed layout, M <  128 (64 when K < 8192) -> gemm_skinny.cu (streaming, split-K, mma)
 //   N-packed layout, larger M                    -> gemm_dequant.cu (dequantize to a slab + cuBLAS)
 //   gemm_tc.cu (tiled WMMA) only when forced (GemmPath::kTiled)
@@ -20,9 +22,12 @@ constexpr int kSkinnyMaxM = 512;  // the skinny kernel's limit (32-row tiles ove
 // skinny kernel still wins on three of the four 70B shapes, K >= 8192).
 constexpr int kDequantMinM = 128, kDequantMinMShortK = 64, kShortK = 8192;
 bool aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
-// Workspace bytes the skinny kernel needs at exactly this M (N-packed layout).
+// Workspace bytes the skinny kernel needs at exactly this M on the N-packed layout (the
+// MMA-tiled decode kernel needs none). gemm_workspace_size() takes a shape, not a layout:
+// it sizes for the N-packed kernel whenever the shape can be N-packed, so one workspace
+// serves a dense weight repacked either way.
 size_t skinny_need(const WeightShape& shape, int m) {
-  if (m > kSkinnyMaxM) return 0;
+  if (m > kSkinnyMaxM || shape.n % 8 != 0 || shape.k % kKernelKChunk != 0) return 0;
   const int splits = detail::skinny_splits(m, shape.n, shape.k);
   return splits > 1 ? static_cast<size_t>(splits) * m * shape.n * sizeof(float) : 0;
 }
@@ -79,7 +84,12 @@ Status validate_weights_view(const KernelWeightsView& w, const char* who) {
   LOWBIT_CHECK_ARG(w.qweight != nullptr && w.scales != nullptr, "%s: qweight or scales is null", who);
   LOWBIT_CHECK_ARG(s.symmetric == (w.zeros == nullptr), "%s: zeros must be null iff symmetric (symmetric=%d, zeros=%p)",
                    who, static_cast<int>(s.symmetric), static_cast<const void*>(w.zeros));
-  if (w.kind == KernelLayoutKind::kNPackedInterleaved) {
+  if (w.kind == KernelLayoutKind::kMmaTiled) {
+    LOWBIT_CHECK_ARG(s.n % kMmaTileCols == 0 && s.k % kKernelKChunk == 0,
+                     "%s: MMA-tiled layout needs N %% 64 == 0 and K %% 32 == 0 (N=%d K=%d)", who, s.n, s.k);
+    if (!aligned(w.qweight, 16) || !aligned(w.scales, 2) || (w.zeros && !aligned(w.zeros, 2)))
+      return make_status(StatusCode::kMisaligned, "%s: MMA-tiled qweight must be 16 B and scales/zeros 2 B aligned", who);
+  } else if (w.kind == KernelLayoutKind::kNPackedInterleaved) {
     LOWBIT_CHECK_ARG(s.n % 8 == 0 && s.k % kKernelKChunk == 0,
                      "%s: N-packed layout needs N %% 8 == 0 and K %% 32 == 0 (N=%d K=%d); repack as K-packed", who, s.n,
                      s.k);
@@ -100,7 +110,7 @@ Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmP
   // The maximum over every M' <= m, so that a workspace sized once for the largest M
   // serves every smaller one (split-K is not monotone in M; the path changes with M).
   *bytes = 0;
-  if (kernel_layout_for(shape) != KernelLayoutKind::kNPackedInterleaved) return Status::Ok();
+  if (kernel_layout_for(shape) == KernelLayoutKind::kKPacked) return Status::Ok();
   const int top = m < kSkinnyMaxM ? m : kSkinnyMaxM;
   for (int mm = 1; mm <= top; ++mm) {
     const size_t b = path_need(shape, resolve(path, mm, shape.k), mm);
@@ -134,6 +144,15 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
     return make_status(StatusCode::kMisaligned, "int4::gemm: x=%p and y=%p must be 16 B aligned (16 B vector access)",
                        a.x, a.y);
   const GemmPath path = resolve(a.path, a.m, w.shape.k);
+  if (w.kind == KernelLayoutKind::kMmaTiled) {
+    LOWBIT_CHECK_ARG(path != GemmPath::kTiled, "int4::gemm: path tiled needs the N-packed layout (this weight is %s)",
+                     kernel_layout_name(w.kind));
+    if (path == GemmPath::kDequantCublas)
+      return detail::gemm_dequant_cublas(a.x, a.y, a.m, w, a.expert, workspace, workspace_bytes, st);
+    LOWBIT_CHECK_ARG(a.m <= kSkinnyMaxM, "int4::gemm: the decode path serves M <= %d (m=%d)", kSkinnyMaxM, a.m);
+    LOWBIT_CUDA_RETURN(detail::launch_gemm_decode(a.x, a.y, a.m, w, a.expert, st));
+    return Status::Ok();
+  }
   if (path == GemmPath::kTiled) {
     LOWBIT_CUDA_RETURN(detail::launch_gemm_tc(a.x, a.y, a.m, w, a.expert, st));
     return Status::Ok();

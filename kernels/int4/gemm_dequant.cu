@@ -98,11 +98,85 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// MMA-tiled source: a block takes one 64-column group and 4 K steps (64 rows; 4 contiguous
+// 512 B supertiles), one 16 B load per thread, dequantizes its 4 words (pairs (n, k), (n, k+1)
+// with the contract's rounding, as dequant_word) into a shared tile, then writes the tile
+// out 16 B per thread along n (kKN) or along k (kNK).
+template <typename T, bool kKNOut>
+__global__ void __launch_bounds__(128)
+    slab_tiled_kernel(const uint4* __restrict__ qw, const uint16_t* __restrict__ scales,
+                      const uint16_t* __restrict__ zeros, T* __restrict__ slab, int N, int K, int G, int n0, int ldn,
+                      size_t expert_stride) {
+  using T2 = typename Act<T>::T2;
+  constexpr int kLd = 64 + 8;
+  __shared__ __align__(16) T tile[64 * kLd];  // kKN: [k][n]; kNK: [n][k]
+  const int e = blockIdx.z, steps = K / kMmaTileK, NG = K / G;
+  const int cgrp = (n0 / kMmaTileCols) + blockIdx.x, st0 = blockIdx.y * 4;
+  const int i = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int krows = min(64, K - kMmaTileK * st0);
+  if (st0 + i < steps) {
+    const uint4 v = __ldg(qw + (static_cast<size_t>(e) * steps * (N / kMmaTileCols) +
+                                static_cast<size_t>(cgrp) * steps + st0 + i) * 32 + lane);
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    const int kb = kMmaTileK * (st0 + i);
+    const size_t gbase = (static_cast<size_t>(e) * NG + kb / G) * N + cgrp * kMmaTileCols;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const int nl = 16 * j + g + 8 * (p & 1), kl = 16 * i + 2 * t + 8 * (p >> 1);
+        const uint32_t sb = scales[gbase + nl];
+        const uint32_t zbits = zeros ? zeros[gbase + nl] : (Act<T>::kMagic == 0x43004300u ? 0x4100u : 0x4800u);
+        const T2 zb = __hadd2(bits_as<T2>(Act<T>::kMagic), bits_as<T2>(zbits | (zbits << 16)));
+        const uint32_t u = lop3_and_or(words[j] >> (4 * p), 0x000F000Fu, Act<T>::kMagic);
+        const T2 w2 = __hmul2_rn(__hsub2(bits_as<T2>(u), zb), bits_as<T2>(sb | (sb << 16)));
+        if constexpr (kKNOut) {
+          tile[kl * kLd + nl] = w2.x;
+          tile[(kl + 1) * kLd + nl] = w2.y;
+        } else {
+          *reinterpret_cast<T2*>(&tile[nl * kLd + kl]) = w2;
+        }
+      }
+  }
+  __syncthreads();
+  T* out = slab + e * expert_stride;
+  const int nrel = cgrp * kMmaTileCols - n0;  // column of the chunk
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int idx = threadIdx.x + 128 * r;  // 512 pieces of 16 B
+    const int row = idx / 8, v8 = (idx % 8) * 8;
+    if constexpr (kKNOut) {
+      if (row < krows)
+        *reinterpret_cast<uint4*>(out + static_cast<size_t>(kMmaTileK * st0 + row) * ldn + nrel + v8) =
+            *reinterpret_cast<const uint4*>(&tile[row * kLd + v8]);
+    } else {
+      if (v8 < krows)
+        *reinterpret_cast<uint4*>(out + static_cast<size_t>(nrel + row) * K + kMmaTileK * st0 + v8) =
+            *reinterpret_cast<const uint4*>(&tile[row * kLd + v8]);
+    }
+  }
+}
+
 template <typename T>
 cudaError_t launch_slab(const KernelWeightsView& w, int e0, int ne, int n0, int nc, detail::SlabLayout layout, int ldn,
                         size_t expert_stride, void* slab, cudaStream_t stream) {
   const WeightShape& s = w.shape;
   const int N = s.n, K = s.k, NG = s.num_groups();
+  if (w.kind == KernelLayoutKind::kMmaTiled) {
+    // n0 and nc are multiples of 128 (chunk_cols) or reach N (N % 64 == 0): whole column groups.
+    dim3 grid(nc / kMmaTileCols, ceil_div(K / kMmaTileK, 4), ne);
+    const uint4* qt = static_cast<const uint4*>(w.qweight) + static_cast<size_t>(e0) * K * (N / 8) / 4;
+    const size_t so = static_cast<size_t>(e0) * NG * N;
+    if (layout == detail::SlabLayout::kKN)
+      slab_tiled_kernel<T, true><<<grid, 128, 0, stream>>>(qt, w.scales + so, w.zeros ? w.zeros + so : nullptr,
+                                                           static_cast<T*>(slab), N, K, s.group_len(), n0, ldn,
+                                                           expert_stride);
+    else
+      slab_tiled_kernel<T, false><<<grid, 128, 0, stream>>>(qt, w.scales + so, w.zeros ? w.zeros + so : nullptr,
+                                                            static_cast<T*>(slab), N, K, s.group_len(), n0, ldn,
+                                                            expert_stride);
+    return cudaGetLastError();
+  }
   const uint32_t* qw = static_cast<const uint32_t*>(w.qweight) + static_cast<size_t>(e0) * K * (N / 8);
   const size_t so = static_cast<size_t>(e0) * NG * N;
   const uint16_t* sc = w.scales + so;

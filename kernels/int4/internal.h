@@ -22,6 +22,9 @@ int skinny_splits(int m, int n, int k);
 
 cudaError_t launch_gemm_skinny(const void* x, void* y, int m, const KernelWeightsView& w, int expert, float* partials,
                                cudaStream_t stream);
+// Decode GEMM on the MMA-tiled layout (gemm_decode.cu): 1 <= m <= 512, no workspace.
+cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
+                               cudaStream_t stream);
 cudaError_t launch_gemm_tc(const void* x, void* y, int m, const KernelWeightsView& w, int expert, cudaStream_t stream);
 cudaError_t launch_gemm_kpacked(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                 cudaStream_t stream);

@@ -28,7 +28,10 @@ Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
 // ---- dense GEMM ----------------------------------------------------------------------------
 // y[M, N] = x[M, K] * W[expert]^T. x, y: 16 B aligned when the fast path is taken
 // (N-packed layout); any 2 B alignment on the K-packed fallback.
-// The kernel is picked from M: small M (< 128; < 64 when K < 8192) a streaming tensor-core kernel (mma m16n8k16 on
+// The kernel is picked from M and the layout. MMA-tiled (the dense default): small M a
+// decode kernel that streams the tiled words straight into mma.m16n8k16 fragments (one
+// launch, split-K reduced in a thread-block cluster, no workspace; gemm_decode.cu).
+// N-packed: small M (< 128; < 64 when K < 8192) a streaming tensor-core kernel (mma m16n8k16 on
 // y^T = W x^T, each weight word dequantized once per block for up to 32 rows, cp.async
 // pipeline) with split-K over the grid (fp32 partials in the workspace, reduced in a fixed
 // order: deterministic); larger M (prefill) dequantizes the weight on the GPU into a 16-bit
@@ -42,7 +45,7 @@ Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
 // gemm_workspace_size() alike. Forcing a path on the K-packed layout is refused.
 enum class GemmPath : uint8_t {
   kAuto = 0,
-  kSkinny,         // streaming tensor-core kernel (gemm_skinny.cu), M <= 512
+  kSkinny,         // decode kernel of the layout: gemm_decode.cu (MMA-tiled) / gemm_skinny.cu (N-packed), M <= 512
   kTiled,          // WMMA tiled kernel (gemm_tc.cu)
   kDequantCublas,  // dequantize to a slab + cuBLAS (gemm_dequant.cu)
 };

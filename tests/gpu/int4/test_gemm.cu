@@ -71,6 +71,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(DqCase{2, 24, 128, 32, false, DType::kBF16, 0.02f}, DqCase{1, 64, 256, 128, true, DType::kF16, 0.02f},
                       DqCase{2, 16, 96, kPerChannel, false, DType::kBF16, 0.02f},
                       DqCase{1, 20, 64, 64, false, DType::kF16, 0.02f},       // K-packed fallback
+                      DqCase{1, 128, 96, 32, false, DType::kBF16, 0.02f},     // MMA-tiled, asym
+                      DqCase{1, 192, 64, kPerChannel, true, DType::kF16, 0.02f},
                       DqCase{1, 32, 64, 32, false, DType::kF16, 3e-6f},        // fp16 subnormal products
                       DqCase{1, 32, 64, 32, false, DType::kF16, 6000.f},       // fp16 overflow to inf
                       DqCase{1, 32, 64, 32, true, DType::kBF16, 1e-38f}));     // bf16 subnormals
@@ -82,6 +84,7 @@ struct GemmCase {
   bool sym;
   DType act;
   GemmPath path = GemmPath::kAuto;  // forced paths: Forced* instantiations below
+  int layout = -1;                   // forced kernel layout (KernelLayoutKind); -1: the shape's default
 };
 
 std::string case_name(const ::testing::TestParamInfo<GemmCase>& i) {
@@ -94,6 +97,7 @@ std::string case_name(const ::testing::TestParamInfo<GemmCase>& i) {
     os << c.g;
   os << (c.sym ? "_sym_" : "_asym_") << dtype_name(c.act);
   if (c.path != GemmPath::kAuto) os << "_" << gemm_path_name(c.path);
+  if (c.layout >= 0) os << "_" << (c.layout == 0 ? "npacked" : c.layout == 1 ? "kpacked" : "tiled");
   return os.str();
 }
 
@@ -103,14 +107,15 @@ struct HostWeights {
   KernelWeights kw;
   std::vector<float> wf;  // dequantized [N, K] as float (exact values of the act dtype)
 };
-const HostWeights& weights_for(const WeightShape& s) {
-  static std::map<std::tuple<int, int, int, bool, int>, std::unique_ptr<HostWeights>> cache;
-  auto key = std::make_tuple(s.n, s.k, s.group_size, s.symmetric, static_cast<int>(s.act));
+const HostWeights& weights_for(const WeightShape& s, int layout) {
+  static std::map<std::tuple<int, int, int, bool, int, int>, std::unique_ptr<HostWeights>> cache;
+  auto key = std::make_tuple(s.n, s.k, s.group_size, s.symmetric, static_cast<int>(s.act), layout);
   auto& slot = cache[key];
   if (!slot) {
     slot = std::make_unique<HostWeights>();
     slot->kp = random_kpacked(s, 7u * s.n + 13u * s.k + static_cast<uint32_t>(s.group_size + 1));
-    (void)repack_for_kernels(slot->kp, &slot->kw);
+    const Status st = repack_for_kernels(slot->kp, &slot->kw, layout);
+    EXPECT_TRUE(st.ok()) << st.to_string();
     slot->wf.resize(static_cast<size_t>(s.n) * s.k);
     for (int n = 0; n < s.n; ++n)
       for (int k = 0; k < s.k; ++k)
@@ -124,11 +129,17 @@ class Int4Gemm : public ::testing::TestWithParam<GemmCase> {};
 // Tolerances (why): the GPU accumulates in fp32 in a different order than the fp64
 // reference and rounds the output once to the act dtype. Per element we allow half an
 // output ulp-ish (2^-8 bf16, 2^-11 fp16 relative) plus 8 * sqrt(K) * 2^-24 * sum|x w|
-// (fp32 accumulation, random-walk growth). Globally rel-L2 < 5e-3 (bf16) / 1e-3 (fp16).
+// (fp32 accumulation, random-walk growth). The reference multiplies by the contract's
+// dequantized weights (rounded to the act dtype); the MMA-tiled decode kernel applies the
+// group scale to fp32 sums of the exact integers (q - z), i.e. the unrounded weight, so we
+// also allow the weight rounding: u_w * min(6 sqrt(sum (x w)^2), sum |x w|) with u_w = 2^-8
+// (bf16) / 2^-11 (fp16) (random rounding errors: ~10 sigma; never more than the worst case).
+// Globally rel-L2 < 5e-3 (bf16) / 1e-3 (fp16).
 TEST_P(Int4Gemm, MatchesFp64Reference) {
   const GemmCase c = GetParam();
   WeightShape s{1, c.n, c.k, c.g, c.sym, c.act};
-  const HostWeights& hw = weights_for(s);
+  const HostWeights& hw = weights_for(s, c.layout);
+  if (c.layout >= 0) ASSERT_EQ(static_cast<int>(hw.kw.kind), c.layout);
   DevWeights dw(hw.kw);
   auto x = random_act(static_cast<size_t>(c.m) * c.k, c.act, 31u * c.m + c.k);
   DevBuf dx = upload(x);
@@ -160,15 +171,18 @@ TEST_P(Int4Gemm, MatchesFp64Reference) {
   int bad = 0;
   for (int m : rows)
     for (int n : cols) {
-      double ref = 0, mag = 0;
+      double ref = 0, mag = 0, sq = 0;
       for (int k = 0; k < c.k; ++k) {
         const double t = static_cast<double>(half_bits_to_float(c.act, x[static_cast<size_t>(m) * c.k + k])) *
                          hw.wf[static_cast<size_t>(n) * c.k + k];
         ref += t;
         mag += std::fabs(t);
+        sq += t * t;
       }
       const double got = half_bits_to_float(c.act, y[static_cast<size_t>(m) * c.n + n]);
-      const double tol = rel_out * std::fabs(ref) + 8.0 * std::sqrt(static_cast<double>(c.k)) * std::ldexp(1.0, -24) * mag;
+      const double u_w = c.act == DType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+      const double tol = rel_out * std::fabs(ref) + 8.0 * std::sqrt(static_cast<double>(c.k)) * std::ldexp(1.0, -24) * mag +
+                         u_w * std::min(6.0 * std::sqrt(sq), mag);
       if (!(std::fabs(got - ref) <= tol) && bad++ < 5)
         ADD_FAILURE() << "m=" << m << " n=" << n << " got " << got << " ref " << ref << " tol " << tol;
       err2 += (got - ref) * (got - ref);
@@ -208,7 +222,14 @@ std::vector<GemmCase> forced_cases() {
         if (g == 32 || g == kPerChannel) v.push_back({130, 24, 96, g, sym, t, GemmPath::kDequantCublas});  // K % 64 == 32
         v.push_back({200, 24, 128, g, sym, t, GemmPath::kTiled});
         v.push_back({256, 4096, 4096, g, sym, t, GemmPath::kSkinny});
+        // The same dense weight in the N-packed layout (the previous decode kernel) and in
+        // the MMA-tiled layout at the M where the decode kernels switch row tiles.
+        for (int m : {1, 9, 33})
+          v.push_back({m, 4096, 4096, g, sym, t, GemmPath::kAuto, static_cast<int>(KernelLayoutKind::kNPackedInterleaved)});
+        for (int m : {8, 16, 17}) v.push_back({m, 192, 4096, g, sym, t, GemmPath::kSkinny});
       }
+  // Expert stacks may be forced into the MMA-tiled layout: expert 0 and a split K range.
+  v.push_back({5, 128, 96, 32, false, DType::kBF16, GemmPath::kAuto, static_cast<int>(KernelLayoutKind::kMmaTiled)});
   // Two column chunks of the 64 MiB slab (8328 x 4096 x 2 B > 64 MiB), the last one not a
   // multiple of 64 columns.
   v.push_back({80, 8328, 4096, 128, false, DType::kBF16, GemmPath::kDequantCublas});
@@ -252,6 +273,28 @@ TEST(Int4GemmArgs, RefusedBeforeLaunch) {
   v = dw.view;
   v.shape.n = 20;  // N-packed claimed for N % 8 != 0
   EXPECT_EQ(gemm(a, v, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
+  // MMA-tiled weights: the N-packed-only tiled WMMA path is refused, and so are a
+  // misaligned qweight and a shape the layout cannot hold.
+  {
+    WeightShape st{1, 128, 128, 32, true, DType::kBF16};
+    KernelWeights kt;
+    ASSERT_TRUE(repack_for_kernels(random_kpacked(st, 6), &kt).ok());
+    ASSERT_EQ(kt.kind, KernelLayoutKind::kMmaTiled);
+    DevWeights dt(kt);
+    GemmArgs c = a;
+    EXPECT_TRUE(gemm(c, dt.view, ws.p, ws.bytes, nullptr).ok());
+    c.path = GemmPath::kTiled;
+    const Status r = gemm(c, dt.view, ws.p, ws.bytes, nullptr);
+    EXPECT_EQ(r.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.message().find("mma-tiled"), std::string::npos) << r.message();
+    KernelWeightsView vt = dt.view;
+    vt.qweight = static_cast<const char*>(vt.qweight) + 4;
+    EXPECT_EQ(gemm(a, vt, ws.p, ws.bytes, nullptr).code(), StatusCode::kMisaligned);
+    vt = dt.view;
+    vt.shape.n = 96;
+    EXPECT_EQ(gemm(a, vt, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
   // Workspace too small when split-K is used.
   WeightShape big{1, 256, 4096, 128, true, DType::kBF16};
   size_t need = 0;

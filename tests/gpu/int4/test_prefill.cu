@@ -31,9 +31,12 @@ TEST_P(Int4Slab, BitExactBothLayouts) {
   const SlabCase c = GetParam();
   WeightShape s{c.E, c.N, c.K, c.g, c.sym, c.act};
   KPackedWeights kp = random_kpacked(s, 11u + c.N + c.K, 0.03f);
+  for (KernelLayoutKind kind : {KernelLayoutKind::kNPackedInterleaved, KernelLayoutKind::kMmaTiled}) {
+  SCOPED_TRACE(kernel_layout_name(kind));
+  // The tiled layout holds whole 64-column groups; its slab chunks start on one.
+  if (kind == KernelLayoutKind::kMmaTiled && (c.N % 64 != 0 || c.n0 % 64 != 0 || c.nc % 64 != 0)) continue;
   KernelWeights kw;
-  ASSERT_TRUE(repack_for_kernels(kp, &kw).ok());
-  ASSERT_EQ(kw.kind, KernelLayoutKind::kNPackedInterleaved);
+  ASSERT_TRUE(repack_for_kernels(kp, &kw, static_cast<int>(kind)).ok());
   DevWeights dw(kw);
   const size_t stride = static_cast<size_t>(c.nc) * c.K + 64;  // a gap between experts must stay untouched
   const size_t total = stride * c.ne;
@@ -60,6 +63,7 @@ TEST_P(Int4Slab, BitExactBothLayouts) {
     }
     EXPECT_EQ(bad, 0u);
   }
+  }  // kinds
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Int4Slab,
@@ -67,7 +71,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Int4Slab,
                                            SlabCase{3, 136, 96, 32, true, DType::kF16, 1, 2, 0, 136},  // partial tiles
                                            SlabCase{2, 256, 256, 128, false, DType::kF16, 1, 1, 128, 128},
                                            SlabCase{4, 200, 64, kPerChannel, false, DType::kBF16, 0, 4, 72, 128},
-                                           SlabCase{1, 48, 128, 64, true, DType::kBF16, 0, 1, 40, 8}));
+                                           SlabCase{1, 48, 128, 64, true, DType::kBF16, 0, 1, 40, 8},
+                                           SlabCase{2, 192, 96, 32, false, DType::kBF16, 0, 2, 64, 128}));  // K % 64 == 32
 
 std::vector<uint16_t> random_x(size_t n, DType t, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -55,8 +55,8 @@ void run_dense(const SkCase& c, uint8_t poison, bool tile, DenseRun* r) {
   WeightShape s{1, c.n, c.k, c.g, c.sym, c.act};
   r->kp = random_kpacked(s, 3u * c.n + 5u * c.k + static_cast<uint32_t>(c.g + 7));
   KernelWeights kw;
-  ASSERT_TRUE(repack_for_kernels(r->kp, &kw).ok());
-  ASSERT_EQ(kw.kind, KernelLayoutKind::kNPackedInterleaved);
+  // The N-packed decode kernels (the dense default is MMA-tiled, gemm_decode.cu).
+  ASSERT_TRUE(repack_for_kernels(r->kp, &kw, static_cast<int>(KernelLayoutKind::kNPackedInterleaved)).ok());
   DevWeights dw(kw);
   r->x = rand_act(static_cast<size_t>(c.m) * c.k, c.act, 11u * c.m + c.n);
   DevBuf dx = upload(r->x), dy(static_cast<size_t>(c.m) * c.n * 2);
