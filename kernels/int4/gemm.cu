@@ -43,8 +43,22 @@ GemmPath env_path() {
   }();
   return v;
 }
-// The path gemm() takes for an N-packed weight with K inputs at this M.
-GemmPath resolve(GemmPath requested, int m, int k) {
+// kAuto on the MMA-tiled layout: the decode kernel up to kTiledDecodeMaxM rows, dequant +
+// cuBLAS above (measured on H200, docs/int4-kernels.md: the decode kernel wins at M <= 32 on
+// every Llama-3 projection; at M = 48 cuBLAS on the slab wins or ties on 6 of 8, since the
+// decode kernel re-reads the weight per 16-row tile).
+constexpr int kTiledDecodeMaxM = 32;
+// The path gemm() takes for a weight of this layout with K inputs at this M.
+GemmPath resolve(GemmPath requested, int m, int k, KernelLayoutKind kind) {
+  if (kind == KernelLayoutKind::kMmaTiled) {
+    if (requested == GemmPath::kAuto) {
+      requested = env_path();
+      if (requested == GemmPath::kSkinny && m > kSkinnyMaxM) requested = GemmPath::kAuto;
+      if (requested == GemmPath::kTiled) requested = GemmPath::kAuto;  // N-packed only
+    }
+    if (requested != GemmPath::kAuto) return requested;
+    return m > kTiledDecodeMaxM ? GemmPath::kDequantCublas : GemmPath::kSkinny;
+  }
   if (requested == GemmPath::kAuto) {
     requested = env_path();
     if (requested == GemmPath::kSkinny && m > kSkinnyMaxM) requested = GemmPath::kAuto;
@@ -113,11 +127,20 @@ Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmP
   if (kernel_layout_for(shape) == KernelLayoutKind::kKPacked) return Status::Ok();
   const int top = m < kSkinnyMaxM ? m : kSkinnyMaxM;
   for (int mm = 1; mm <= top; ++mm) {
-    const size_t b = path_need(shape, resolve(path, mm, shape.k), mm);
+    // Either word layout the shape allows (a dense weight may be forced N-packed).
+    size_t b = path_need(shape, resolve(path, mm, shape.k, KernelLayoutKind::kNPackedInterleaved), mm);
+    if (kernel_layout_for(shape) == KernelLayoutKind::kMmaTiled) {
+      const size_t bt = path_need(shape, resolve(path, mm, shape.k, KernelLayoutKind::kMmaTiled), mm);
+      if (bt > b) b = bt;
+    }
     if (b > *bytes) *bytes = b;
   }
   if (m > top) {  // beyond the skinny range the need does not depend on M
-    const size_t b = path_need(shape, resolve(path, m, shape.k), m);
+    size_t b = path_need(shape, resolve(path, m, shape.k, KernelLayoutKind::kNPackedInterleaved), m);
+    if (kernel_layout_for(shape) == KernelLayoutKind::kMmaTiled) {
+      const size_t bt = path_need(shape, resolve(path, m, shape.k, KernelLayoutKind::kMmaTiled), m);
+      if (bt > b) b = bt;
+    }
     if (b > *bytes) *bytes = b;
   }
   return Status::Ok();
@@ -143,7 +166,7 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
   if (!aligned(a.x, 16) || !aligned(a.y, 16))
     return make_status(StatusCode::kMisaligned, "int4::gemm: x=%p and y=%p must be 16 B aligned (16 B vector access)",
                        a.x, a.y);
-  const GemmPath path = resolve(a.path, a.m, w.shape.k);
+  const GemmPath path = resolve(a.path, a.m, w.shape.k, w.kind);
   if (w.kind == KernelLayoutKind::kMmaTiled) {
     LOWBIT_CHECK_ARG(path != GemmPath::kTiled, "int4::gemm: path tiled needs the N-packed layout (this weight is %s)",
                      kernel_layout_name(w.kind));

@@ -14,8 +14,9 @@ quick=()
 step gpu_int4_tests 120 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1
 step bench_gemm 55 "$BIN/lowbit" bench gemm ${quick[@]+"${quick[@]}"} --out "$OUT/gemm"
 step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/moe"
-# Dense decode on the shared MoE decode tile (opt-in, docs/int4-kernels.md) next to the default.
-step bench_gemm_tile 30 env LOWBIT_INT4_SKINNY_TILE=1 "$BIN/lowbit" bench gemm --m 1,8,16 --out "$OUT/gemm_tile"
+# Dense decode: the MMA-tiled decode kernel (default layout) next to the N-packed kernel on
+# the same weights (--layout npacked), M = 1..32.
+step bench_gemm_layouts 40 "$BIN/lowbit" bench gemm --m 1,8,16,32 --layout auto,npacked --path skinny --out "$OUT/gemm_layouts"
 # Prefill schedules that are off by default until measured: dense dequant + cuBLAS without /
 # with the overlapped dequantization (LOWBIT_INT4_OVERLAP=1; skinny for reference up to 512),
 # grouped MoE on 1 vs 4 worker streams (LOWBIT_INT4_MOE_STREAMS=4; fused for reference).
@@ -28,7 +29,7 @@ step bench_prefill_paths 70 bash -c '"$0" bench gemm --m 512,2048,4096 --path cu
 if command -v cuobjdump > /dev/null; then
   sass=$(mktemp /tmp/int4-sass.XXXX)
   cuobjdump --dump-sass "$BIN/lowbit_tests_gpu_int4" > "$sass" 2>&1
-  for k in gemm_tc_kernel gemm_skinny_tc_kernel kern16skinny_tc_kernel; do  # the last: decode tile (MoE)
+  for k in gemm_tc_kernel gemm_skinny_tc_kernel gemm_decode_kernel kern16skinny_tc_kernel; do  # the last: decode tile (MoE)
     awk -v k="$k" '/Function :/ {on = index($0, k) > 0} on' "$sass" > "$sass.k"
     echo "sass $k: HMMA=$(grep -c HMMA "$sass.k") LOP3=$(grep -c LOP3 "$sass.k") LDL/STL=$(grep -cE 'LDL|STL' "$sass.k")"
   done | tee "$OUT/sass_summary.txt"
@@ -38,6 +39,6 @@ fi
 echo "=== int4 summary ==="
 printf "$summary"
 grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" | tail -5
-for f in gemm moe gemm_tile prefill_seq prefill_overlap moe_paths moe_grouped4; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
+for f in gemm moe gemm_layouts prefill_seq prefill_overlap moe_paths moe_grouped4; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
 grep -h "total #wrong" "$OUT"/bench_*.log
 cat "$OUT/sass_summary.txt" 2>/dev/null
