@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/int4/cluster_launch.cuh"
 #include "kernels/int4/common.cuh"
 #include "kernels/int4/internal.h"
 
@@ -40,28 +41,8 @@ namespace kern {
 namespace {
 
 constexpr int kDecWarps = 4;
-constexpr int kDecMaxSplits = 8;   // portable cluster size
-constexpr int kDecMaxDevices = 16;
-
-template <typename T>
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
-template <>
-__device__ __forceinline__ void mma16816<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                                        uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+constexpr int kDecMaxSplits = kClusterMaxSplits;
+constexpr int kDecMaxDevices = kClusterMaxDevices;
 
 // Streaming 16 B load: read once, keep out of L1, let L2 fetch 256 B lines.
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
@@ -220,10 +201,10 @@ __global__ void __launch_bounds__(32 * kDecWarps) gemm_decode_kernel(const Decod
 #pragma unroll
           for (int r = 0; r < 4; ++r) a[r] = lop3_and_or(words[j] >> (4 * r), 0x000F000Fu, Act<T>::kMagic);
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma16816<T>(acc[j][nt], a, xx[i][nt].x, xx[i][nt].y);
+          for (int nt = 0; nt < NT; ++nt) mma_m16n8k16<T>(acc[j][nt], a, xx[i][nt].x, xx[i][nt].y);
         }
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma16816<T>(accx[nt], ones_a, xx[i][nt].x, xx[i][nt].y);
+        for (int nt = 0; nt < NT; ++nt) mma_m16n8k16<T>(accx[nt], ones_a, xx[i][nt].x, xx[i][nt].y);
       }
       // Window end (a window with at least one step in range; the tail window may be short).
       if ((i + 1) % W == 0 && i + 1 - W < n_in) fold(sb + i + 1);
@@ -334,37 +315,11 @@ cudaError_t launch(DecodeParams p, cudaStream_t stream) {
   if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   const int mtiles = ceil_div(p.M, 8 * NT), groups = p.N / kMmaTileCols;
   p.splits = env_splits() ? env_splits() : decode_splits(groups * mtiles, p.K / kMmaTileK, sm_count(dev), D);
-  cudaLaunchConfig_t cfg = {};
-  cfg.blockDim = dim3(32 * kDecWarps, 1, 1);
-  cfg.dynamicSmemBytes = kSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute la[1];
-  la[0].id = cudaLaunchAttributeClusterDimension;
-  la[0].val.clusterDim.y = 1;
-  la[0].val.clusterDim.z = 1;
-  cfg.attrs = la;
-  // A cluster size the device cannot co-schedule (probed once per size and device; not a
-  // stream operation, so fine under graph capture) falls back to the next smaller one.
-  static std::atomic<int> schedulable[kDecMaxDevices][kDecMaxSplits + 1] = {};  // 0 unknown, 1 yes, -1 no
-  const int slot = dev < kDecMaxDevices ? dev : kDecMaxDevices - 1;
-  while (p.splits > 1) {
-    std::atomic<int>& known = schedulable[slot][p.splits];
-    if (known.load(std::memory_order_relaxed) == 0) {
-      la[0].val.clusterDim.x = static_cast<unsigned>(p.splits);
-      cfg.numAttrs = 1;
-      cfg.gridDim = dim3(static_cast<unsigned>(p.splits), static_cast<unsigned>(mtiles), static_cast<unsigned>(groups));
-      int clusters = 0;
-      const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
-      if (e != cudaSuccess) (void)cudaGetLastError();
-      known.store(e == cudaSuccess && clusters > 0 ? 1 : -1, std::memory_order_relaxed);
-    }
-    if (known.load(std::memory_order_relaxed) > 0) break;
-    --p.splits;
-  }
-  la[0].val.clusterDim.x = static_cast<unsigned>(p.splits);
-  cfg.numAttrs = p.splits > 1 ? 1 : 0;
-  cfg.gridDim = dim3(static_cast<unsigned>(p.splits), static_cast<unsigned>(mtiles), static_cast<unsigned>(groups));
-  return cudaLaunchKernelEx(&cfg, kernel, p);
+  static ClusterSchedulable known = {};
+  p.splits = schedulable_splits(kernel, p.splits, 1, static_cast<unsigned>(mtiles), static_cast<unsigned>(groups),
+                                32 * kDecWarps, kSmem, known);
+  return launch_split_clusters(kernel, p, p.splits, 1, static_cast<unsigned>(mtiles), static_cast<unsigned>(groups),
+                               32 * kDecWarps, kSmem, stream);
 }
 
 template <typename T, int NT, int D, int W>

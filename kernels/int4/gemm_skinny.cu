@@ -72,26 +72,6 @@ namespace {
 constexpr int kWN = detail::kSkinnyCols / 64;  // column warps per block
 constexpr int kKS = detail::kSkinnyKSlices;    // K-slice warps per block
 
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
-template <>
-__device__ __forceinline__ void mma_16816<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // Per-warp cp.async pipeline: kStages buffers of one 32-row K chunk each (weight words of
 // the warp's 8 octets, their scales and zeros, and the chunk of the 8 NT activation rows);
 // kStages - 1 chunks are in flight while one is computed, so each warp keeps ~3 KB of
@@ -245,7 +225,7 @@ __global__ void __launch_bounds__(32 * kWN * kKS)
         const uint32_t a[4] = {__byte_perm(d[0][j], d[1][j], 0x5410), __byte_perm(d[0][j], d[1][j], 0x7632),
                                __byte_perm(d[2][j], d[3][j], 0x5410), __byte_perm(d[2][j], d[3][j], 0x7632)};
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma_16816<T>(acc[j][nt], a, xb[nt][0], xb[nt][1]);
+        for (int nt = 0; nt < NT; ++nt) mma_m16n8k16<T>(acc[j][nt], a, xb[nt][0], xb[nt][1]);
       }
     }
   }

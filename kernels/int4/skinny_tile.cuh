@@ -42,6 +42,7 @@
 
 #include <atomic>
 
+#include "kernels/int4/cluster_launch.cuh"
 #include "kernels/int4/common.cuh"
 
 namespace lowbit::int4::kern {
@@ -50,8 +51,7 @@ enum SkinnyMode : int { kSkDense = 0, kSkMoeGateUp = 1, kSkMoeDown = 2 };
 
 constexpr int kSkThreads = 256;  // 8 warps
 constexpr int kSkStages = 5;     // 4 stages in flight while one is computed
-constexpr int kSkMaxSplits = 8;  // portable cluster size
-constexpr int kSkMaxDevices = 16;  // per-device cache of cluster schedulability
+constexpr int kSkMaxSplits = kClusterMaxSplits;
 constexpr int kSkSMs = 132;      // H200; planning constant (the results do not depend on it)
 
 struct SkinnyParams {
@@ -87,26 +87,6 @@ __host__ __device__ constexpr int sk_stage_bytes(int wn, int nt) { return sk_x_o
 __host__ __device__ constexpr int sk_smem_bytes(int wn, int nt) { return kSkStages * sk_stage_bytes(wn, nt); }
 static_assert(8 * 16 * 4 * 32 * 4 <= sk_smem_bytes(4, 4) && 8 * 16 * 4 * 32 * 4 <= sk_smem_bytes(2, 4),
               "the fp32 reduction tile must fit in the stage buffers");
-
-template <typename T>
-__device__ __forceinline__ void sk_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
-template <>
-__device__ __forceinline__ void sk_mma<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ void sk_mma<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                                      uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ void sk_cp16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
@@ -354,7 +334,7 @@ __global__ void __launch_bounds__(kSkThreads, NT == 1 ? 3 : NT == 2 ? 2 : 1) ski
         const uint32_t a[4] = {sk_deq<T>(u01, j, zu[j], su[j]), sk_deq<T>(v01, j, zv[j], sv[j]),
                                sk_deq<T>(u23, j, zu[j], su[j]), sk_deq<T>(v23, j, zv[j], sv[j])};
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) sk_mma<T>(acc[j][nt], a, xb[nt][0], xb[nt][1]);
+        for (int nt = 0; nt < NT; ++nt) mma_m16n8k16<T>(acc[j][nt], a, xb[nt][0], xb[nt][1]);
       }
     }
   }
@@ -453,40 +433,11 @@ cudaError_t launch_skinny_wn(SkinnyParams p, int tiles, unsigned grid_y, unsigne
   const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sk_smem_bytes(WN, NT));
   if (attr != cudaSuccess) return attr;
-  int dev = 0;
-  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-  if (dev < 0 || dev >= kSkMaxDevices) dev = kSkMaxDevices - 1;  // shared slot: still correct, may re-probe
-  cudaLaunchConfig_t cfg = {};
-  cfg.blockDim = dim3(kSkThreads, 1, 1);
-  cfg.dynamicSmemBytes = static_cast<size_t>(sk_smem_bytes(WN, NT));
-  cfg.stream = stream;
-  cudaLaunchAttribute la[1];
-  la[0].id = cudaLaunchAttributeClusterDimension;
-  la[0].val.clusterDim.y = 1;
-  la[0].val.clusterDim.z = 1;
-  cfg.attrs = la;
-  // A cluster size the device cannot co-schedule (checked once per size, not a stream
-  // operation, so also fine under graph capture) falls back to the next smaller one: any
-  // split count gives the same result up to the fixed-order fp32 sums.
-  static std::atomic<int> schedulable[kSkMaxDevices][kSkMaxSplits + 1] = {};  // 0 unknown, 1 yes, -1 no
-  while (p.splits > 1) {
-    std::atomic<int>& known = schedulable[dev][p.splits];
-    if (known.load(std::memory_order_relaxed) == 0) {
-      la[0].val.clusterDim.x = static_cast<unsigned>(p.splits);
-      cfg.numAttrs = 1;
-      cfg.gridDim = dim3(static_cast<unsigned>(tiles * p.splits), grid_y, grid_z);
-      int clusters = 0;
-      const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
-      if (e != cudaSuccess) (void)cudaGetLastError();  // clear; treat as not schedulable
-      known.store(e == cudaSuccess && clusters > 0 ? 1 : -1, std::memory_order_relaxed);
-    }
-    if (known.load(std::memory_order_relaxed) > 0) break;
-    --p.splits;
-  }
-  la[0].val.clusterDim.x = static_cast<unsigned>(p.splits);
-  cfg.numAttrs = p.splits > 1 ? 1 : 0;
-  cfg.gridDim = dim3(static_cast<unsigned>(tiles * p.splits), grid_y, grid_z);
-  return cudaLaunchKernelEx(&cfg, kernel, p);
+  static ClusterSchedulable known = {};
+  p.splits = schedulable_splits(kernel, p.splits, static_cast<unsigned>(tiles), grid_y, grid_z, kSkThreads,
+                                static_cast<size_t>(sk_smem_bytes(WN, NT)), known);
+  return launch_split_clusters(kernel, p, p.splits, static_cast<unsigned>(tiles), grid_y, grid_z, kSkThreads,
+                               static_cast<size_t>(sk_smem_bytes(WN, NT)), stream);
 }
 
 // Group shift of the chunk index (G = 32 << shift; one group per column: 31, always group 0).

@@ -1,0 +1,76 @@
+// Launching a split-K kernel whose splits form one thread-block cluster along grid.x
+// (shared by gemm_decode.cu and skinny_tile.cuh). A cluster size the device cannot
+// co-schedule (probed once per kernel, size and device with cudaOccupancyMaxActiveClusters:
+// not a stream operation, so fine under graph capture) falls back to the next smaller one;
+// the kernels give the same result for any split count up to their fixed-order fp32 sums.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+
+namespace lowbit::int4::kern {
+
+constexpr int kClusterMaxSplits = 8;   // portable cluster size
+constexpr int kClusterMaxDevices = 16; // per-device cache (later devices share the last slot)
+
+// A launch configuration with clusters of `splits` blocks along x (no cluster attribute when
+// splits == 1); `attr` must outlive the configuration.
+inline cudaLaunchConfig_t split_cluster_config(cudaLaunchAttribute* attr, int splits, unsigned tiles, unsigned grid_y,
+                                               unsigned grid_z, unsigned threads, size_t smem, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = static_cast<unsigned>(splits);
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = splits > 1 ? 1 : 0;
+  cfg.blockDim = dim3(threads, 1, 1);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.gridDim = dim3(tiles * static_cast<unsigned>(splits), grid_y, grid_z);
+  return cfg;
+}
+
+// One per kernel instantiation (the caller keeps it static): 0 unknown, 1 yes, -1 no.
+using ClusterSchedulable = std::atomic<int>[kClusterMaxDevices][kClusterMaxSplits + 1];
+
+// Largest cluster size <= splits that `kernel` can co-schedule with this block shape, for
+// a grid of (tiles * s, grid_y, grid_z). Returns >= 1.
+template <typename Kernel>
+int schedulable_splits(Kernel kernel, int splits, unsigned tiles, unsigned grid_y, unsigned grid_z, unsigned threads,
+                       size_t smem, ClusterSchedulable& known) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  if (dev < 0 || dev >= kClusterMaxDevices) dev = kClusterMaxDevices - 1;  // shared slot: correct, may re-probe
+  if (splits > kClusterMaxSplits) splits = kClusterMaxSplits;
+  while (splits > 1) {
+    std::atomic<int>& k = known[dev][splits];
+    if (k.load(std::memory_order_relaxed) == 0) {
+      cudaLaunchAttribute la;
+      const cudaLaunchConfig_t cfg = split_cluster_config(&la, splits, tiles, grid_y, grid_z, threads, smem, nullptr);
+      int clusters = 0;
+      const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
+      if (e != cudaSuccess) (void)cudaGetLastError();  // clear; treat as not schedulable
+      k.store(e == cudaSuccess && clusters > 0 ? 1 : -1, std::memory_order_relaxed);
+    }
+    if (k.load(std::memory_order_relaxed) > 0) break;
+    --splits;
+  }
+  return splits < 1 ? 1 : splits;
+}
+
+// Launches kernel(params) on a grid of (tiles * splits, grid_y, grid_z) with clusters of
+// `splits` blocks along x (no cluster attribute when splits == 1).
+template <typename Kernel, typename Params>
+cudaError_t launch_split_clusters(Kernel kernel, const Params& params, int splits, unsigned tiles, unsigned grid_y,
+                                  unsigned grid_z, unsigned threads, size_t smem, cudaStream_t stream) {
+  cudaLaunchAttribute la;
+  const cudaLaunchConfig_t cfg = split_cluster_config(&la, splits, tiles, grid_y, grid_z, threads, smem, stream);
+  return cudaLaunchKernelEx(&cfg, kernel, params);
+}
+
+}  // namespace lowbit::int4::kern
