@@ -129,13 +129,8 @@ __global__ void __launch_bounds__(32 * kDecWarps) gemm_decode_kernel(const Decod
     xr[nt] = reinterpret_cast<const uint32_t*>(x + static_cast<size_t>(xv[nt] ? m : 0) * p.K) + t;
   }
 
-  float acc[4][NT][4], tot[4][NT][4], accx[NT][4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[j][nt][q] = tot[j][nt][q] = accx[nt][q] = 0.f;
+  // acc: the current window's sums; tot: scaled sums so far; accx: the window's sum(x).
+  float acc[4][NT][4] = {}, tot[4][NT][4] = {}, accx[NT][4] = {};
 
   // The MMAs take the weights as magic + q (one LOP3 per pair, exact) and a fifth MMA per
   // step with an all-ones A sums x over the same K: at each window end (<= 8 K steps,

@@ -166,13 +166,7 @@ __global__ void __launch_bounds__(32 * kWN * kKS)
   const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * L::kWarpBytes;
   const unsigned char* sgen = smem + warp * L::kWarpBytes;
 
-  float acc[4][NT][4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[j][nt][q] = 0.f;
+  float acc[4][NT][4] = {};  // fp32 accumulators of the warp's 4 column tiles x NT row tiles
 
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) {

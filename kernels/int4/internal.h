@@ -91,6 +91,13 @@ class CublasLease {
 // LOWBIT_INT4_OVERLAP=1; not yet measured on the device), 0 off, 1 on. Tests.
 void set_dequant_overlap(int mode);
 
+// ---- MoE decode GEMMs (moe_gemm1.cu, moe_gemm2.cu) -----------------------------------------
+// Shared argument checks (moe_args.cu): N-packed weight with N % n_multiple == 0 and
+// K % 32 == 0, m/topk/block_m ranges, the sorted-block grid limit, 16 B alignment of the
+// activations (`act`, named act_name in the message), scales and zeros, 4 B of qweight.
+Status validate_moe_gemm(const char* who, const char* act_name, const void* act, const KernelWeightsView& w,
+                         int n_multiple, int m, int topk, int block_m);
+
 // ---- grouped MoE prefill (moe_grouped.cu; dispatched from fused_moe.cu) -------------------
 size_t moe_grouped_workspace_bytes(int m, int topk, int experts, int hidden, int inter, int block_m);
 // Streams the grouped path spreads its per-expert GEMMs over: 0 default

@@ -5,6 +5,7 @@
 // intermediate). Grid: x = column tile x split-K (cluster), y = align block (only the
 // min(#blocks, M*topk) that can hold rows; the rest exit at once: past num_post_padded),
 // z = pass of 8 NT rows. Activation rows are gathered by sorted id; padding rows cost no K loop.
+#include "kernels/int4/internal.h"
 #include "kernels/int4/skinny_tile.cuh"
 #include "lowbit/detail/cuda_check.h"
 #include "lowbit/int4/kernels.h"
@@ -68,19 +69,7 @@ cudaError_t launch_t(const void* x, const KernelWeightsView& w, const int32_t* s
 Status moe_gemm1(const void* x, const KernelWeightsView& w13, const int32_t* sorted_ids, const int32_t* expert_ids,
                  const int32_t* num_post_padded, int m, int topk, int block_m, void* inter, Stream stream) {
   LOWBIT_CHECK_ARG(x && sorted_ids && expert_ids && num_post_padded && inter, "int4::moe_gemm1: null pointer");
-  LOWBIT_CHECK_ARG(w13.kind == KernelLayoutKind::kNPackedInterleaved && w13.qweight && w13.scales,
-                   "int4::moe_gemm1: w13 must be an N-packed weight with qweight and scales");
-  LOWBIT_CHECK_ARG(w13.shape.n % 16 == 0 && w13.shape.k % kKernelKChunk == 0,
-                   "int4::moe_gemm1: needs 2I %% 16 == 0 and H %% 32 == 0 (2I=%d H=%d)", w13.shape.n, w13.shape.k);
-  LOWBIT_CHECK_ARG(m >= 1 && topk >= 1 && block_m >= 1 && block_m <= 128, "int4::moe_gemm1: m=%d topk=%d block_m=%d", m,
-                   topk, block_m);
-  LOWBIT_CHECK_ARG(moe_max_padded(m, topk, w13.shape.experts, block_m) / block_m <= 65535,
-                   "int4::moe_gemm1: %lld sorted blocks exceed the grid limit 65535 (raise block_m)",
-                   static_cast<long long>(moe_max_padded(m, topk, w13.shape.experts, block_m) / block_m));
-  if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w13.scales) |
-       reinterpret_cast<uintptr_t>(w13.zeros) | reinterpret_cast<uintptr_t>(w13.qweight) % 4) % 16 != 0)
-    return make_status(StatusCode::kMisaligned,
-                       "int4::moe_gemm1: x, scales and zeros must be 16 B aligned and qweight 4 B aligned");
+  LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::moe_gemm1", "x", x, w13, 16, m, topk, block_m));
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   LOWBIT_CUDA_RETURN(w13.shape.act == DType::kF16
                          ? kern::launch_t<__half>(x, w13, sorted_ids, expert_ids, num_post_padded, m, topk, block_m,

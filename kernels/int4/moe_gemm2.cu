@@ -2,6 +2,7 @@
 // align block of one expert, slot_out[p, :] = topk_weight[p] * (inter[p] W2^T) with
 // w2 [E, H, I], fp32 per (token, slot) rows (no atomics), so the top-k sum (moe_sum.cu)
 // stays deterministic. Grid as in moe_gemm1.cu; padding blocks and rows exit before any K loop.
+#include "kernels/int4/internal.h"
 #include "kernels/int4/skinny_tile.cuh"
 #include "lowbit/detail/cuda_check.h"
 #include "lowbit/int4/kernels.h"
@@ -67,19 +68,7 @@ Status moe_gemm2(const void* inter, const KernelWeightsView& w2, const int32_t* 
                  float* slot_out, Stream stream) {
   LOWBIT_CHECK_ARG(inter && sorted_ids && expert_ids && num_post_padded && topk_weights && slot_out,
                    "int4::moe_gemm2: null pointer");
-  LOWBIT_CHECK_ARG(w2.kind == KernelLayoutKind::kNPackedInterleaved && w2.qweight && w2.scales,
-                   "int4::moe_gemm2: w2 must be an N-packed weight with qweight and scales");
-  LOWBIT_CHECK_ARG(w2.shape.n % 8 == 0 && w2.shape.k % kKernelKChunk == 0,
-                   "int4::moe_gemm2: needs H %% 8 == 0 and I %% 32 == 0 (H=%d I=%d)", w2.shape.n, w2.shape.k);
-  LOWBIT_CHECK_ARG(m >= 1 && topk >= 1 && block_m >= 1 && block_m <= 128, "int4::moe_gemm2: m=%d topk=%d block_m=%d", m,
-                   topk, block_m);
-  LOWBIT_CHECK_ARG(moe_max_padded(m, topk, w2.shape.experts, block_m) / block_m <= 65535,
-                   "int4::moe_gemm2: %lld sorted blocks exceed the grid limit 65535 (raise block_m)",
-                   static_cast<long long>(moe_max_padded(m, topk, w2.shape.experts, block_m) / block_m));
-  if ((reinterpret_cast<uintptr_t>(inter) | reinterpret_cast<uintptr_t>(w2.scales) |
-       reinterpret_cast<uintptr_t>(w2.zeros) | reinterpret_cast<uintptr_t>(w2.qweight) % 4) % 16 != 0)
-    return make_status(StatusCode::kMisaligned,
-                       "int4::moe_gemm2: inter, scales and zeros must be 16 B aligned and qweight 4 B aligned");
+  LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::moe_gemm2", "inter", inter, w2, 8, m, topk, block_m));
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   LOWBIT_CUDA_RETURN(w2.shape.act == DType::kF16
                          ? kern::launch_t<__half>(inter, w2, sorted_ids, expert_ids, num_post_padded, topk_weights, m,

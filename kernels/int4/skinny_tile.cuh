@@ -257,13 +257,7 @@ __global__ void __launch_bounds__(kSkThreads, NT == 1 ? 3 : NT == 2 ? 2 : 1) ski
       if (x_src[r] != nullptr && x_chunk[r] < nc) sk_cp16(st + x_dst[r], x_src[r] + c0 * 32);
   };
 
-  float acc[4][NT][4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[j][nt][q] = 0.f;
+  float acc[4][NT][4] = {};  // fp32 accumulators of the warp's 4 column tiles x NT row tiles
 
 #pragma unroll
   for (int i = 0; i < kSkStages - 1; ++i) {

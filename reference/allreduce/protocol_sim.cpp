@@ -209,12 +209,7 @@ void ProtocolSim::run_split_rank(int rank, const proto::Plan& p, DType dtype, co
     const uint64_t e = proto::chunk_epoch(base, 0);
     // Step 1: (slice, tile) items round-robin over the blocks, peers' slices first.
     *st = launch([&](int b, Status*) {
-      for (int w = b; w < N * p.tiles; w += B) {
-        const int j = (rank + 1 + w / p.tiles) % N, t = w % p.tiles;
-        const proto::Span sp = proto::tile_span(p, c, j, t);
-        Rank& owner = ranks_[static_cast<size_t>(j)];
-        encode_tile(p.c1, dtype, in + sp.begin, sp.n, p.ts, owner.mem.data() + proto::recv_offset(areas_, p, rank, t));
-      }
+      for (int w = b; w < N * p.tiles; w += B) send_tile(rank, (rank + 1 + w / p.tiles) % N, w % p.tiles, c, p, dtype, in);
       arrive(proto::kSplitCount1Index, proto::flag1_index(0, rank), e);
     });
     if (!st->ok()) return;
@@ -223,21 +218,7 @@ void ProtocolSim::run_split_rank(int rank, const proto::Plan& p, DType dtype, co
       for (int r = 0; r < N; ++r)
         if (!wait_flag(rank, proto::flag1_index(0, r), e, r, proto::kStepReduceScatter, c, bst)) return;
       std::vector<uint16_t> tmp(p.ts);
-      for (int t = b; t < p.tiles; t += B) {
-        const proto::Span mine = proto::tile_span(p, c, rank, t);
-        for (size_t i = 0; i < mine.n; ++i) {
-          float sum = 0;
-          for (int r = 0; r < N; ++r) {
-            float v = decode_at(p.c1, dtype, me.mem.data() + proto::recv_offset(areas_, p, r, t), p.ts, i);
-            sum = r == 0 ? v : sum + v;
-          }
-          tmp[i] = proto::round_output(dtype, sum);
-        }
-        for (int j = 0; j < N; ++j) {
-          Rank& dst = ranks_[static_cast<size_t>(j)];
-          encode_tile(p.c2, dtype, tmp.data(), mine.n, p.ts, dst.mem.data() + proto::gather_offset(areas_, p, rank, t));
-        }
-      }
+      for (int t = b; t < p.tiles; t += B) reduce_tile(rank, t, c, p, dtype, tmp.data());
       arrive(proto::kSplitCount2Index, proto::flag2_index(0, rank), e);
     });
     if (!st->ok()) return;
@@ -245,12 +226,7 @@ void ProtocolSim::run_split_rank(int rank, const proto::Plan& p, DType dtype, co
     *st = launch([&](int b, Status* bst) {
       for (int r = 0; r < N; ++r)
         if (!wait_flag(rank, proto::flag2_index(0, r), e, r, proto::kStepAllGather, c, bst)) return;
-      for (int w = b; w < N * p.tiles; w += B) {
-        const int j = w / p.tiles, t = w % p.tiles;
-        const proto::Span sp = proto::tile_span(p, c, j, t);
-        const uint8_t* src = me.mem.data() + proto::gather_offset(areas_, p, j, t);
-        for (size_t i = 0; i < sp.n; ++i) out[sp.begin + i] = proto::round_output(dtype, decode_at(p.c2, dtype, src, p.ts, i));
-      }
+      for (int w = b; w < N * p.tiles; w += B) gather_tile(rank, w / p.tiles, w % p.tiles, c, p, dtype, out);
       if (me.ctl[proto::kDoneIndex].fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<uint64_t>(B)) {
         me.ctl[proto::kDoneIndex].store(0, std::memory_order_relaxed);
         me.ctl[proto::kSeqBaseIndex].store(base + 1, std::memory_order_relaxed);
@@ -258,6 +234,36 @@ void ProtocolSim::run_split_rank(int rank, const proto::Plan& p, DType dtype, co
     });
     if (!st->ok()) return;
   }
+}
+
+void ProtocolSim::send_tile(int rank, int j, int t, size_t c, const proto::Plan& p, DType dtype, const uint16_t* in) {
+  const proto::Span sp = proto::tile_span(p, c, j, t);
+  Rank& owner = ranks_[static_cast<size_t>(j)];
+  encode_tile(p.c1, dtype, in + sp.begin, sp.n, p.ts, owner.mem.data() + proto::recv_offset(areas_, p, rank, t));
+}
+
+void ProtocolSim::reduce_tile(int rank, int t, size_t c, const proto::Plan& p, DType dtype, uint16_t* tmp) {
+  const Rank& me = ranks_[static_cast<size_t>(rank)];
+  const proto::Span mine = proto::tile_span(p, c, rank, t);
+  for (size_t i = 0; i < mine.n; ++i) {
+    float sum = 0;
+    for (int r = 0; r < nranks_; ++r) {
+      const float v = decode_at(p.c1, dtype, me.mem.data() + proto::recv_offset(areas_, p, r, t), p.ts, i);
+      sum = r == 0 ? v : sum + v;
+    }
+    tmp[i] = proto::round_output(dtype, sum);
+  }
+  for (int j = 0; j < nranks_; ++j) {
+    Rank& dst = ranks_[static_cast<size_t>(j)];
+    encode_tile(p.c2, dtype, tmp, mine.n, p.ts, dst.mem.data() + proto::gather_offset(areas_, p, rank, t));
+  }
+}
+
+void ProtocolSim::gather_tile(int rank, int j, int t, size_t c, const proto::Plan& p, DType dtype, uint16_t* out) {
+  const Rank& me = ranks_[static_cast<size_t>(rank)];
+  const proto::Span sp = proto::tile_span(p, c, j, t);
+  const uint8_t* src = me.mem.data() + proto::gather_offset(areas_, p, j, t);
+  for (size_t i = 0; i < sp.n; ++i) out[sp.begin + i] = proto::round_output(dtype, decode_at(p.c2, dtype, src, p.ts, i));
 }
 
 void ProtocolSim::run_block(int rank, int tile, const proto::Plan& p, DType dtype, const uint16_t* in, uint16_t* out,
@@ -291,35 +297,20 @@ void ProtocolSim::run_block(int rank, int tile, const proto::Plan& p, DType dtyp
     }
     // Step 1: encode my tile of every slice j into rank j's recv slot for me.
     for (int j = 0; j < N; ++j) {
-      proto::Span sp = proto::tile_span(p, c, j, tile);
-      Rank& owner = ranks_[static_cast<size_t>(j)];
-      encode_tile(p.c1, dtype, in + sp.begin, sp.n, p.ts, owner.mem.data() + proto::recv_offset(areas_, p, rank, tile));
-      owner.ctl[proto::flag1_index(tile, rank)].store(e, std::memory_order_release);
+      send_tile(rank, j, tile, c, p, dtype, in);
+      ranks_[static_cast<size_t>(j)].ctl[proto::flag1_index(tile, rank)].store(e, std::memory_order_release);
     }
     // Step 2: reduce my slice's tile from every sender, encode once, send to every rank.
     for (int r = 0; r < N; ++r) {
       if (!wait_flag(rank, proto::flag1_index(tile, r), e, r, proto::kStepReduceScatter, c, st)) return;
     }
-    proto::Span mine = proto::tile_span(p, c, rank, tile);
-    for (size_t i = 0; i < mine.n; ++i) {
-      float s = 0;
-      for (int r = 0; r < N; ++r) {
-        float v = decode_at(p.c1, dtype, me.mem.data() + proto::recv_offset(areas_, p, r, tile), p.ts, i);
-        s = r == 0 ? v : s + v;
-      }
-      tmp[i] = proto::round_output(dtype, s);
-    }
-    for (int j = 0; j < N; ++j) {
-      Rank& dst = ranks_[static_cast<size_t>(j)];
-      encode_tile(p.c2, dtype, tmp.data(), mine.n, p.ts, dst.mem.data() + proto::gather_offset(areas_, p, rank, tile));
-      dst.ctl[proto::flag2_index(tile, rank)].store(e, std::memory_order_release);
-    }
+    reduce_tile(rank, tile, c, p, dtype, tmp.data());
+    for (int j = 0; j < N; ++j)
+      ranks_[static_cast<size_t>(j)].ctl[proto::flag2_index(tile, rank)].store(e, std::memory_order_release);
     // Step 3: decode every owner's reduced tile.
     for (int j = 0; j < N; ++j) {
       if (!wait_flag(rank, proto::flag2_index(tile, j), e, j, proto::kStepAllGather, c, st)) return;
-      proto::Span sp = proto::tile_span(p, c, j, tile);
-      const uint8_t* src = me.mem.data() + proto::gather_offset(areas_, p, j, tile);
-      for (size_t i = 0; i < sp.n; ++i) out[sp.begin + i] = proto::round_output(dtype, decode_at(p.c2, dtype, src, p.ts, i));
+      gather_tile(rank, j, tile, c, p, dtype, out);
     }
   }
   // The last block of this rank to finish advances the epoch base (as the kernel does).

@@ -46,6 +46,14 @@ class ProtocolSim {
   bool run_ll(int rank, int tile, const proto::Plan& plan, DType dtype, const uint16_t* in, uint16_t* out,
               uint64_t base, Status* st);
   bool wait_flag(int rank, size_t index, uint64_t epoch, int peer, int step, size_t chunk, Status* st);
+  // The per-tile work of the quantized two-step, shared by the fused (run_block) and the
+  // split (run_split_rank) schedules; they differ only in who does which tile and how the
+  // flags are raised. Step 1: encode tile t of slice j of `in` into rank j's recv slot for
+  // `rank`. Step 2: sum tile t of my slice over every sender (fixed order), round, encode it
+  // into every rank's gather slot. Step 3: decode owner j's reduced tile t into `out`.
+  void send_tile(int rank, int j, int t, size_t chunk, const proto::Plan& plan, DType dtype, const uint16_t* in);
+  void reduce_tile(int rank, int t, size_t chunk, const proto::Plan& plan, DType dtype, uint16_t* tmp);
+  void gather_tile(int rank, int j, int t, size_t chunk, const proto::Plan& plan, DType dtype, uint16_t* out);
 
   int nranks_;
   int tiles_;

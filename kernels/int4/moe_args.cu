@@ -1,0 +1,26 @@
+// Argument checks shared by the two MoE decode GEMMs (moe_gemm1.cu, moe_gemm2.cu): the
+// same weight, grid and alignment rules, with the caller's name in every message.
+#include <cstdint>
+
+#include "kernels/int4/internal.h"
+
+namespace lowbit::int4::detail {
+
+Status validate_moe_gemm(const char* who, const char* act_name, const void* act, const KernelWeightsView& w,
+                         int n_multiple, int m, int topk, int block_m) {
+  LOWBIT_CHECK_ARG(w.kind == KernelLayoutKind::kNPackedInterleaved && w.qweight && w.scales,
+                   "%s: the weight must be N-packed with qweight and scales (got %s)", who, kernel_layout_name(w.kind));
+  LOWBIT_CHECK_ARG(w.shape.n % n_multiple == 0 && w.shape.k % kKernelKChunk == 0,
+                   "%s: needs N %% %d == 0 and K %% 32 == 0 (N=%d K=%d)", who, n_multiple, w.shape.n, w.shape.k);
+  LOWBIT_CHECK_ARG(m >= 1 && topk >= 1 && block_m >= 1 && block_m <= 128, "%s: m=%d topk=%d block_m=%d", who, m, topk,
+                   block_m);
+  const long long blocks = static_cast<long long>(moe_max_padded(m, topk, w.shape.experts, block_m) / block_m);
+  LOWBIT_CHECK_ARG(blocks <= 65535, "%s: %lld sorted blocks exceed the grid limit 65535 (raise block_m)", who, blocks);
+  if ((reinterpret_cast<uintptr_t>(act) | reinterpret_cast<uintptr_t>(w.scales) |
+       reinterpret_cast<uintptr_t>(w.zeros) | reinterpret_cast<uintptr_t>(w.qweight) % 4) % 16 != 0)
+    return make_status(StatusCode::kMisaligned, "%s: %s, scales and zeros must be 16 B aligned and qweight 4 B aligned",
+                       who, act_name);
+  return Status::Ok();
+}
+
+}  // namespace lowbit::int4::detail
