@@ -3,7 +3,8 @@
 // its arguments (shapes, group size, pointer alignment, expert/top-k bounds) before it
 // launches anything. Weights are in the kernel layout (kernel_layout.h), on the device.
 // Activations/outputs are 16-bit (fp16 or bf16 = weights.shape.act), row-major.
-// Accumulation is fp32; dequantized weights equal the CPU contract bit-for-bit.
+// Accumulation is fp32; dequantized weights (dequantize(), the cuBLAS slabs, the N-packed
+// kernels) equal the CPU contract bit-for-bit.
 // Kernels and tilings: docs/int4-kernels.md.
 //
 // This header compiles without CUDA (the stream is the opaque CUDA handle type).
@@ -26,11 +27,14 @@ using Stream = CUstream_st*;  // == cudaStream_t
 Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
 
 // ---- dense GEMM ----------------------------------------------------------------------------
-// y[M, N] = x[M, K] * W[expert]^T. x, y: 16 B aligned when the fast path is taken
-// (N-packed layout); any 2 B alignment on the K-packed fallback.
-// The kernel is picked from M and the layout. MMA-tiled (the dense default): small M a
+// y[M, N] = x[M, K] * W[expert]^T. x, y: 16 B aligned on the MMA-tiled and N-packed
+// layouts; any 2 B alignment on the K-packed fallback.
+// The kernel is picked from M and the layout. MMA-tiled (the dense default): M <= 32 a
 // decode kernel that streams the tiled words straight into mma.m16n8k16 fragments (one
-// launch, split-K reduced in a thread-block cluster, no workspace; gemm_decode.cu).
+// launch, split-K reduced in a thread-block cluster, no workspace; gemm_decode.cu), larger
+// M the dequant + cuBLAS path below. The decode kernel applies zero point and scale to fp32
+// sums of (q - z) x per window of K (the unrounded weight), the other paths multiply by the
+// contract's rounded weights: outputs agree within the tolerance test_gemm.cu states.
 // N-packed: small M (< 128; < 64 when K < 8192) a streaming tensor-core kernel (mma m16n8k16 on
 // y^T = W x^T, each weight word dequantized once per block for up to 32 rows, cp.async
 // pipeline) with split-K over the grid (fp32 partials in the workspace, reduced in a fixed
@@ -39,7 +43,8 @@ Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
 // cuBLAS on it (fp32 accumulation); K-packed layout: a simple fallback. The crossover M is
 // documented in docs/int4-kernels.md (measured on H200).
 //
-// GemmPath forces one N-packed path (tests, benchmarks); kAuto picks by M. The environment
+// GemmPath forces one path (tests, benchmarks; kTiled needs the N-packed layout); kAuto
+// picks by M and layout. The environment
 // variable LOWBIT_INT4_GEMM_PATH = skinny | tiled | cublas (read once per process) replaces
 // kAuto where that path can serve the M (skinny: M <= 512), for gemm() and
 // gemm_workspace_size() alike. Forcing a path on the K-packed layout is refused.
