@@ -54,6 +54,17 @@ void encode_tile(StepCodec c, DType t, const uint16_t* x, size_t n, size_t ts, u
   }
 }
 
+// The status to report from a set of blocks or ranks: the timeout that names the missing
+// peer, not an "aborted" one from a block that stopped because another timed out first
+// (which one gets there first depends on scheduling); else the first error; else Ok.
+Status root_cause(const std::vector<Status>& all) {
+  for (const Status& s : all)
+    if (!s.ok() && s.message().find("never arrived") != std::string::npos) return s;
+  for (const Status& s : all)
+    if (!s.ok()) return s;
+  return Status::Ok();
+}
+
 // Decoded fp32 value of element i of a tile segment.
 float decode_at(StepCodec c, DType t, const uint8_t* src, size_t ts, size_t i) {
   if (proto::step_is_raw(c)) {
@@ -200,9 +211,7 @@ void ProtocolSim::run_split_rank(int rank, const proto::Plan& p, DType dtype, co
     std::vector<std::thread> th;
     for (int b = 0; b < B; ++b) th.emplace_back([&, b] { block(b, &bs[static_cast<size_t>(b)]); });
     for (auto& t : th) t.join();
-    for (auto& s1 : bs)
-      if (!s1.ok()) return s1;
-    return Status::Ok();
+    return root_cause(bs);
   };
   for (size_t c = 0; c < p.num_chunks; ++c) {
     const uint64_t base = me.ctl[proto::kSeqBaseIndex].load(std::memory_order_relaxed);
@@ -353,11 +362,7 @@ Status ProtocolSim::allreduce(Mode mode, int group_size, DType dtype, const std:
       });
     }
     for (auto& th : threads) th.join();
-    for (auto& s1 : st)
-      if (!s1.ok() && s1.message().find("never arrived") != std::string::npos) return s1;
-    for (auto& s1 : st)
-      if (!s1.ok()) return s1;
-    return Status::Ok();
+    return root_cause(st);
   }
   // In place: every block reads its input span before writing the same span of the output,
   // so aliasing is safe exactly as on the GPU.
@@ -373,14 +378,7 @@ Status ProtocolSim::allreduce(Mode mode, int group_size, DType dtype, const std:
     }
   }
   for (auto& th : threads) th.join();
-  // Prefer a real timeout report over an "aborted" one.
-  for (auto& s : st) {
-    if (!s.ok() && s.message().find("never arrived") != std::string::npos) return s;
-  }
-  for (auto& s : st) {
-    if (!s.ok()) return s;
-  }
-  return Status::Ok();
+  return root_cause(st);
 }
 
 }  // namespace lowbit::allreduce
