@@ -407,8 +407,9 @@ Status TpRunner::create(const LlamaConfig& cfg, const std::vector<int>& devices,
     LOWBIT_CUDA_RETURN(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
     LOWBIT_CUBLAS_RETURN(cublasCreate(&r.cublas));
     LOWBIT_CUDA_RETURN(cudaMalloc(&r.cublas_ws, kCublasWorkspace));
-    LOWBIT_CUBLAS_RETURN(cublasSetWorkspace(r.cublas, r.cublas_ws, kCublasWorkspace));
+    // Stream first: cublasSetStream resets the workspace to cuBLAS's default pool.
     LOWBIT_CUBLAS_RETURN(cublasSetStream(r.cublas, r.stream));
+    LOWBIT_CUBLAS_RETURN(cublasSetWorkspace(r.cublas, r.cublas_ws, kCublasWorkspace));
   }
   if (tp > 1) {
     std::vector<std::unique_ptr<allreduce::Communicator>> comms;
@@ -483,6 +484,9 @@ Status TpRunner::load_weights(const LlamaWeights& w) {
       LOWBIT_RETURN_IF_ERROR(upload_bf16(P.wgu, gu));
       LOWBIT_RETURN_IF_ERROR(upload_bf16(P.wdown, cols_slice(L.w_down, H, c.intermediate, sh.inter0, sh.n_inter)));
     }
+    // Pageable cudaMemcpy may return before the DMA lands, and the forward runs on a
+    // non-blocking stream: wait here.
+    LOWBIT_CUDA_RETURN(cudaDeviceSynchronize());
     return Status::Ok();
   }));
   m.weights_ready = true;
@@ -582,7 +586,10 @@ Status TpRunner::prepare(const TpRunOptions& opt) {
     LOWBIT_RETURN_IF_ERROR(dalloc(&r.positions, T, &r.act_allocs));
     std::vector<int32_t> pos(T);
     for (int t = 0; t < T; ++t) pos[t] = t % opt.seq;
-    LOWBIT_CUDA_RETURN(cudaMemcpy(r.positions, pos.data(), T * 4, cudaMemcpyHostToDevice));
+    // Every host<->device copy and memset goes on the rank's stream: it is non-blocking, so
+    // work on the legacy default stream (plain cudaMemcpy/cudaMemset) is not ordered with
+    // the kernels, and a pageable cudaMemcpy may return before its DMA has landed.
+    LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.positions, pos.data(), size_t(T) * 4, cudaMemcpyHostToDevice, r.stream));
     gpu::AttentionShape as;
     as.batch = opt.batch, as.seq = opt.seq, as.n_q_heads = r.shard.n_q_heads, as.n_kv_heads = r.shard.n_kv_heads;
     as.head_dim = m.cfg.head_dim;
@@ -593,9 +600,10 @@ Status TpRunner::prepare(const TpRunOptions& opt) {
                                std::min<size_t>(gpu::attention_workspace_bytes(as), 8ull << 30));
     LOWBIT_RETURN_IF_ERROR(dmalloc(&r.attn_ws, r.attn_ws_bytes, &r.act_allocs));
     // Poison: a missing write shows up as NaN (0xFFFF bf16) instead of stale numbers.
-    LOWBIT_CUDA_RETURN(cudaMemset(r.x, 0xFF, size_t(T) * H * 2));
-    LOWBIT_CUDA_RETURN(cudaMemset(r.y, 0xFF, size_t(T) * H * 2));
-    LOWBIT_CUDA_RETURN(cudaMemset(r.logits, 0xFF, size_t(logit_rows) * m.cfg.vocab_size * 4));
+    LOWBIT_CUDA_RETURN(cudaMemsetAsync(r.x, 0xFF, size_t(T) * H * 2, r.stream));
+    LOWBIT_CUDA_RETURN(cudaMemsetAsync(r.y, 0xFF, size_t(T) * H * 2, r.stream));
+    LOWBIT_CUDA_RETURN(cudaMemsetAsync(r.logits, 0xFF, size_t(logit_rows) * m.cfg.vocab_size * 4, r.stream));
+    LOWBIT_CUDA_RETURN(cudaStreamSynchronize(r.stream));  // pos leaves scope
     return Status::Ok();
   }));
   m.prepared = true;
@@ -611,7 +619,9 @@ Status TpRunner::set_tokens(const std::vector<int32_t>& tokens) {
     LOWBIT_CHECK_ARG(tokens[i] >= 0 && tokens[i] < m.cfg.vocab_size, "set_tokens: token %zu = %d outside vocab %d", i,
                      tokens[i], m.cfg.vocab_size);
   LOWBIT_RETURN_IF_ERROR(m.for_ranks([&](Rank& r) -> Status {
-    LOWBIT_CUDA_RETURN(cudaMemcpy(r.tokens, tokens.data(), T * 4, cudaMemcpyHostToDevice));
+    // On the rank's stream (see prepare): the next forward's embedding must see these ids.
+    LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.tokens, tokens.data(), T * 4, cudaMemcpyHostToDevice, r.stream));
+    LOWBIT_CUDA_RETURN(cudaStreamSynchronize(r.stream));
     return Status::Ok();
   }));
   m.tokens_ready = true;
@@ -633,8 +643,10 @@ Status TpRunner::logits(std::vector<float>* out) {
   LOWBIT_RETURN_IF_ERROR(m.ready());
   const size_t rows = m.opt.all_logits ? size_t(m.opt.batch) * m.opt.seq : size_t(m.opt.batch);
   out->resize(rows * m.cfg.vocab_size);
-  LOWBIT_CUDA_RETURN(cudaSetDevice(m.ranks[0].device));
-  LOWBIT_CUDA_RETURN(cudaMemcpy(out->data(), m.ranks[0].logits, out->size() * 4, cudaMemcpyDeviceToHost));
+  Rank& r = m.ranks[0];
+  LOWBIT_CUDA_RETURN(cudaSetDevice(r.device));
+  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(out->data(), r.logits, out->size() * 4, cudaMemcpyDeviceToHost, r.stream));
+  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(r.stream));
   return Status::Ok();
 }
 
@@ -650,7 +662,7 @@ Status TpRunner::nll(const std::vector<int32_t>& targets, std::vector<float>* ou
                      m.cfg.vocab_size);
   Rank& r = m.ranks[0];
   LOWBIT_CUDA_RETURN(cudaSetDevice(r.device));
-  LOWBIT_CUDA_RETURN(cudaMemcpy(r.targets, targets.data(), size_t(T) * 4, cudaMemcpyHostToDevice));
+  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.targets, targets.data(), size_t(T) * 4, cudaMemcpyHostToDevice, r.stream));
   LOWBIT_RETURN_IF_ERROR(gpu::nll_rows(r.logits, T, m.cfg.vocab_size, r.targets, r.nll, r.stream));
   out->resize(T);
   LOWBIT_CUDA_RETURN(cudaMemcpyAsync(out->data(), r.nll, size_t(T) * 4, cudaMemcpyDeviceToHost, r.stream));

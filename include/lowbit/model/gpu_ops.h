@@ -42,9 +42,10 @@ Status rmsnorm(const bf16* in, int64_t in_stride, const bf16* weight, bf16* out,
 Status rope(bf16* x, int64_t row_stride, int n_tokens, int n_heads, int head_dim, const int32_t* positions,
             float theta, cudaStream_t stream);
 
-// Causal softmax over rows of a [n_mat, seq, seq] fp32 score tensor (already scaled): row i
-// of every matrix keeps columns j <= i; probs (bf16, same layout) are 0 for j > i.
-Status causal_softmax(const float* scores, bf16* probs, int64_t n_mat, int seq, cudaStream_t stream);
+// Causal softmax over rows of a [n_mat, seq, ld] fp32 score tensor (already scaled; row
+// pitch ld >= seq elements, matrix pitch seq * ld): row i of every matrix keeps columns
+// j <= i; probs (bf16, same layout) are 0 for seq > j > i; columns [seq, ld) are untouched.
+Status causal_softmax(const float* scores, bf16* probs, int64_t n_mat, int seq, int64_t ld, cudaStream_t stream);
 
 // gate_up: [n_tokens, 2 * inter] (gate in columns [0, inter), up in [inter, 2 inter));
 // out[t, i] = bf16( silu(gate) * up ), silu(g) = g / (1 + exp(-g)).
@@ -79,7 +80,8 @@ struct AttentionShape {
   int64_t qkv_stride = 0;  // row stride of the fused QKV tensor (>= (n_q + 2 n_kv) head_dim)
   int64_t out_stride = 0;  // row stride of the output (>= n_q head_dim)
 };
-// Workspace: fp32 scores + bf16 probabilities [batch * n_q, seq, seq] + pointer arrays.
+// Workspace: fp32 scores + bf16 probabilities [batch * n_q, seq, ld] (ld = seq rounded up to
+// 16 elements) + pointer arrays; layout in lowbit/detail/model_attention_layout.h.
 size_t attention_workspace_bytes(const AttentionShape& s);
 // out[t, h*hd:(h+1)*hd] = softmax_causal(q_h k_g^T / sqrt(hd)) v_g for every sequence.
 Status causal_attention(cublasHandle_t handle, const AttentionShape& s, const bf16* qkv, bf16* out, void* workspace,

@@ -116,11 +116,15 @@ TEST(ModelOps, RopeAdjacentPairs) {
   EXPECT_FALSE(gpu::rope(B(*dx), stride, T, nh, 15, dp.p, 10000.0f, 0).ok());
 }
 
-void run_attention(int ws_sequences) {
+gpu::AttentionShape small_shape() {
   gpu::AttentionShape s;
   s.batch = 3, s.seq = 37, s.n_q_heads = 6, s.n_kv_heads = 2, s.head_dim = 32;
   s.qkv_stride = (s.n_q_heads + 2 * s.n_kv_heads) * s.head_dim + 8;
   s.out_stride = s.n_q_heads * s.head_dim + 16;
+  return s;
+}
+
+void run_attention(int ws_sequences, gpu::AttentionShape s = small_shape()) {
   const int T = s.batch * s.seq, W = (s.n_q_heads + 2 * s.n_kv_heads) * s.head_dim;
   auto qkv = ref::random_bf16(size_t(T) * s.qkv_stride, 1.5f, 5);
   std::vector<float> packed(size_t(T) * W);
@@ -150,6 +154,28 @@ void run_attention(int ws_sequences) {
 }
 TEST(ModelOps, CausalGqaAttention) { run_attention(3); }
 TEST(ModelOps, CausalGqaAttentionChunkedWorkspace) { run_attention(1); }
+// SmolLM2-135M's attention on one GPU (9 query / 3 KV heads, head_dim 64, QKV row stride
+// 960) at the lengths `lowbit generate --device gpu` uses: one sequence of prompt + new
+// tokens. Odd lengths and lengths that are no multiple of 8 used to hand cuBLAS score and
+// probability matrices off the 16-byte alignment it assumes (model_attention_layout.h).
+TEST(ModelOps, CausalGqaAttentionSmolLm2ShapesBeyond64) {
+  for (int seq : {64, 65, 72, 99, 100, 101, 127, 150, 200}) {
+    SCOPED_TRACE(seq);
+    gpu::AttentionShape s;
+    s.batch = 1, s.seq = seq, s.n_q_heads = 9, s.n_kv_heads = 3, s.head_dim = 64;
+    s.qkv_stride = (s.n_q_heads + 2 * s.n_kv_heads) * s.head_dim;
+    s.out_stride = s.n_q_heads * s.head_dim;
+    run_attention(1, s);
+  }
+}
+// Two sequences of an odd length: the second sequence's matrices start mid-workspace.
+TEST(ModelOps, CausalGqaAttentionTwoSequencesOddLength) {
+  gpu::AttentionShape s;
+  s.batch = 2, s.seq = 101, s.n_q_heads = 9, s.n_kv_heads = 3, s.head_dim = 64;
+  s.qkv_stride = (s.n_q_heads + 2 * s.n_kv_heads) * s.head_dim;
+  s.out_stride = s.n_q_heads * s.head_dim;
+  run_attention(2, s);
+}
 
 TEST(ModelOps, SiluMul) {
   const int T = 11, I = 130;
