@@ -64,12 +64,21 @@ int schedulable_splits(Kernel kernel, int splits, unsigned tiles, unsigned grid_
 }
 
 // Launches kernel(params) on a grid of (tiles * splits, grid_y, grid_z) with clusters of
-// `splits` blocks along x (no cluster attribute when splits == 1).
+// `splits` blocks along x (no cluster attribute when splits == 1). programmatic: allow
+// programmatic dependent launch (the kernel must issue griddepcontrol.wait before it touches
+// memory the previous kernel in the stream writes or reads).
 template <typename Kernel, typename Params>
 cudaError_t launch_split_clusters(Kernel kernel, const Params& params, int splits, unsigned tiles, unsigned grid_y,
-                                  unsigned grid_z, unsigned threads, size_t smem, cudaStream_t stream) {
-  cudaLaunchAttribute la;
-  const cudaLaunchConfig_t cfg = split_cluster_config(&la, splits, tiles, grid_y, grid_z, threads, smem, stream);
+                                  unsigned grid_z, unsigned threads, size_t smem, cudaStream_t stream,
+                                  bool programmatic = false) {
+  cudaLaunchAttribute la[2];
+  cudaLaunchConfig_t cfg = split_cluster_config(&la[0], splits, tiles, grid_y, grid_z, threads, smem, stream);
+  if (programmatic) {
+    la[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    la[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = la;
+    ++cfg.numAttrs;
+  }
   return cudaLaunchKernelEx(&cfg, kernel, params);
 }
 

@@ -171,18 +171,20 @@ __global__ void __launch_bounds__(32 * kDecWarps) gemm_decode_kernel(const Decod
 
   uint4 wa[D], wb[D];
   uint2 xa[D][NT], xb[D][NT];
-  auto load = [&](uint4 (&w)[D], uint2 (&xx)[D][NT], int sb) {
+  auto load_w = [&](uint4 (&w)[D], int sb) {
 #pragma unroll
-    for (int i = 0; i < D; ++i) {
-      const bool v = sb + i < s1;
-      w[i] = v ? ld_stream(wp + static_cast<size_t>(sb + i) * 32) : make_uint4(0, 0, 0, 0);
+    for (int i = 0; i < D; ++i)
+      w[i] = sb + i < s1 ? ld_stream(wp + static_cast<size_t>(sb + i) * 32) : make_uint4(0, 0, 0, 0);
+  };
+  auto load_x = [&](uint2 (&xx)[D][NT], int sb) {
+#pragma unroll
+    for (int i = 0; i < D; ++i)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const bool vx = v && xv[nt];
+        const bool vx = sb + i < s1 && xv[nt];
         xx[i][nt].x = vx ? __ldg(xr[nt] + (kMmaTileK * (sb + i)) / 2) : 0u;
         xx[i][nt].y = vx ? __ldg(xr[nt] + (kMmaTileK * (sb + i) + 8) / 2) : 0u;
       }
-    }
   };
   auto compute = [&](const uint4 (&w)[D], const uint2 (&xx)[D][NT], int sb) {
     const int n_in = s1 - sb;  // steps of this batch inside the range (>= 1)
@@ -205,14 +207,21 @@ __global__ void __launch_bounds__(32 * kDecWarps) gemm_decode_kernel(const Decod
       if ((i + 1) % W == 0 && i + 1 - W < n_in) fold(sb + i + 1);
     }
   };
+  // Programmatic dependent launch (when the launch allows it): the weights and scales do not
+  // depend on the kernel before us, so the first batch of them is requested before waiting
+  // for that kernel's completion (x and y do); and the next kernel may start its own weight
+  // prefetch on the SMs our blocks leave free. Without the launch attribute both are no-ops.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   int sb = s0;
-  if (sb < s1) load(wa, xa, sb);
+  if (sb < s1) load_w(wa, sb);
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  if (sb < s1) load_x(xa, sb);
   while (sb < s1) {
-    if (sb + D < s1) load(wb, xb, sb + D);
+    if (sb + D < s1) load_w(wb, sb + D), load_x(xb, sb + D);
     compute(wa, xa, sb);
     sb += D;
     if (sb >= s1) break;
-    if (sb + D < s1) load(wa, xa, sb + D);
+    if (sb + D < s1) load_w(wa, sb + D), load_x(xa, sb + D);
     compute(wb, xb, sb);
     sb += D;
   }
@@ -298,6 +307,16 @@ int env_splits() {
   return v;
 }
 
+// Programmatic dependent launch of the decode kernel: on unless LOWBIT_INT4_PDL=0 (read
+// once; for measurements).
+bool pdl_enabled() {
+  static const bool v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_PDL");
+    return !(e != nullptr && std::strcmp(e, "0") == 0);
+  }();
+  return v;
+}
+
 template <typename T, int NT, int D, int W, bool kSym>
 cudaError_t launch(DecodeParams p, cudaStream_t stream) {
   auto kernel = gemm_decode_kernel<T, NT, D, W, kSym>;
@@ -314,7 +333,7 @@ cudaError_t launch(DecodeParams p, cudaStream_t stream) {
   p.splits = schedulable_splits(kernel, p.splits, 1, static_cast<unsigned>(mtiles), static_cast<unsigned>(groups),
                                 32 * kDecWarps, kSmem, known);
   return launch_split_clusters(kernel, p, p.splits, 1, static_cast<unsigned>(mtiles), static_cast<unsigned>(groups),
-                               32 * kDecWarps, kSmem, stream);
+                               32 * kDecWarps, kSmem, stream, pdl_enabled());
 }
 
 template <typename T, int NT, int D, int W>
