@@ -22,12 +22,7 @@ std::string tmp(const std::string& tag) {
 
 KPackedWeights weight(int n, int k, int g, bool sym, DType act, uint32_t seed, int zlo = 0) {
   std::mt19937 rng(seed);
-  WeightShape s;
-  s.n = n;
-  s.k = k;
-  s.group_size = g;
-  s.symmetric = sym;
-  s.act = act;
+  const WeightShape s{1, n, k, g, sym, act};
   KPackedWeights w;
   kpacked_allocate(s, &w);
   for (auto& b : w.qweight) b = static_cast<uint8_t>(rng());

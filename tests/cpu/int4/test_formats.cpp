@@ -18,12 +18,7 @@ namespace {
 KPackedWeights make_weight(int n, int k, int g, bool sym, DType act, uint32_t seed, int zlo = 0,
                            bool bf16_exact = false) {
   std::mt19937 rng(seed);
-  WeightShape s;
-  s.n = n;
-  s.k = k;
-  s.group_size = g;
-  s.symmetric = sym;
-  s.act = act;
+  const WeightShape s{1, n, k, g, sym, act};
   KPackedWeights w;
   kpacked_allocate(s, &w);
   for (int nn = 0; nn < n; ++nn)

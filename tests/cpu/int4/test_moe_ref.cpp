@@ -14,13 +14,7 @@ using namespace lowbit::int4;
 namespace {
 KPackedWeights rand_w(int e, int n, int k, int g, bool sym, DType act, uint32_t seed) {
   std::mt19937 rng(seed);
-  WeightShape s;
-  s.experts = e;
-  s.n = n;
-  s.k = k;
-  s.group_size = g;
-  s.symmetric = sym;
-  s.act = act;
+  const WeightShape s{e, n, k, g, sym, act};
   KPackedWeights w;
   kpacked_allocate(s, &w);
   for (auto& b : w.qweight) b = static_cast<uint8_t>(rng());

@@ -11,6 +11,14 @@
 
 #include "lowbit/detail/float_bits.h"
 #include "lowbit/model/llama.h"
+#include "lowbit/status.h"
+
+// gtest assertion that a lowbit::Status is Ok, printing it otherwise (the model GPU suites).
+#define ASSERT_OK(x)                          \
+  do {                                        \
+    ::lowbit::Status _st = (x);               \
+    ASSERT_TRUE(_st.ok()) << _st.to_string(); \
+  } while (0)
 
 namespace lowbit::model::testref {
 

@@ -23,12 +23,6 @@
 namespace lowbit::model {
 namespace {
 
-#define ASSERT_OK(x)                          \
-  do {                                        \
-    ::lowbit::Status _st = (x);               \
-    ASSERT_TRUE(_st.ok()) << _st.to_string(); \
-  } while (0)
-
 LlamaConfig smol_attention_config() {
   LlamaConfig c;
   c.name = "tiny-smol-attn";

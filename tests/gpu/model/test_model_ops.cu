@@ -21,12 +21,6 @@ namespace ref = testref;
 using gpu::bf16;
 
 #define ASSERT_CUDA(x) ASSERT_EQ((x), cudaSuccess) << #x
-#define ASSERT_OK(x)                        \
-  do {                                      \
-    ::lowbit::Status _st = (x);             \
-    ASSERT_TRUE(_st.ok()) << _st.to_string(); \
-  } while (0)
-
 template <class T>
 struct Dev {
   T* p = nullptr;

@@ -16,12 +16,6 @@
 namespace lowbit::model {
 namespace {
 
-#define ASSERT_OK(x)                          \
-  do {                                        \
-    ::lowbit::Status _st = (x);               \
-    ASSERT_TRUE(_st.ok()) << _st.to_string(); \
-  } while (0)
-
 LlamaConfig tiny_config() {
   LlamaConfig c;
   c.name = "tiny-uneven";
