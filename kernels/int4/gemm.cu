@@ -5,6 +5,7 @@
 //   N-packed layout, larger M                    -> gemm_dequant.cu (dequantize to a slab + cuBLAS)
 //   gemm_tc.cu (tiled WMMA) only when forced (GemmPath::kTiled)
 //   K-packed layout                    -> gemm_kpacked.cu (any N, even K)
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -50,21 +51,14 @@ GemmPath env_path() {
 constexpr int kTiledDecodeMaxM = 32;
 // The path gemm() takes for a weight of this layout with K inputs at this M.
 GemmPath resolve(GemmPath requested, int m, int k, KernelLayoutKind kind) {
-  if (kind == KernelLayoutKind::kMmaTiled) {
-    if (requested == GemmPath::kAuto) {
-      requested = env_path();
-      if (requested == GemmPath::kSkinny && m > kSkinnyMaxM) requested = GemmPath::kAuto;
-      if (requested == GemmPath::kTiled) requested = GemmPath::kAuto;  // N-packed only
-    }
-    if (requested != GemmPath::kAuto) return requested;
-    return m > kTiledDecodeMaxM ? GemmPath::kDequantCublas : GemmPath::kSkinny;
-  }
+  const bool tiled = kind == KernelLayoutKind::kMmaTiled;
   if (requested == GemmPath::kAuto) {
     requested = env_path();
     if (requested == GemmPath::kSkinny && m > kSkinnyMaxM) requested = GemmPath::kAuto;
+    if (requested == GemmPath::kTiled && tiled) requested = GemmPath::kAuto;  // N-packed only
   }
   if (requested != GemmPath::kAuto) return requested;
-  const bool big = m >= kDequantMinM || (m >= kDequantMinMShortK && k < kShortK);
+  const bool big = tiled ? m > kTiledDecodeMaxM : m >= kDequantMinM || (m >= kDequantMinMShortK && k < kShortK);
   return big ? GemmPath::kDequantCublas : GemmPath::kSkinny;
 }
 size_t path_need(const WeightShape& shape, GemmPath p, int m) {
@@ -125,24 +119,16 @@ Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmP
   // serves every smaller one (split-K is not monotone in M; the path changes with M).
   *bytes = 0;
   if (kernel_layout_for(shape) == KernelLayoutKind::kKPacked) return Status::Ok();
+  // Either word layout the shape allows (a dense weight may be forced N-packed).
+  const bool tiled = kernel_layout_for(shape) == KernelLayoutKind::kMmaTiled;
+  auto need_at = [&](int mm) {
+    const size_t b = path_need(shape, resolve(path, mm, shape.k, KernelLayoutKind::kNPackedInterleaved), mm);
+    const size_t bt = tiled ? path_need(shape, resolve(path, mm, shape.k, KernelLayoutKind::kMmaTiled), mm) : 0;
+    return b > bt ? b : bt;
+  };
   const int top = m < kSkinnyMaxM ? m : kSkinnyMaxM;
-  for (int mm = 1; mm <= top; ++mm) {
-    // Either word layout the shape allows (a dense weight may be forced N-packed).
-    size_t b = path_need(shape, resolve(path, mm, shape.k, KernelLayoutKind::kNPackedInterleaved), mm);
-    if (kernel_layout_for(shape) == KernelLayoutKind::kMmaTiled) {
-      const size_t bt = path_need(shape, resolve(path, mm, shape.k, KernelLayoutKind::kMmaTiled), mm);
-      if (bt > b) b = bt;
-    }
-    if (b > *bytes) *bytes = b;
-  }
-  if (m > top) {  // beyond the skinny range the need does not depend on M
-    size_t b = path_need(shape, resolve(path, m, shape.k, KernelLayoutKind::kNPackedInterleaved), m);
-    if (kernel_layout_for(shape) == KernelLayoutKind::kMmaTiled) {
-      const size_t bt = path_need(shape, resolve(path, m, shape.k, KernelLayoutKind::kMmaTiled), m);
-      if (bt > b) b = bt;
-    }
-    if (b > *bytes) *bytes = b;
-  }
+  for (int mm = 1; mm <= top; ++mm) *bytes = std::max(*bytes, need_at(mm));
+  if (m > top) *bytes = std::max(*bytes, need_at(m));  // beyond the skinny range the need does not depend on M
   return Status::Ok();
 }
 
