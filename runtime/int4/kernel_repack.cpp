@@ -167,7 +167,7 @@ Status unpack_from_kernels(const KernelWeights& in, KPackedWeights* out) {
         }
       }
   } else {
-    LOWBIT_CHECK_ARG(N % 8 == 0 && K % kKernelKChunk == 0, "unpack_from_kernels: N-packed layout with n=%d k=%d", N, K);
+    LOWBIT_CHECK_ARG(npacked_ok(s), "unpack_from_kernels: N-packed layout with n=%d k=%d", N, K);
     LOWBIT_CHECK_ARG(in.qweight_n.size() == count_of(s) / 8, "unpack_from_kernels: qweight_n has %zu words, need %zu",
                      in.qweight_n.size(), count_of(s) / 8);
     out->qweight.assign(count_of(s) / 2, 0);
