@@ -115,103 +115,120 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     const size_t wbf_bytes = static_cast<size_t>(sh.n) * sh.k * 2;
     const int bcopies = rotation_copies(wbf_bytes, 8);
     for (const std::string& layout : layouts) {
-    const KernelLayoutKind kind = layout == "npacked" ? KernelLayoutKind::kNPackedInterleaved : kernel_layout_for(ws);
-    for (DevInt4* d : w4) d->view.kind = kind;
-    // cuBLAS weights: the dequantized int4 weights (same values), rotated likewise.
-    std::vector<DevBuf> wbf;
-    cudaDeviceSynchronize();  // fills ran on the default stream; `stream` does not wait for it
-    for (int c = 0; c < bcopies; ++c) {
-      wbf.emplace_back(wbf_bytes);
-      st = dequantize(w4[c % copies]->view, wbf.back().as<uint16_t>(), stream);
-      if (!st.ok()) break;
-    }
-    if (!st.ok() || !wbf.back().p) {
-      std::fprintf(stderr, "bench gemm: setup failed for %s: %s\n", sh.name, st.to_string().c_str());
-      return 1;
-    }
-    for (int m : ms) {
-      DevBuf x(static_cast<size_t>(m) * sh.k * 2), y(static_cast<size_t>(m) * sh.n * 2),
-          yref(static_cast<size_t>(m) * sh.n * 2);
-      fill_act(x.p, static_cast<size_t>(m) * sh.k, 77u + m, act, 0.1f, 1.f);
-      cudaDeviceSynchronize();  // x fill (default stream) before `stream` uses it
-      int bcall = 0;
-      auto run_cublas = [&](cudaStream_t s) -> Status {
-        if (cublas_gemm(handle, act, m, sh.n, sh.k, x.p, wbf[bcall++ % bcopies].p, yref.p) != CUBLAS_STATUS_SUCCESS)
-          return make_status(StatusCode::kInternal, "cublasGemmEx failed");
-        return Status::Ok();
-      };
-      lowbit::bench::Timing tb{};
-      bool have_tb = false;
-      for (GemmPath path : paths) {
-        if (path == GemmPath::kSkinny && m > 512) continue;
-        if (path == GemmPath::kTiled && kind == KernelLayoutKind::kMmaTiled) continue;  // needs N-packed
-        size_t wsb = 0;
-        (void)gemm_workspace_size(ws, m, &wsb, path);
-        DevBuf work(wsb);
-        int call = 0;
-        auto run_int4 = [&](cudaStream_t s) {
-          GemmArgs a;
-          a.x = x.p;
-          a.y = y.p;
-          a.m = m;
-          a.path = path;
-          return gemm(a, w4[call++ % copies]->view, work.p, wsb, s);
-        };
-        // Correctness on the first copy: int4 GEMM vs cuBLAS on its dequantized weights.
-        call = 0;
-        bcall = 0;
-        st = run_int4(stream);
-        if (st.ok()) st = run_cublas(stream);
-        cudaStreamSynchronize(stream);
-        int wrong = -1;
-        if (st.ok()) {
-          const int rows_chk = m < 8 ? m : 8;
-          std::vector<uint16_t> a, b;
-          for (int part = 0; part < 2; ++part) {
-            const int r0 = part == 0 ? 0 : m - rows_chk;
-            auto ya = download<uint16_t>(y.as<uint16_t>() + static_cast<size_t>(r0) * sh.n, size_t(rows_chk) * sh.n);
-            auto yb = download<uint16_t>(yref.as<uint16_t>() + static_cast<size_t>(r0) * sh.n, size_t(rows_chk) * sh.n);
-            a.insert(a.end(), ya.begin(), ya.end());
-            b.insert(b.end(), yb.begin(), yb.end());
-          }
-          double r2 = 0;
-          for (uint16_t v : b) r2 += std::pow(half_bits_to_float(act, v), 2);
-          const double rms = std::sqrt(r2 / b.size());
-          wrong = 0;
-          for (size_t i = 0; i < a.size(); ++i) {
-            const double ga = half_bits_to_float(act, a[i]), gb = half_bits_to_float(act, b[i]);
-            if (!(std::fabs(ga - gb) <= std::ldexp(std::fabs(gb), -6) + 1e-2 * rms)) ++wrong;
-          }
-          if (rms == 0) wrong = static_cast<int>(a.size());  // an all-zero result is a failure
-          total_wrong += wrong;
-        }
-        lowbit::bench::Timing t4{};
-        if (st.ok()) st = lowbit::bench::time_in_graph(stream, run_int4, copies, 2, reps, &t4);
-        if (st.ok() && !have_tb) {
-          st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);
-          have_tb = st.ok();
-        }
-        if (!st.ok()) {
-          std::fprintf(stderr, "bench gemm: %s M=%d path %s: %s\n", sh.name, m, gemm_path_name(path),
-                       st.to_string().c_str());
-          return 1;
-        }
-        const double flops = 2.0 * m * sh.n * sh.k;
-        const double bytes = static_cast<double>(probe.bytes) + 2.0 * m * sh.k + 2.0 * m * sh.n;
-        const double floor_us = bytes / (copy_gbps * 1e3);
-        const double tflops = flops / (t4.median_us * 1e6), tbs = bytes / (t4.median_us * 1e6);
-        const double pct = 100.0 * floor_us / t4.median_us, speedup = tb.median_us / t4.median_us;
-        const double peak = 100.0 * tflops / kPeakTflops;
-        table.print_row({sh.name, kernel_layout_name(kind), gemm_path_name(path), std::to_string(m), std::to_string(sh.n), std::to_string(sh.k),
-                         fmt(t4.median_us, 1), fmt(tflops, 1), fmt(peak, 1), fmt(tbs, 2), fmt(pct, 1),
-                         fmt(tb.median_us, 1), fmt(speedup, 2), std::to_string(wrong)});
-        rows.push_back({{"shape", sh.name}, {"layout", kernel_layout_name(kind)}, {"path", gemm_path_name(path)}, {"M", m}, {"N", sh.n}, {"K", sh.k},
-                        {"time_us", t4.median_us}, {"min_us", t4.min_us}, {"tflops", tflops}, {"pct_peak", peak},
-                        {"tbps", tbs}, {"pct_floor", pct}, {"floor_us", floor_us}, {"cublas_us", tb.median_us},
-                        {"cublas_tflops", flops / (tb.median_us * 1e6)}, {"speedup", speedup}, {"wrong", wrong},
-                        {"dtype", dtype_name(act)}, {"group", group}, {"sym", sym}});
+      const KernelLayoutKind kind = layout == "npacked" ? KernelLayoutKind::kNPackedInterleaved : kernel_layout_for(ws);
+      for (DevInt4* d : w4) d->view.kind = kind;
+      // cuBLAS weights: the dequantized int4 weights (same values), rotated likewise.
+      std::vector<DevBuf> wbf;
+      cudaDeviceSynchronize();  // fills ran on the default stream; `stream` does not wait for it
+      for (int c = 0; c < bcopies; ++c) {
+        wbf.emplace_back(wbf_bytes);
+        st = dequantize(w4[c % copies]->view, wbf.back().as<uint16_t>(), stream);
+        if (!st.ok()) break;
       }
-    }
+      if (!st.ok() || !wbf.back().p) {
+        std::fprintf(stderr, "bench gemm: setup failed for %s: %s\n", sh.name, st.to_string().c_str());
+        return 1;
+      }
+      for (int m : ms) {
+        DevBuf x(static_cast<size_t>(m) * sh.k * 2), y(static_cast<size_t>(m) * sh.n * 2),
+            yref(static_cast<size_t>(m) * sh.n * 2);
+        fill_act(x.p, static_cast<size_t>(m) * sh.k, 77u + m, act, 0.1f, 1.f);
+        cudaDeviceSynchronize();  // x fill (default stream) before `stream` uses it
+        int bcall = 0;
+        auto run_cublas = [&](cudaStream_t s) -> Status {
+          if (cublas_gemm(handle, act, m, sh.n, sh.k, x.p, wbf[bcall++ % bcopies].p, yref.p) != CUBLAS_STATUS_SUCCESS)
+            return make_status(StatusCode::kInternal, "cublasGemmEx failed");
+          return Status::Ok();
+        };
+        lowbit::bench::Timing tb{};
+        bool have_tb = false;
+        for (GemmPath path : paths) {
+          if (path == GemmPath::kSkinny && m > 512) continue;
+          if (path == GemmPath::kTiled && kind == KernelLayoutKind::kMmaTiled) continue;  // needs N-packed
+          size_t wsb = 0;
+          (void)gemm_workspace_size(ws, m, &wsb, path);
+          DevBuf work(wsb);
+          int call = 0;
+          auto run_int4 = [&](cudaStream_t s) {
+            GemmArgs a;
+            a.x = x.p;
+            a.y = y.p;
+            a.m = m;
+            a.path = path;
+            return gemm(a, w4[call++ % copies]->view, work.p, wsb, s);
+          };
+          // Correctness on the first copy: int4 GEMM vs cuBLAS on its dequantized weights.
+          call = 0;
+          bcall = 0;
+          st = run_int4(stream);
+          if (st.ok()) st = run_cublas(stream);
+          cudaStreamSynchronize(stream);
+          int wrong = -1;
+          if (st.ok()) {
+            const int rows_chk = m < 8 ? m : 8;
+            std::vector<uint16_t> a, b;
+            for (int part = 0; part < 2; ++part) {
+              const int r0 = part == 0 ? 0 : m - rows_chk;
+              auto ya = download<uint16_t>(y.as<uint16_t>() + static_cast<size_t>(r0) * sh.n, size_t(rows_chk) * sh.n);
+              auto yb =
+                  download<uint16_t>(yref.as<uint16_t>() + static_cast<size_t>(r0) * sh.n, size_t(rows_chk) * sh.n);
+              a.insert(a.end(), ya.begin(), ya.end());
+              b.insert(b.end(), yb.begin(), yb.end());
+            }
+            double r2 = 0;
+            for (uint16_t v : b) r2 += std::pow(half_bits_to_float(act, v), 2);
+            const double rms = std::sqrt(r2 / b.size());
+            wrong = 0;
+            for (size_t i = 0; i < a.size(); ++i) {
+              const double ga = half_bits_to_float(act, a[i]), gb = half_bits_to_float(act, b[i]);
+              if (!(std::fabs(ga - gb) <= std::ldexp(std::fabs(gb), -6) + 1e-2 * rms)) ++wrong;
+            }
+            if (rms == 0) wrong = static_cast<int>(a.size());  // an all-zero result is a failure
+            total_wrong += wrong;
+          }
+          lowbit::bench::Timing t4{};
+          if (st.ok()) st = lowbit::bench::time_in_graph(stream, run_int4, copies, 2, reps, &t4);
+          if (st.ok() && !have_tb) {
+            st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);
+            have_tb = st.ok();
+          }
+          if (!st.ok()) {
+            std::fprintf(stderr, "bench gemm: %s M=%d path %s: %s\n", sh.name, m, gemm_path_name(path),
+                         st.to_string().c_str());
+            return 1;
+          }
+          const double flops = 2.0 * m * sh.n * sh.k;
+          const double bytes = static_cast<double>(probe.bytes) + 2.0 * m * sh.k + 2.0 * m * sh.n;
+          const double floor_us = bytes / (copy_gbps * 1e3);
+          const double tflops = flops / (t4.median_us * 1e6), tbs = bytes / (t4.median_us * 1e6);
+          const double pct = 100.0 * floor_us / t4.median_us, speedup = tb.median_us / t4.median_us;
+          const double peak = 100.0 * tflops / kPeakTflops;
+          table.print_row({sh.name, kernel_layout_name(kind), gemm_path_name(path), std::to_string(m),
+                           std::to_string(sh.n), std::to_string(sh.k), fmt(t4.median_us, 1), fmt(tflops, 1),
+                           fmt(peak, 1), fmt(tbs, 2), fmt(pct, 1), fmt(tb.median_us, 1), fmt(speedup, 2),
+                           std::to_string(wrong)});
+          rows.push_back({{"shape", sh.name},
+                          {"layout", kernel_layout_name(kind)},
+                          {"path", gemm_path_name(path)},
+                          {"M", m},
+                          {"N", sh.n},
+                          {"K", sh.k},
+                          {"time_us", t4.median_us},
+                          {"min_us", t4.min_us},
+                          {"tflops", tflops},
+                          {"pct_peak", peak},
+                          {"tbps", tbs},
+                          {"pct_floor", pct},
+                          {"floor_us", floor_us},
+                          {"cublas_us", tb.median_us},
+                          {"cublas_tflops", flops / (tb.median_us * 1e6)},
+                          {"speedup", speedup},
+                          {"wrong", wrong},
+                          {"dtype", dtype_name(act)},
+                          {"group", group},
+                          {"sym", sym}});
+        }
+      }
     }  // layouts
   }
   cublasDestroy(handle);
