@@ -32,37 +32,37 @@ TEST_P(Int4Slab, BitExactBothLayouts) {
   WeightShape s{c.E, c.N, c.K, c.g, c.sym, c.act};
   KPackedWeights kp = random_kpacked(s, 11u + c.N + c.K, 0.03f);
   for (KernelLayoutKind kind : {KernelLayoutKind::kNPackedInterleaved, KernelLayoutKind::kMmaTiled}) {
-  SCOPED_TRACE(kernel_layout_name(kind));
-  // The tiled layout holds whole 64-column groups; its slab chunks start on one.
-  if (kind == KernelLayoutKind::kMmaTiled && (c.N % 64 != 0 || c.n0 % 64 != 0 || c.nc % 64 != 0)) continue;
-  KernelWeights kw;
-  ASSERT_TRUE(repack_for_kernels(kp, &kw, static_cast<int>(kind)).ok());
-  DevWeights dw(kw);
-  const size_t stride = static_cast<size_t>(c.nc) * c.K + 64;  // a gap between experts must stay untouched
-  const size_t total = stride * c.ne;
-  for (detail::SlabLayout lay : {detail::SlabLayout::kNK, detail::SlabLayout::kKN}) {
-    DevBuf slab(total * 2);
-    ASSERT_EQ(cudaMemset(slab.p, 0xFF, total * 2), cudaSuccess);  // poison
-    ASSERT_EQ(detail::launch_dequant_slab(dw.view, c.e0, c.ne, c.n0, c.nc, lay, c.nc, stride, slab.p, nullptr),
-              cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    auto got = download<uint16_t>(slab.p, total);
-    size_t bad = 0;
-    for (int el = 0; el < c.ne; ++el) {
-      for (int j = 0; j < c.nc; ++j)
-        for (int k = 0; k < c.K; ++k) {
-          const size_t at = el * stride + (lay == detail::SlabLayout::kNK ? static_cast<size_t>(j) * c.K + k
-                                                                         : static_cast<size_t>(k) * c.nc + j);
-          const uint16_t want = canon_dequant_bits(kp, c.e0 + el, c.n0 + j, k);
-          if (got[at] != want && bad++ < 5)
-            ADD_FAILURE() << "layout " << static_cast<int>(lay) << " e=" << c.e0 + el << " n=" << c.n0 + j << " k=" << k
-                          << " got 0x" << std::hex << got[at] << " want 0x" << want;
-        }
-      for (size_t i = static_cast<size_t>(c.nc) * c.K; i < stride; ++i)
-        if (got[el * stride + i] != 0xFFFF && bad++ < 5) ADD_FAILURE() << "wrote past the expert's slab at " << i;
+    SCOPED_TRACE(kernel_layout_name(kind));
+    // The tiled layout holds whole 64-column groups; its slab chunks start on one.
+    if (kind == KernelLayoutKind::kMmaTiled && (c.N % 64 != 0 || c.n0 % 64 != 0 || c.nc % 64 != 0)) continue;
+    KernelWeights kw;
+    ASSERT_TRUE(repack_for_kernels(kp, &kw, static_cast<int>(kind)).ok());
+    DevWeights dw(kw);
+    const size_t stride = static_cast<size_t>(c.nc) * c.K + 64;  // a gap between experts must stay untouched
+    const size_t total = stride * c.ne;
+    for (detail::SlabLayout lay : {detail::SlabLayout::kNK, detail::SlabLayout::kKN}) {
+      DevBuf slab(total * 2);
+      ASSERT_EQ(cudaMemset(slab.p, 0xFF, total * 2), cudaSuccess);  // poison
+      ASSERT_EQ(detail::launch_dequant_slab(dw.view, c.e0, c.ne, c.n0, c.nc, lay, c.nc, stride, slab.p, nullptr),
+                cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      auto got = download<uint16_t>(slab.p, total);
+      size_t bad = 0;
+      for (int el = 0; el < c.ne; ++el) {
+        for (int j = 0; j < c.nc; ++j)
+          for (int k = 0; k < c.K; ++k) {
+            const size_t at = el * stride + (lay == detail::SlabLayout::kNK ? static_cast<size_t>(j) * c.K + k
+                                                                            : static_cast<size_t>(k) * c.nc + j);
+            const uint16_t want = canon_dequant_bits(kp, c.e0 + el, c.n0 + j, k);
+            if (got[at] != want && bad++ < 5)
+              ADD_FAILURE() << "layout " << static_cast<int>(lay) << " e=" << c.e0 + el << " n=" << c.n0 + j
+                            << " k=" << k << " got 0x" << std::hex << got[at] << " want 0x" << want;
+          }
+        for (size_t i = static_cast<size_t>(c.nc) * c.K; i < stride; ++i)
+          if (got[el * stride + i] != 0xFFFF && bad++ < 5) ADD_FAILURE() << "wrote past the expert's slab at " << i;
+      }
+      EXPECT_EQ(bad, 0u);
     }
-    EXPECT_EQ(bad, 0u);
-  }
   }  // kinds
 }
 
