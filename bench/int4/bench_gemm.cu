@@ -73,6 +73,10 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
                                     {"llama3-70b.qkv", 10240, 8192},    {"llama3-70b.o", 8192, 8192},
                                     {"llama3-70b.gate_up", 57344, 8192}, {"llama3-70b.down", 8192, 28672}};
   if (quick) shapes = {shapes[1], shapes[2], shapes[3], shapes[6]};
+  if (std::string bad; !select_shapes(args.get_list("shapes", {}), &shapes, &bad)) {
+    std::fprintf(stderr, "bench gemm: unknown --shapes %s\n", bad.c_str());
+    return 2;
+  }
 
   double copy_gbps = 0;
   Status st = lowbit::bench::measure_copy_bandwidth(0, size_t{1} << 30, &copy_gbps);

@@ -104,5 +104,24 @@ inline std::vector<int> parse_m_list(const std::vector<std::string>& v) {
   return out;
 }
 
+// --shapes a,b: keep the named shapes of `all` in the given order. Returns false (and names
+// the unknown shape in *bad) when a name is not in the list; an empty selection keeps all.
+template <typename Shape>
+bool select_shapes(const std::vector<std::string>& names, std::vector<Shape>* all, std::string* bad) {
+  if (names.empty()) return true;
+  std::vector<Shape> picked;
+  for (const std::string& n : names) {
+    bool found = false;
+    for (const Shape& s : *all)
+      if (n == s.name) picked.push_back(s), found = true;
+    if (!found) {
+      *bad = n;
+      return false;
+    }
+  }
+  *all = std::move(picked);
+  return true;
+}
+
 }  // namespace
 }  // namespace lowbit::int4::bench_util

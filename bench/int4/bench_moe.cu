@@ -35,7 +35,7 @@ struct MoeShape {
 };
 
 int run_bench_moe(const std::vector<std::string>& argv) {
-  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "path"}, {"quick", "asym"});
+  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "path", "shapes"}, {"quick", "asym"});
   if (!args.ok()) {
     std::fprintf(stderr, "bench moe: %s\n", args.error().c_str());
     return 2;
@@ -63,10 +63,14 @@ int run_bench_moe(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "bench moe: %s\n", args.error().c_str());
     return 2;
   }
-  const std::vector<MoeShape> shapes = {{"qwen3-30b-a3b.tp1", 128, 2048, 768, 8},
-                                        {"qwen3-30b-a3b.tp2", 128, 2048, 384, 8},
-                                        {"mixtral-8x7b", 8, 4096, 14336, 2},
-                                        {"deepseek-v2-lite", 64, 2048, 1408, 6}};
+  std::vector<MoeShape> shapes = {{"qwen3-30b-a3b.tp1", 128, 2048, 768, 8},
+                                  {"qwen3-30b-a3b.tp2", 128, 2048, 384, 8},
+                                  {"mixtral-8x7b", 8, 4096, 14336, 2},
+                                  {"deepseek-v2-lite", 64, 2048, 1408, 6}};
+  if (std::string bad; !select_shapes(args.get_list("shapes", {}), &shapes, &bad)) {
+    std::fprintf(stderr, "bench moe: unknown --shapes %s\n", bad.c_str());
+    return 2;
+  }
   double copy_gbps = 0;
   Status st = lowbit::bench::measure_copy_bandwidth(0, size_t{1} << 30, &copy_gbps);
   if (!st.ok()) {

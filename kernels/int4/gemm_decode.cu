@@ -4,11 +4,14 @@
 //
 // Why this kernel: a decode GEMM must stream the weight at HBM speed. The N-packed kernel
 // (gemm_skinny.cu) stages words through shared memory and spends ~20 instructions per word
-// (unpack, subtract, scale multiply, four byte permutes into MMA order). Here a warp loads
-// 16 B per lane straight into registers (512 contiguous bytes per K step of 64 columns; a
-// warp's K range is one contiguous run), and each word already holds the A fragment pairs:
-// a word costs 3 shifts and 4 LOP3 (magic | q), nothing else. The zero point and the group
-// scale are applied to fp32 sums once per window of <= 8 K steps (see "Numerics").
+// (unpack, subtract, scale multiply, four byte permutes into MMA order). Here a warp's K
+// range is one contiguous run of 512 B per K step of 64 columns: lane 0 moves a batch of
+// D steps with one bulk asynchronous copy into the warp's shared-memory stage (3 or 6
+// stages, so 2-5 batches stay in flight without holding registers: a register double
+// buffer kept one batch in flight and streamed at ~50% of the floor, the stages at up to
+// ~78%), each lane reads its 16 B per step, and each word already holds the A fragment
+// pairs: a word costs 3 shifts and 4 LOP3 (magic | q), nothing else. The zero point and the
+// group scale are applied to fp32 sums once per window of <= 8 K steps (see "Numerics").
 // Measured on H200 against the N-packed kernel and cuBLAS: docs/int4-kernels.md.
 //
 // Numerics: the MMAs multiply (magic + q), exact in the activation dtype, by x; a fifth MMA
@@ -19,7 +22,7 @@
 // extra weight-rounding term); the sum order is fixed (windows, warps, then cluster ranks,
 // in order): runs are bit-identical.
 //
-// Work split: block = kDecWarps warps on one 64-column group, each warp a contiguous run of
+// Work split: block = 4 or 8 warps on one 64-column group, each warp a contiguous run of
 // K batches, partial sums added in warp order in shared memory; grid.x = split-K blocks of
 // one thread-block cluster, added in rank order through distributed shared memory by rank
 // 0; grid.y = tiles of 8 NT activation rows (adjacent in launch order, so tiles sharing a
@@ -40,18 +43,6 @@ namespace lowbit::int4 {
 namespace kern {
 namespace {
 
-constexpr int kDecWarps = 4;
-constexpr int kDecMaxSplits = kClusterMaxSplits;
-constexpr int kDecMaxDevices = kClusterMaxDevices;
-
-// Streaming 16 B load: read once, keep out of L1, let L2 fetch 256 B lines.
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 __device__ __forceinline__ float act_bits_to_float(uint16_t b, bool bf16) {
   return bf16 ? __uint_as_float(static_cast<uint32_t>(b) << 16) : __half2float(__ushort_as_half(b));
@@ -67,40 +58,86 @@ struct DecodeParams {
   int splits;               // cluster size along grid.x
 };
 
-// Per-group constants of this lane's 8 columns (16j + g + 8h, j = 0..3, h = 0..1): the
-// scale and magic + z (the offset the MMA operands carry), both as fp32.
+// Per-group constants of this lane's 8 columns (16j + g + 8h, j = 0..3, h = 0..1), kept as
+// the raw 16-bit values, two columns per register (h = 0 low, h = 1 high): 8 registers per
+// group instead of 16 fp32 (the kernel holds the current and the next group; registers
+// decide how many blocks fit on an SM). Converted to fp32 at each window fold.
 struct GroupParams {
-  float s[4][2];
-  float zc[4][2];
+  uint32_t s[4];
+  uint32_t z[4];  // asymmetric only
 };
 
 template <typename T, bool kSym>
 __device__ __forceinline__ void load_group(const DecodeParams& p, int grp, int col0, GroupParams& gp) {
-  constexpr bool kBf16 = Act<T>::kMagic == 0x43004300u;
-  constexpr float kMagicF = kBf16 ? 128.f : 1024.f;
   const size_t base = static_cast<size_t>(grp) * p.N + col0;
 #pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      gp.s[j][h] = act_bits_to_float(__ldg(p.scales + base + 16 * j + 8 * h), kBf16);
-      gp.zc[j][h] = kMagicF + (kSym ? 8.f : act_bits_to_float(__ldg(p.zeros + base + 16 * j + 8 * h), kBf16));
-    }
+  for (int j = 0; j < 4; ++j) {
+    gp.s[j] = __ldg(p.scales + base + 16 * j) | static_cast<uint32_t>(__ldg(p.scales + base + 16 * j + 8)) << 16;
+    if constexpr (!kSym)
+      gp.z[j] = __ldg(p.zeros + base + 16 * j) | static_cast<uint32_t>(__ldg(p.zeros + base + 16 * j + 8)) << 16;
+  }
 }
 
-// Dynamic shared memory: the block's reduction buffer.
-template <int NT>
+// Column h of a packed pair as fp32.
+template <typename T>
+__device__ __forceinline__ float pair_to_float(uint32_t v, int h) {
+  const uint16_t b = static_cast<uint16_t>(h ? v >> 16 : v & 0xFFFFu);
+  return act_bits_to_float(b, Act<T>::kMagic == 0x43004300u);
+}
+
+// Dynamic shared memory: the warps' weight stages (S per warp, D K steps of 512 B each) and
+// their mbarriers; the block's reduction buffer reuses the stages after the K loop.
+template <int NT, int D, int S, int NW>
 constexpr int decode_smem_bytes() {
-  return kDecWarps * 16 * NT * 32 * 4;
+  constexpr int red = NW * 16 * NT * 32 * 4;
+  constexpr int stages = NW * S * (D * 512 + 8);
+  return red > stages ? red : stages;
 }
 
-// D: K steps per register batch (8 for 8-row tiles, 4 for 16-row: ~200 registers, two
-// blocks per SM), double buffered: one batch is computed while the next is in flight.
+// Weight stages: lane 0 of each warp moves a whole batch (D * 512 B, one contiguous run)
+// with one bulk asynchronous copy (TMA unit) into the warp's stage and an mbarrier counts
+// the bytes; S - 1 batches stay in flight while one is computed, and they hold no registers.
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t phase) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(phase)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ uint4 lds128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+  return v;
+}
+
 // W: K steps per scale window (2 / 4 for G = 32 / 64, else D; W divides D and the group),
 // folded once per window at a compile-time position of the unrolled batch (a fold inlined
 // behind a run-time test at every step made the loop body several times larger and slower).
-template <typename T, int NT, int D, int W, bool kSym>
-__global__ void __launch_bounds__(32 * kDecWarps) gemm_decode_kernel(const DecodeParams p) {
+// Cfg: NT (8-row activation tiles), D (K steps per batch), S (weight stages per warp), NW
+// (warps per block), kMinBlocks (blocks per SM the registers must allow).
+template <int NT_, int D_, int S_, int NW_, int kMinBlocks_>
+struct DecodeCfg {
+  static constexpr int NT = NT_, D = D_, S = S_, NW = NW_, kMinBlocks = kMinBlocks_;
+};
+
+template <typename T, typename Cfg, int W, bool kSym>
+__global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_kernel(const DecodeParams p) {
+  constexpr int NT = Cfg::NT, D = Cfg::D, S = Cfg::S, NW = Cfg::NW;
   static_assert(D % W == 0, "windows tile the batch");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -108,12 +145,12 @@ __global__ void __launch_bounds__(32 * kDecWarps) gemm_decode_kernel(const Decod
   const int steps = p.K / kMmaTileK;
   const int gsteps = (p.G < p.K ? p.G : p.K) / kMmaTileK;  // K steps per group
   // This warp's K steps [s0, s1) in whole batches: the block's share of the split, cut in
-  // kDecWarps pieces. Batches (and so windows) are aligned: a window never crosses a group.
+  // NW pieces. Batches (and so windows) are aligned: a window never crosses a group.
   const int batches = (steps + D - 1) / D;
   const int bb0 = static_cast<int>(static_cast<long long>(split) * batches / p.splits);
   const int bb1 = static_cast<int>(static_cast<long long>(split + 1) * batches / p.splits);
-  const int wb0 = bb0 + static_cast<int>(static_cast<long long>(warp) * (bb1 - bb0) / kDecWarps);
-  const int wb1 = bb0 + static_cast<int>(static_cast<long long>(warp + 1) * (bb1 - bb0) / kDecWarps);
+  const int wb0 = bb0 + static_cast<int>(static_cast<long long>(warp) * (bb1 - bb0) / NW);
+  const int wb1 = bb0 + static_cast<int>(static_cast<long long>(warp + 1) * (bb1 - bb0) / NW);
   const int s0 = wb0 * D, s1 = min(wb1 * D, steps);
   const int col0 = cgrp * kMmaTileCols + g;
   const uint4* wp = p.qw + static_cast<size_t>(cgrp) * steps * 32 + lane;
@@ -138,7 +175,9 @@ __global__ void __launch_bounds__(32 * kDecWarps) gemm_decode_kernel(const Decod
   // The short window keeps the fp32 sums small: (magic + q) x is exact in fp32 and a window
   // sum loses about log2(magic / 8) bits to the cancellation (~2^-16 relative for fp16),
   // far below the output's rounding.
-  const uint32_t ones = Act<T>::kMagic == 0x43004300u ? 0x3F803F80u : 0x3C003C00u;
+  constexpr bool kBf16 = Act<T>::kMagic == 0x43004300u;
+  constexpr float kMagicF = kBf16 ? 128.f : 1024.f;  // the value of the magic's exponent bits
+  const uint32_t ones = kBf16 ? 0x3F803F80u : 0x3C003C00u;
   const uint32_t ones_a[4] = {ones, ones, ones, ones};
   GroupParams cur, nxt;
   int grp = s0 / gsteps;
@@ -154,8 +193,9 @@ __global__ void __launch_bounds__(32 * kDecWarps) gemm_decode_kernel(const Decod
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           // C fragment: q & 1 picks the activation row (2t, 2t+1), q >> 1 the column (g, g+8).
-          const float d = fmaf(-cur.zc[j][q >> 1], accx[nt][q & 1], acc[j][nt][q]);
-          tot[j][nt][q] = fmaf(d, cur.s[j][q >> 1], tot[j][nt][q]);
+          const float zc = kMagicF + (kSym ? 8.f : pair_to_float<T>(cur.z[j], q >> 1));
+          const float d = fmaf(-zc, accx[nt][q & 1], acc[j][nt][q]);
+          tot[j][nt][q] = fmaf(d, pair_to_float<T>(cur.s[j], q >> 1), tot[j][nt][q]);
           acc[j][nt][q] = 0.f;
         }
 #pragma unroll
@@ -169,13 +209,8 @@ __global__ void __launch_bounds__(32 * kDecWarps) gemm_decode_kernel(const Decod
     }
   };
 
-  uint4 wa[D], wb[D];
-  uint2 xa[D][NT], xb[D][NT];
-  auto load_w = [&](uint4 (&w)[D], int sb) {
-#pragma unroll
-    for (int i = 0; i < D; ++i)
-      w[i] = sb + i < s1 ? ld_stream(wp + static_cast<size_t>(sb + i) * 32) : make_uint4(0, 0, 0, 0);
-  };
+  uint4 wa[D];
+  uint2 xa[D][NT];
   auto load_x = [&](uint2 (&xx)[D][NT], int sb) {
 #pragma unroll
     for (int i = 0; i < D; ++i)
@@ -211,26 +246,44 @@ __global__ void __launch_bounds__(32 * kDecWarps) gemm_decode_kernel(const Decod
   // depend on the kernel before us, so the first batch of them is requested before waiting
   // for that kernel's completion (x and y do); and the next kernel may start its own weight
   // prefetch on the SMs our blocks leave free. Without the launch attribute both are no-ops.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  int sb = s0;
-  if (sb < s1) load_w(wa, sb);
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  if (sb < s1) load_x(xa, sb);
-  while (sb < s1) {
-    if (sb + D < s1) load_w(wb, sb + D), load_x(xb, sb + D);
-    compute(wa, xa, sb);
-    sb += D;
-    if (sb >= s1) break;
-    if (sb + D < s1) load_w(wa, sb + D), load_x(xa, sb + D);
-    compute(wb, xb, sb);
-    sb += D;
+  extern __shared__ __align__(128) unsigned char smem[];
+  {
+    const uint32_t stage0 = smem_addr(smem) + static_cast<uint32_t>(warp * S * D * 512);
+    const uint32_t bar0 = smem_addr(smem) + static_cast<uint32_t>(NW * S * D * 512 + warp * S * 8);
+    const char* wsrc = reinterpret_cast<const char*>(wp - lane);  // this column group's words
+    const int nb = (s1 - s0 + D - 1) / D;                          // batches of this warp
+    if (lane == 0)
+      for (int st = 0; st < S; ++st) mbar_init(bar0 + 8 * st);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    __syncwarp();
+    auto issue = [&](int b) {  // batch b into stage b % S (lane 0)
+      if (lane == 0 && b < nb) {
+        const int sb = s0 + b * D, n = min(D, s1 - sb);
+        bulk_load(stage0 + static_cast<uint32_t>((b % S) * D * 512), wsrc + static_cast<size_t>(sb) * 512,
+                  static_cast<uint32_t>(n * 512), bar0 + 8 * (b % S));
+      }
+    };
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    for (int b = 0; b < S; ++b) issue(b);
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    for (int b = 0; b < nb; ++b) {
+      const int sb = s0 + b * D;
+      load_x(xa, sb);
+      mbar_wait(bar0 + 8 * (b % S), static_cast<uint32_t>((b / S) & 1));
+      const uint32_t st = stage0 + static_cast<uint32_t>((b % S) * D * 512) + 16u * lane;
+#pragma unroll
+      for (int i = 0; i < D; ++i) wa[i] = sb + i < s1 ? lds128(st + 512u * i) : make_uint4(0, 0, 0, 0);
+      compute(wa, xa, sb);
+      __syncwarp();  // every lane has consumed the stage before it is refilled
+      issue(b + S);
+    }
+    __syncthreads();  // the reduction below reuses the stages of all warps
   }
 
   // Warps -> block sum in warp order, then cluster ranks -> rank 0 in rank order.
   constexpr int kElems = 16 * NT;  // per lane
-  extern __shared__ __align__(16) unsigned char smem[];
-  static_assert(kDecWarps * kElems * 32 * 4 <= decode_smem_bytes<NT>(), "reduction buffer size");
-  auto& red = *reinterpret_cast<float(*)[kDecWarps][kElems][32]>(smem);
+  static_assert(NW * kElems * 32 * 4 <= decode_smem_bytes<NT, D, S, NW>(), "reduction buffer size");
+  auto& red = *reinterpret_cast<float(*)[NW][kElems][32]>(smem);
 #pragma unroll
   for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -239,10 +292,10 @@ __global__ void __launch_bounds__(32 * kDecWarps) gemm_decode_kernel(const Decod
       for (int q = 0; q < 4; ++q) red[warp][(j * NT + nt) * 4 + q][lane] = tot[j][nt][q];
   __syncthreads();
   float* flat = &red[0][0][0];
-  for (int e = threadIdx.x; e < kElems * 32; e += 32 * kDecWarps) {
+  for (int e = threadIdx.x; e < kElems * 32; e += 32 * NW) {
     float v = flat[e];
 #pragma unroll
-    for (int w = 1; w < kDecWarps; ++w) v += flat[w * kElems * 32 + e];
+    for (int w = 1; w < NW; ++w) v += flat[w * kElems * 32 + e];
     flat[e] = v;  // red[0] now holds the block's sums (each element written by one thread)
   }
   cg::cluster_group cluster = cg::this_cluster();
@@ -256,7 +309,7 @@ __global__ void __launch_bounds__(32 * kDecWarps) gemm_decode_kernel(const Decod
     __syncthreads();
   }
   T* y = static_cast<T*>(p.y);
-  for (int e = threadIdx.x; e < kElems * 32; e += 32 * kDecWarps) {
+  for (int e = threadIdx.x; e < kElems * 32; e += 32 * NW) {
     float v = flat[e];
     for (int r = 1; r < p.splits; ++r) v += cluster.map_shared_rank(flat, r)[e];
     const int l = e % 32, idx = e / 32;
@@ -269,8 +322,8 @@ __global__ void __launch_bounds__(32 * kDecWarps) gemm_decode_kernel(const Decod
 }
 
 int sm_count(int dev) {
-  static std::atomic<int> cache[kDecMaxDevices] = {};
-  std::atomic<int>& slot = cache[dev < kDecMaxDevices ? dev : kDecMaxDevices - 1];
+  static std::atomic<int> cache[kClusterMaxDevices] = {};
+  std::atomic<int>& slot = cache[dev < kClusterMaxDevices ? dev : kClusterMaxDevices - 1];
   int v = slot.load(std::memory_order_relaxed);
   if (v == 0) {
     if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v < 1) {
@@ -282,27 +335,40 @@ int sm_count(int dev) {
   return v;
 }
 
-// Split-K cluster size, from measurements on H200 (docs/int4-kernels.md; 4-warp blocks of
-// ~200 registers, two resident per SM): one block per (column group, row tile) unit when
-// the units outnumber the SMs; a pair when they fit in one wave (two blocks per SM streamed
-// better than one); larger clusters only when the units cover less than a quarter of the
-// SMs (their reductions and co-scheduling cost more than they gained elsewhere). Each warp
-// keeps >= 2 batches of D K steps.
-int decode_splits(int units, int steps, int sms, int d) {
-  int max_s = steps / (kDecWarps * 2 * d);
-  if (max_s > kDecMaxSplits) max_s = kDecMaxSplits;
-  if (max_s < 1) max_s = 1;
-  int s = units > sms ? 1 : units > sms / 4 ? 2 : sms / units;
-  return s < 1 ? 1 : s > max_s ? max_s : s;
+// Block shape and split-K cluster size per launch, from measurements on H200 (M = 1 and 16,
+// the eight Llama-3 projections, every warps x splits pair; docs/int4-kernels.md). Warps
+// stream best when the grid holds about one wave of them (4 blocks x 4 warps or 2 x 8 per
+// SM): few units (column group x row tile) take 8-warp blocks in clusters of 2, a
+// medium count 8-warp blocks alone, many units 4-warp blocks; clusters of 4 or more were
+// slower on every shape (co-scheduling and the DSMEM reduction). `sms` scales the measured
+// thresholds (132 SMs).
+struct DecodeShape {
+  int warps;   // 4 or 8
+  int splits;  // cluster size along grid.x
+};
+DecodeShape decode_shape(int units, int nt, int sms) {
+  const int few = (nt == 1 ? 132 : 96) * sms / 132, medium = 264 * sms / 132;
+  if (units <= few) return {8, 2};
+  if (units <= medium) return {8, 1};
+  return {4, 1};
 }
 
-// LOWBIT_INT4_DECODE_SPLITS=n (read once; measurements): the split-K cluster size instead
-// of decode_splits()'s choice (still clipped to 1..8 and to what the device can schedule).
+// LOWBIT_INT4_DECODE_SPLITS=n / LOWBIT_INT4_DECODE_WARPS=4|8 (read once; measurements):
+// the split-K cluster size (clipped to 1..8 and to what the device can schedule) and the
+// block's warps instead of decode_shape()'s choice.
 int env_splits() {
   static const int v = [] {
     const char* e = std::getenv("LOWBIT_INT4_DECODE_SPLITS");
     const int n = e ? std::atoi(e) : 0;
-    return n >= 1 && n <= kDecMaxSplits ? n : 0;
+    return n >= 1 && n <= kClusterMaxSplits ? n : 0;
+  }();
+  return v;
+}
+int env_warps() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_WARPS");
+    const int n = e ? std::atoi(e) : 0;
+    return n == 4 || n == 8 ? n : 0;
   }();
   return v;
 }
@@ -317,45 +383,56 @@ bool pdl_enabled() {
   return v;
 }
 
-template <typename T, int NT, int D, int W, bool kSym>
-cudaError_t launch(DecodeParams p, cudaStream_t stream) {
-  auto kernel = gemm_decode_kernel<T, NT, D, W, kSym>;
-  constexpr int kSmem = decode_smem_bytes<NT>();
+template <typename T, typename Cfg, int W, bool kSym>
+cudaError_t launch(DecodeParams p, int splits, cudaStream_t stream) {
+  auto kernel = gemm_decode_kernel<T, Cfg, W, kSym>;
+  constexpr int kSmem = decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW>();
   // Per function and per device: set on every launch (once per process breaks a second GPU).
   if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
       e != cudaSuccess)
     return e;
-  int dev = 0;
-  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-  const int mtiles = ceil_div(p.M, 8 * NT), groups = p.N / kMmaTileCols;
-  p.splits = env_splits() ? env_splits() : decode_splits(groups * mtiles, p.K / kMmaTileK, sm_count(dev), D);
+  const int mtiles = ceil_div(p.M, 8 * Cfg::NT), groups = p.N / kMmaTileCols;
   static ClusterSchedulable known = {};
-  p.splits = schedulable_splits(kernel, p.splits, 1, static_cast<unsigned>(mtiles), static_cast<unsigned>(groups),
-                                32 * kDecWarps, kSmem, known);
+  p.splits = schedulable_splits(kernel, splits, 1, static_cast<unsigned>(mtiles), static_cast<unsigned>(groups),
+                                32 * Cfg::NW, kSmem, known);
   return launch_split_clusters(kernel, p, p.splits, 1, static_cast<unsigned>(mtiles), static_cast<unsigned>(groups),
-                               32 * kDecWarps, kSmem, stream, pdl_enabled());
+                               32 * Cfg::NW, kSmem, stream, pdl_enabled());
 }
 
-template <typename T, int NT, int D, int W>
-cudaError_t launch_w(const DecodeParams& p, cudaStream_t stream) {
-  return p.zeros == nullptr ? launch<T, NT, D, W, true>(p, stream) : launch<T, NT, D, W, false>(p, stream);
+template <typename T, typename Cfg, int W>
+cudaError_t launch_w(const DecodeParams& p, int splits, cudaStream_t stream) {
+  return p.zeros == nullptr ? launch<T, Cfg, W, true>(p, splits, stream) : launch<T, Cfg, W, false>(p, splits, stream);
 }
 
-template <typename T, int NT, int D>
-cudaError_t launch_nt(const DecodeParams& p, cudaStream_t stream) {
+template <typename T, typename Cfg>
+cudaError_t launch_cfg(const DecodeParams& p, int splits, cudaStream_t stream) {
   const int gsteps = (p.G < p.K ? p.G : p.K) / kMmaTileK;
-  if (gsteps == 2) return launch_w<T, NT, D, 2>(p, stream);
-  if constexpr (D == 4) {
-    return launch_w<T, NT, D, 4>(p, stream);
+  if (gsteps == 2) return launch_w<T, Cfg, 2>(p, splits, stream);
+  if constexpr (Cfg::D == 4) {
+    return launch_w<T, Cfg, 4>(p, splits, stream);
   } else {
-    if (gsteps == 4) return launch_w<T, NT, D, 4>(p, stream);
-    return launch_w<T, NT, D, 8>(p, stream);  // G = 128 or per-channel (one group, windows of 8)
+    if (gsteps == 4) return launch_w<T, Cfg, 4>(p, splits, stream);
+    return launch_w<T, Cfg, 8>(p, splits, stream);  // G = 128 or per-channel (one group, windows of 8)
   }
 }
 
+// Configurations (registers measured by ptxas, no spills): 8-row tiles (M <= 8) in batches
+// of 8 K steps (4 KB per warp) with 3 stages: ~128 registers, 48 KB (4 warps) / 96 KB (8)
+// of stages, 4 x 4 or 2 x 8 warps per SM; 16-row tiles in batches of 4 with 6 stages.
 template <typename T>
 cudaError_t launch_t(const DecodeParams& p, cudaStream_t stream) {
-  return p.M <= 8 ? launch_nt<T, 1, 8>(p, stream) : launch_nt<T, 2, 4>(p, stream);
+  int dev = 0;
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  const int nt = p.M <= 8 ? 1 : 2;
+  const int units = ceil_div(p.M, 8 * nt) * (p.N / kMmaTileCols);
+  DecodeShape sh = decode_shape(units, nt, sm_count(dev));
+  if (env_warps()) sh.warps = env_warps();
+  if (env_splits()) sh.splits = env_splits();
+  if (nt == 1)
+    return sh.warps == 8 ? launch_cfg<T, DecodeCfg<1, 8, 3, 8, 2>>(p, sh.splits, stream)
+                         : launch_cfg<T, DecodeCfg<1, 8, 3, 4, 4>>(p, sh.splits, stream);
+  return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 4, 6, 8, 1>>(p, sh.splits, stream)
+                       : launch_cfg<T, DecodeCfg<2, 4, 6, 4, 2>>(p, sh.splits, stream);
 }
 
 }  // namespace
