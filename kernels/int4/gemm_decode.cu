@@ -339,8 +339,8 @@ int sm_count(int dev) {
 // the eight Llama-3 projections, every warps x splits pair; docs/int4-kernels.md). Warps
 // stream best when the grid holds about one wave of them (4 blocks x 4 warps or 2 x 8 per
 // SM): few units (column group x row tile) take 8-warp blocks in clusters of 2, a
-// medium count 8-warp blocks alone, many units 4-warp blocks; clusters of 4 or more were
-// slower on every shape (co-scheduling and the DSMEM reduction). `sms` scales the measured
+// medium count 8-warp blocks alone, many units 4-warp blocks; 8-warp blocks in clusters of
+// 4 or 8 were slower than in pairs on every shape at M = 1. `sms` scales the measured
 // thresholds (132 SMs).
 struct DecodeShape {
   int warps;   // 4 or 8
