@@ -373,6 +373,18 @@ int env_warps() {
   return v;
 }
 
+// 8-row tiles (one block per tile; tiles of one column group are adjacent in launch order
+// and share the weight through L2) up to M = 32: measured faster than 16-row tiles at
+// M = 12 and 16 on all eight shapes (e.g. 70b.down M = 16: 77 vs 94 us) and at M = 32 on
+// six of eight. LOWBIT_INT4_DECODE_NT1_MAX=m moves the bound (measurements).
+int env_nt1_max() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_NT1_MAX");
+    return e ? std::atoi(e) : 32;
+  }();
+  return v;
+}
+
 // Programmatic dependent launch of the decode kernel: on unless LOWBIT_INT4_PDL=0 (read
 // once; for measurements).
 bool pdl_enabled() {
@@ -423,7 +435,7 @@ template <typename T>
 cudaError_t launch_t(const DecodeParams& p, cudaStream_t stream) {
   int dev = 0;
   if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-  const int nt = p.M <= 8 ? 1 : 2;
+  const int nt = p.M <= env_nt1_max() ? 1 : 2;
   const int units = ceil_div(p.M, 8 * nt) * (p.N / kMmaTileCols);
   DecodeShape sh = decode_shape(units, nt, sm_count(dev));
   if (env_warps()) sh.warps = env_warps();
