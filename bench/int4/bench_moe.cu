@@ -35,7 +35,7 @@ struct MoeShape {
 };
 
 int run_bench_moe(const std::vector<std::string>& argv) {
-  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "path", "shapes"}, {"quick", "asym"});
+  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "path", "shapes", "layout"}, {"quick", "asym"});
   if (!args.ok()) {
     std::fprintf(stderr, "bench moe: %s\n", args.error().c_str());
     return 2;
@@ -53,6 +53,13 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   // (moe_auto_path). The fused path is timed in a CUDA graph; the grouped path synchronizes
   // once per call (host reads the per-expert counts), cannot be captured, and is timed with
   // eager launches (events around `copies` back-to-back calls; host launch cost included).
+  // --layout auto|npacked: the experts' kernel layout (auto: the shape's default, MMA-tiled
+  // for these shapes; npacked: the same random words read as N-packed, the skinny MoE tile).
+  const std::string layout = args.get("layout", "auto");
+  if (layout != "auto" && layout != "npacked") {
+    std::fprintf(stderr, "bench moe: unknown --layout %s (auto, npacked)\n", layout.c_str());
+    return 2;
+  }
   std::vector<std::string> path_names = args.get_list("path", {"auto"});
   for (const std::string& p : path_names)
     if (p != "auto" && p != "fused" && p != "grouped") {
@@ -88,7 +95,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   cublasSetStream(handle, stream);
 
-  lowbit::bench::Table table({{"shape", 18}, {"path", 7}, {"M", 6}, {"experts", 7}, {"time_us", 10}, {"TFLOP/s", 8},
+  lowbit::bench::Table table({{"shape", 18}, {"layout", 9}, {"path", 7}, {"M", 6}, {"experts", 7}, {"time_us", 10}, {"TFLOP/s", 8},
                               {"TB/s", 6}, {"%floor", 7}, {"cublas_us", 10}, {"speedup", 8}, {"#wrong", 7}});
   table.print_header();
   nlohmann::json rows = nlohmann::json::array();
@@ -105,6 +112,10 @@ int run_bench_moe(const std::vector<std::string>& argv) {
       w13.push_back(std::make_unique<DevInt4>(s13, 11u + 31u * c, sc13));
       w2.push_back(std::make_unique<DevInt4>(s2, 12u + 31u * c, sc2));
     }
+    if (layout == "npacked")
+      for (auto* v : {&w13, &w2})
+        for (auto& d : *v) d->view.kind = KernelLayoutKind::kNPackedInterleaved;
+    const char* layout_name = kernel_layout_name(w13[0]->view.kind);
     const size_t b13 = static_cast<size_t>(sh.E) * 2 * sh.I * sh.H * 2, b2 = static_cast<size_t>(sh.E) * sh.H * sh.I * 2;
     const int bcopies = rotation_copies((b13 + b2) / sh.E * std::min(sh.E, sh.topk), 4);
     std::vector<DevBuf> f13, f2;
@@ -187,11 +198,19 @@ int run_bench_moe(const std::vector<std::string>& argv) {
         cudaStreamSynchronize(stream);
         int wrong = -1;
         if (st.ok()) {
-          // fp64 reference for the last token on copy 0's dequantized weights.
+          // fp64 reference for the last token on copy 0's dequantized weights (rounded to the
+          // activation dtype, as dequantize() stores them). The MMA-tiled kernels multiply the
+          // unrounded weights s * (q - z) in fp32, so each element's bound adds that difference
+          // (relative u_w per weight): 6 u_w * sqrt(sum of squared terms) for each dot product,
+          // carried through silu * up (derivative bounds) and the intermediate's own rounding
+          // (one ulp), then through the second GEMM (as test_gemm.cu states it for one GEMM).
           const int tm = m - 1;
           auto xm = download<uint16_t>(x.as<uint16_t>() + static_cast<size_t>(tm) * sh.H, sh.H);
           auto ym = download<uint16_t>(y.as<uint16_t>() + static_cast<size_t>(tm) * sh.H, sh.H);
-          std::vector<double> ref(sh.H, 0.0), a(sh.I);
+          const bool unrounded = w13[0]->view.kind == KernelLayoutKind::kMmaTiled;
+          const double uw = unrounded ? (act == DType::kBF16 ? 0x1p-9 : 0x1p-12) : 0.0;
+          const double ulp_a = act == DType::kBF16 ? 0x1p-8 : 0x1p-11;
+          std::vector<double> ref(sh.H, 0.0), a(sh.I), da(sh.I), extra(sh.H, 0.0);
           for (int s = 0; s < sh.topk; ++s) {
             const int e = ids[static_cast<size_t>(tm) * sh.topk + s];
             auto W1 = download<uint16_t>(f13[0].as<uint16_t>() + static_cast<size_t>(e) * 2 * sh.I * sh.H,
@@ -201,20 +220,31 @@ int run_bench_moe(const std::vector<std::string>& argv) {
             std::vector<float> xf(sh.H);
             for (int k = 0; k < sh.H; ++k) xf[k] = half_bits_to_float(act, xm[k]);
             for (int n = 0; n < sh.I; ++n) {
-              double g = 0, u = 0;
+              double g = 0, u = 0, g2 = 0, u2 = 0;
               const uint16_t* rg = W1.data() + static_cast<size_t>(n) * sh.H;
               const uint16_t* ru = W1.data() + static_cast<size_t>(sh.I + n) * sh.H;
               for (int k = 0; k < sh.H; ++k) {
-                g += static_cast<double>(xf[k]) * half_bits_to_float(act, rg[k]);
-                u += static_cast<double>(xf[k]) * half_bits_to_float(act, ru[k]);
+                const double tg = static_cast<double>(xf[k]) * half_bits_to_float(act, rg[k]);
+                const double tu = static_cast<double>(xf[k]) * half_bits_to_float(act, ru[k]);
+                g += tg, u += tu, g2 += tg * tg, u2 += tu * tu;
               }
-              a[n] = half_bits_to_float(act, float_to_half_bits(act, static_cast<float>(g / (1 + std::exp(-g)) * u)));
+              const double sig = 1 / (1 + std::exp(-g)), silu = g * sig;
+              a[n] = half_bits_to_float(act, float_to_half_bits(act, static_cast<float>(silu * u)));
+              // |d silu / dg| <= 1.1; the intermediate may round the other way: one ulp.
+              da[n] = unrounded ? 1.1 * std::fabs(u) * 6 * uw * std::sqrt(g2) + std::fabs(silu) * 6 * uw * std::sqrt(u2) +
+                                      ulp_a * std::fabs(a[n])
+                                : 0.0;
             }
+            const double wsl = rw[static_cast<size_t>(tm) * sh.topk + s];
             for (int h = 0; h < sh.H; ++h) {
-              double o = 0;
+              double o = 0, o2 = 0, e1 = 0;
               const uint16_t* r2 = W2.data() + static_cast<size_t>(h) * sh.I;
-              for (int n = 0; n < sh.I; ++n) o += a[n] * half_bits_to_float(act, r2[n]);
-              ref[h] += rw[static_cast<size_t>(tm) * sh.topk + s] * o;
+              for (int n = 0; n < sh.I; ++n) {
+                const double w = half_bits_to_float(act, r2[n]);
+                o += a[n] * w, o2 += a[n] * w * a[n] * w, e1 += da[n] * std::fabs(w);
+              }
+              ref[h] += wsl * o;
+              extra[h] += wsl * (e1 + 6 * uw * std::sqrt(o2));
             }
           }
           double r2 = 0;
@@ -223,7 +253,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
           wrong = rms == 0 ? sh.H : 0;
           for (int h = 0; h < sh.H; ++h) {
             const double g = half_bits_to_float(act, ym[h]);
-            if (!(std::fabs(g - ref[h]) <= std::ldexp(std::fabs(ref[h]), -6) + 1e-2 * rms)) ++wrong;
+            if (!(std::fabs(g - ref[h]) <= std::ldexp(std::fabs(ref[h]), -6) + 1e-2 * rms + extra[h])) ++wrong;
           }
           total_wrong += wrong;
         }
@@ -267,10 +297,10 @@ int run_bench_moe(const std::vector<std::string>& argv) {
         const double floor_us = bytes / (copy_gbps * 1e3);
         const double tflops = flops / (t4.median_us * 1e6), tbs = bytes / (t4.median_us * 1e6);
         const double pct = 100.0 * floor_us / t4.median_us, speedup = tb.median_us / t4.median_us;
-        table.print_row({sh.name, moe_path_name(path), std::to_string(m), std::to_string(touched), fmt(t4.median_us, 1),
+        table.print_row({sh.name, layout_name, moe_path_name(path), std::to_string(m), std::to_string(touched), fmt(t4.median_us, 1),
                          fmt(tflops, 1), fmt(tbs, 2), fmt(pct, 1), fmt(tb.median_us, 1), fmt(speedup, 2),
                          std::to_string(wrong)});
-        rows.push_back({{"shape", sh.name}, {"path", moe_path_name(path)}, {"timing", path == MoePath::kGrouped ? "eager" : "graph"},
+        rows.push_back({{"shape", sh.name}, {"layout", layout_name}, {"path", moe_path_name(path)}, {"timing", path == MoePath::kGrouped ? "eager" : "graph"},
                         {"M", m}, {"E", sh.E}, {"H", sh.H}, {"I", sh.I}, {"topk", sh.topk},
                         {"experts_touched", touched}, {"time_us", t4.median_us}, {"min_us", t4.min_us},
                         {"tflops", tflops}, {"tbps", tbs}, {"pct_floor", pct}, {"floor_us", floor_us},

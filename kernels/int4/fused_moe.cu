@@ -126,8 +126,11 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
                    "int4::fused_moe: w2 shape E=%d N=%d K=%d does not match w13 (E=%d, H=%d, I=%d)", w2.shape.experts,
                    w2.shape.n, w2.shape.k, E, H, I);
   LOWBIT_CHECK_ARG(w13.shape.act == w2.shape.act, "int4::fused_moe: w13 and w2 activation dtypes differ");
-  LOWBIT_CHECK_ARG(w13.kind == KernelLayoutKind::kNPackedInterleaved && w2.kind == KernelLayoutKind::kNPackedInterleaved,
-                   "int4::fused_moe: both weights must be N-packed (needs H %% 32 == 0, I %% 32 == 0; H=%d I=%d)", H, I);
+  for (const KernelWeightsView* w : {&w13, &w2})
+    LOWBIT_CHECK_ARG(w->kind == KernelLayoutKind::kNPackedInterleaved || w->kind == KernelLayoutKind::kMmaTiled,
+                     "int4::fused_moe: %s is %s; the MoE kernels read N-packed or MMA-tiled expert stacks (needs H %% 32 "
+                     "== 0, I %% 32 == 0; H=%d I=%d)",
+                     w == &w13 ? "w13" : "w2", kernel_layout_name(w->kind), H, I);
   LOWBIT_CHECK_ARG(I % 8 == 0, "int4::fused_moe: I=%d must be a multiple of 8", I);
   LOWBIT_CHECK_ARG(a.x && a.router_logits && a.y, "int4::fused_moe: x, router_logits or y is null");
   LOWBIT_CHECK_ARG(a.m >= 1, "int4::fused_moe: m=%d must be >= 1", a.m);

@@ -48,14 +48,30 @@ __device__ __forceinline__ float act_bits_to_float(uint16_t b, bool bf16) {
   return bf16 ? __uint_as_float(static_cast<uint32_t>(b) << 16) : __half2float(__ushort_as_half(b));
 }
 
+// Modes: kDecDense y[m, n] (act dtype); the MoE modes gather the 8 rows of an align block
+// (or of one 8-row part of it) by sorted id, with the block's expert:
+//   kDecMoeGateUp: w13 [E, 2I, H]; half of the warps stream gate column group c, half up
+//                  group I/64 + c; inter[id, n] = act(silu(gate) * up) (as moe_gemm1.cu).
+//   kDecMoeDown:   w2 [E, H, I]; slot_out[id, n] = topk_weight[id] * sum in fp32.
+enum DecodeMode : int { kDecDense = 0, kDecMoeGateUp = 1, kDecMoeDown = 2 };
+
 struct DecodeParams {
-  const void* x;
-  void* y;
-  const uint4* qw;          // this expert's tiled words, 16 B per lane per K step
-  const uint16_t* scales;   // [NG, N]
-  const uint16_t* zeros;    // [NG, N] or nullptr (symmetric: z = 8)
-  int M, N, K, G;
-  int splits;               // cluster size along grid.x
+  const void* x = nullptr;         // dense [M, K]; gate/up: tokens [M, H]; down: inter [P, I]
+  void* y = nullptr;               // dense [M, N] act; gate/up: inter [P, I] act; down: slot_out [P, H] f32
+  const uint4* qw = nullptr;       // tiled words (dense: this expert's), 16 B per lane per K step
+  const uint16_t* scales = nullptr;  // [NG, N] per expert
+  const uint16_t* zeros = nullptr;   // [NG, N] per expert, or nullptr (symmetric: z = 8)
+  int M = 0, N = 0, K = 0, G = 0;  // MoE: M = tokens, N = the weight's columns
+  int splits = 1;                  // cluster size along grid.x
+  // MoE modes
+  const int32_t* sorted_ids = nullptr;
+  const int32_t* expert_ids = nullptr;
+  const int32_t* npp = nullptr;
+  const float* topk_weights = nullptr;
+  int topk = 1, BM = 8, parts = 1;  // parts: 8-row parts per align block (grid.y = blocks x parts)
+  size_t qw_estride = 0;            // uint4 per expert
+  size_t sc_estride = 0;            // scale elements per expert
+  int half_groups = 0;              // gate/up: I / 64
 };
 
 // Per-group constants of this lane's 8 columns (16j + g + 8h, j = 0..3, h = 0..1), kept as
@@ -68,13 +84,14 @@ struct GroupParams {
 };
 
 template <typename T, bool kSym>
-__device__ __forceinline__ void load_group(const DecodeParams& p, int grp, int col0, GroupParams& gp) {
-  const size_t base = static_cast<size_t>(grp) * p.N + col0;
+__device__ __forceinline__ void load_group(const uint16_t* scales, const uint16_t* zeros, int N, int grp, int col0,
+                                           GroupParams& gp) {
+  const size_t base = static_cast<size_t>(grp) * N + col0;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    gp.s[j] = __ldg(p.scales + base + 16 * j) | static_cast<uint32_t>(__ldg(p.scales + base + 16 * j + 8)) << 16;
+    gp.s[j] = __ldg(scales + base + 16 * j) | static_cast<uint32_t>(__ldg(scales + base + 16 * j + 8)) << 16;
     if constexpr (!kSym)
-      gp.z[j] = __ldg(p.zeros + base + 16 * j) | static_cast<uint32_t>(__ldg(p.zeros + base + 16 * j + 8)) << 16;
+      gp.z[j] = __ldg(zeros + base + 16 * j) | static_cast<uint32_t>(__ldg(zeros + base + 16 * j + 8)) << 16;
   }
 }
 
@@ -135,13 +152,53 @@ struct DecodeCfg {
   static constexpr int NT = NT_, D = D_, S = S_, NW = NW_, kMinBlocks = kMinBlocks_;
 };
 
-template <typename T, typename Cfg, int W, bool kSym>
+template <typename T, typename Cfg, int W, bool kSym, int MODE>
 __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_kernel(const DecodeParams p) {
   constexpr int NT = Cfg::NT, D = Cfg::D, S = Cfg::S, NW = Cfg::NW;
+  constexpr bool kMoe = MODE != kDecDense, kGateUp = MODE == kDecMoeGateUp;
   static_assert(D % W == 0, "windows tile the batch");
+  static_assert(!kMoe || NT == 1, "MoE modes take 8-row parts");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int split = blockIdx.x, mtile = blockIdx.y, cgrp = blockIdx.z;
+  const int split = blockIdx.x, mtile = blockIdx.y, cblk = blockIdx.z;
+  const T* x = static_cast<const T*>(p.x);
+  const uint4* qw = p.qw;
+  const uint16_t* scales = p.scales;
+  const uint16_t* zeros = p.zeros;
+  // x rows of the B fragments (row g of 8-row tile nt); invalid rows read as zero.
+  const uint32_t* xr[NT];
+  bool xv[NT];
+  __shared__ int s_id[8];  // MoE: the part's sorted ids (>= M * topk: padding)
+  if constexpr (kMoe) {
+    // The align kernel before us wrote the ids: wait for it before reading them. The whole
+    // cluster shares blockIdx.y, so it takes the same exit decisions.
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    const int b = mtile / p.parts, r = (mtile % p.parts) * 8 + g;
+    if (b * p.BM >= __ldg(p.npp)) return;
+    const int e = __ldg(p.expert_ids + b);
+    if (e < 0) return;
+    const int P = p.M * p.topk;
+    const int id = r < p.BM ? __ldg(p.sorted_ids + static_cast<size_t>(b) * p.BM + r) : P;
+    xv[0] = id >= 0 && id < P;
+    if (!__syncthreads_or(xv[0])) return;  // only padding rows in this part
+    if (threadIdx.x < 32 && t == 0) s_id[g] = xv[0] ? id : -1;
+    const int row = xv[0] ? (kGateUp ? id / p.topk : id) : 0;
+    xr[0] = reinterpret_cast<const uint32_t*>(x + static_cast<size_t>(row) * p.K) + t;
+    qw += static_cast<size_t>(e) * p.qw_estride;
+    scales += static_cast<size_t>(e) * p.sc_estride;
+    if (zeros != nullptr) zeros += static_cast<size_t>(e) * p.sc_estride;
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int m = mtile * 8 * NT + 8 * nt + g;
+      xv[nt] = m < p.M;
+      xr[nt] = reinterpret_cast<const uint32_t*>(x + static_cast<size_t>(xv[nt] ? m : 0) * p.K) + t;
+    }
+  }
+  // Gate/up: warps [0, NW/2) stream the gate group, [NW/2, NW) the up group.
+  constexpr int kStreamWarps = kGateUp ? NW / 2 : NW;
+  const int wi = warp % kStreamWarps;
+  const int cgrp = kGateUp ? cblk + (warp / kStreamWarps) * p.half_groups : cblk;
   const int steps = p.K / kMmaTileK;
   const int gsteps = (p.G < p.K ? p.G : p.K) / kMmaTileK;  // K steps per group
   // This warp's K steps [s0, s1) in whole batches: the block's share of the split, cut in
@@ -149,22 +206,11 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   const int batches = (steps + D - 1) / D;
   const int bb0 = static_cast<int>(static_cast<long long>(split) * batches / p.splits);
   const int bb1 = static_cast<int>(static_cast<long long>(split + 1) * batches / p.splits);
-  const int wb0 = bb0 + static_cast<int>(static_cast<long long>(warp) * (bb1 - bb0) / NW);
-  const int wb1 = bb0 + static_cast<int>(static_cast<long long>(warp + 1) * (bb1 - bb0) / NW);
+  const int wb0 = bb0 + static_cast<int>(static_cast<long long>(wi) * (bb1 - bb0) / kStreamWarps);
+  const int wb1 = bb0 + static_cast<int>(static_cast<long long>(wi + 1) * (bb1 - bb0) / kStreamWarps);
   const int s0 = wb0 * D, s1 = min(wb1 * D, steps);
   const int col0 = cgrp * kMmaTileCols + g;
-  const uint4* wp = p.qw + static_cast<size_t>(cgrp) * steps * 32 + lane;
-  const T* x = static_cast<const T*>(p.x);
-  const int m0 = mtile * 8 * NT;
-  // x rows of the B fragments: row m0 + 8 nt + g; rows >= M read as zero.
-  const uint32_t* xr[NT];
-  bool xv[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int m = m0 + 8 * nt + g;
-    xv[nt] = m < p.M;
-    xr[nt] = reinterpret_cast<const uint32_t*>(x + static_cast<size_t>(xv[nt] ? m : 0) * p.K) + t;
-  }
+  const uint4* wp = qw + static_cast<size_t>(cgrp) * steps * 32 + lane;
 
   // acc: the current window's sums; tot: scaled sums so far; accx: the window's sum(x).
   float acc[4][NT][4] = {}, tot[4][NT][4] = {}, accx[NT][4] = {};
@@ -182,8 +228,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   GroupParams cur, nxt;
   int grp = s0 / gsteps;
   if (s0 < s1) {
-    load_group<T, kSym>(p, grp, col0, cur);
-    if ((grp + 1) * gsteps < s1) load_group<T, kSym>(p, grp + 1, col0, nxt);
+    load_group<T, kSym>(scales, zeros, p.N, grp, col0, cur);
+    if ((grp + 1) * gsteps < s1) load_group<T, kSym>(scales, zeros, p.N, grp + 1, col0, nxt);
   }
   auto fold = [&](int st_end) {  // st_end: first step after the window
 #pragma unroll
@@ -205,7 +251,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     if (st_end % gsteps == 0 && st_end < s1) {  // group end: next group's constants
       ++grp;
       cur = nxt;
-      if ((grp + 1) * gsteps < s1) load_group<T, kSym>(p, grp + 1, col0, nxt);
+      if ((grp + 1) * gsteps < s1) load_group<T, kSym>(scales, zeros, p.N, grp + 1, col0, nxt);
     }
   };
 
@@ -292,31 +338,53 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       for (int q = 0; q < 4; ++q) red[warp][(j * NT + nt) * 4 + q][lane] = tot[j][nt][q];
   __syncthreads();
   float* flat = &red[0][0][0];
-  for (int e = threadIdx.x; e < kElems * 32; e += 32 * NW) {
-    float v = flat[e];
+  constexpr int kOut = kElems * 32;  // outputs per block (per stream)
+  for (int e = threadIdx.x; e < kOut; e += 32 * NW) {
+    // Stream sums in warp order; gate/up: the gate sum to red[0], the up sum to red[1] (each
+    // element is read and written by one thread only).
+    float v0 = flat[e], v1 = kGateUp ? flat[kStreamWarps * kOut + e] : 0.f;
 #pragma unroll
-    for (int w = 1; w < NW; ++w) v += flat[w * kElems * 32 + e];
-    flat[e] = v;  // red[0] now holds the block's sums (each element written by one thread)
+    for (int w = 1; w < kStreamWarps; ++w) {
+      v0 += flat[w * kOut + e];
+      if constexpr (kGateUp) v1 += flat[(kStreamWarps + w) * kOut + e];
+    }
+    flat[e] = v0;
+    if constexpr (kGateUp) flat[kOut + e] = v1;
   }
   cg::cluster_group cluster = cg::this_cluster();
   if (p.splits > 1) {
     cluster.sync();
     if (cluster.block_rank() != 0) {
-      cluster.sync();  // rank 0 reads our red[0] before we exit
+      cluster.sync();  // rank 0 reads our sums before we exit
       return;
     }
   } else {
     __syncthreads();
   }
-  T* y = static_cast<T*>(p.y);
-  for (int e = threadIdx.x; e < kElems * 32; e += 32 * NW) {
-    float v = flat[e];
-    for (int r = 1; r < p.splits; ++r) v += cluster.map_shared_rank(flat, r)[e];
+  for (int e = threadIdx.x; e < kOut; e += 32 * NW) {
+    float v = flat[e], u = kGateUp ? flat[kOut + e] : 0.f;
+    for (int r = 1; r < p.splits; ++r) {
+      const float* rf = cluster.map_shared_rank(flat, r);
+      v += rf[e];
+      if constexpr (kGateUp) u += rf[kOut + e];
+    }
     const int l = e % 32, idx = e / 32;
     const int q = idx % 4, nt = (idx / 4) % NT, j = idx / (4 * NT);
-    const int m = m0 + 8 * nt + 2 * (l & 3) + (q & 1);
-    const int n = cgrp * kMmaTileCols + 16 * j + (l >> 2) + 8 * (q >> 1);
-    if (m < p.M) y[static_cast<size_t>(m) * p.N + n] = Act<T>::from_float(v);
+    const int mloc = 8 * nt + 2 * (l & 3) + (q & 1);  // activation row within the block's rows
+    const int n = cblk * kMmaTileCols + 16 * j + (l >> 2) + 8 * (q >> 1);
+    if constexpr (MODE == kDecDense) {
+      const int m = mtile * 8 * NT + mloc;
+      if (m < p.M) static_cast<T*>(p.y)[static_cast<size_t>(m) * p.N + n] = Act<T>::from_float(v);
+    } else {
+      const int id = s_id[mloc];
+      if (id < 0) continue;
+      if constexpr (kGateUp) {
+        const int I = p.half_groups * kMmaTileCols;
+        static_cast<T*>(p.y)[static_cast<size_t>(id) * I + n] = Act<T>::from_float(v / (1.f + expf(-v)) * u);
+      } else {
+        static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = p.topk_weights[id] * v;
+      }
+    }
   }
   if (p.splits > 1) cluster.sync();
 }
@@ -395,56 +463,70 @@ bool pdl_enabled() {
   return v;
 }
 
-template <typename T, typename Cfg, int W, bool kSym>
-cudaError_t launch(DecodeParams p, int splits, cudaStream_t stream) {
-  auto kernel = gemm_decode_kernel<T, Cfg, W, kSym>;
+// Grid: x = split-K cluster, y = row tiles (dense) or align blocks x 8-row parts (MoE),
+// z = column groups (gate/up: groups of one half).
+struct DecodeGrid {
+  int splits, y, groups;
+};
+
+template <typename T, typename Cfg, int W, bool kSym, int MODE>
+cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
+  auto kernel = gemm_decode_kernel<T, Cfg, W, kSym, MODE>;
   constexpr int kSmem = decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW>();
   // Per function and per device: set on every launch (once per process breaks a second GPU).
   if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
       e != cudaSuccess)
     return e;
-  const int mtiles = ceil_div(p.M, 8 * Cfg::NT), groups = p.N / kMmaTileCols;
   static ClusterSchedulable known = {};
-  p.splits = schedulable_splits(kernel, splits, 1, static_cast<unsigned>(mtiles), static_cast<unsigned>(groups),
+  p.splits = schedulable_splits(kernel, gr.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                 32 * Cfg::NW, kSmem, known);
-  return launch_split_clusters(kernel, p, p.splits, 1, static_cast<unsigned>(mtiles), static_cast<unsigned>(groups),
+  return launch_split_clusters(kernel, p, p.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                32 * Cfg::NW, kSmem, stream, pdl_enabled());
 }
 
-template <typename T, typename Cfg, int W>
-cudaError_t launch_w(const DecodeParams& p, int splits, cudaStream_t stream) {
-  return p.zeros == nullptr ? launch<T, Cfg, W, true>(p, splits, stream) : launch<T, Cfg, W, false>(p, splits, stream);
+template <typename T, typename Cfg, int MODE, int W>
+cudaError_t launch_w(const DecodeParams& p, DecodeGrid gr, cudaStream_t stream) {
+  return p.zeros == nullptr ? launch<T, Cfg, W, true, MODE>(p, gr, stream)
+                            : launch<T, Cfg, W, false, MODE>(p, gr, stream);
 }
 
-template <typename T, typename Cfg>
-cudaError_t launch_cfg(const DecodeParams& p, int splits, cudaStream_t stream) {
+template <typename T, typename Cfg, int MODE>
+cudaError_t launch_cfg(const DecodeParams& p, DecodeGrid gr, cudaStream_t stream) {
   const int gsteps = (p.G < p.K ? p.G : p.K) / kMmaTileK;
-  if (gsteps == 2) return launch_w<T, Cfg, 2>(p, splits, stream);
+  if (gsteps == 2) return launch_w<T, Cfg, MODE, 2>(p, gr, stream);
   if constexpr (Cfg::D == 4) {
-    return launch_w<T, Cfg, 4>(p, splits, stream);
+    return launch_w<T, Cfg, MODE, 4>(p, gr, stream);
   } else {
-    if (gsteps == 4) return launch_w<T, Cfg, 4>(p, splits, stream);
-    return launch_w<T, Cfg, 8>(p, splits, stream);  // G = 128 or per-channel (one group, windows of 8)
+    if (gsteps == 4) return launch_w<T, Cfg, MODE, 4>(p, gr, stream);
+    return launch_w<T, Cfg, MODE, 8>(p, gr, stream);  // G = 128 or per-channel (one group, windows of 8)
   }
 }
 
-// Configurations (registers measured by ptxas, no spills): 8-row tiles (M <= 8) in batches
-// of 8 K steps (4 KB per warp) with 3 stages: ~128 registers, 48 KB (4 warps) / 96 KB (8)
-// of stages, 4 x 4 or 2 x 8 warps per SM; 16-row tiles in batches of 4 with 6 stages.
-template <typename T>
-cudaError_t launch_t(const DecodeParams& p, cudaStream_t stream) {
+// Configurations (registers measured by ptxas, no spills): 8-row tiles in batches of 8 K
+// steps (4 KB per warp) with 3 stages: ~128 registers, 48 KB (4 warps) / 96 KB (8) of
+// stages, 4 x 4 or 2 x 8 warps per SM; 16-row tiles (M > 32, forced paths) in batches of 4
+// with 6 stages. busy: the planning count of (row tile, column group) units.
+template <typename T, int MODE>
+cudaError_t launch_t(const DecodeParams& p, int nt, int busy, DecodeGrid gr, cudaStream_t stream) {
   int dev = 0;
   if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-  const int nt = p.M <= env_nt1_max() ? 1 : 2;
-  const int units = ceil_div(p.M, 8 * nt) * (p.N / kMmaTileCols);
-  DecodeShape sh = decode_shape(units, nt, sm_count(dev));
+  DecodeShape sh = decode_shape(busy, nt, sm_count(dev));
   if (env_warps()) sh.warps = env_warps();
   if (env_splits()) sh.splits = env_splits();
+  gr.splits = sh.splits;
   if (nt == 1)
-    return sh.warps == 8 ? launch_cfg<T, DecodeCfg<1, 8, 3, 8, 2>>(p, sh.splits, stream)
-                         : launch_cfg<T, DecodeCfg<1, 8, 3, 4, 4>>(p, sh.splits, stream);
-  return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 4, 6, 8, 1>>(p, sh.splits, stream)
-                       : launch_cfg<T, DecodeCfg<2, 4, 6, 4, 2>>(p, sh.splits, stream);
+    return sh.warps == 8 ? launch_cfg<T, DecodeCfg<1, 8, 3, 8, 2>, MODE>(p, gr, stream)
+                         : launch_cfg<T, DecodeCfg<1, 8, 3, 4, 4>, MODE>(p, gr, stream);
+  if constexpr (MODE == kDecDense)
+    return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 4, 6, 8, 1>, MODE>(p, gr, stream)
+                         : launch_cfg<T, DecodeCfg<2, 4, 6, 4, 2>, MODE>(p, gr, stream);
+  return cudaErrorInvalidValue;  // MoE modes take 8-row parts only
+}
+
+template <int MODE>
+cudaError_t launch_dtype(DType act, const DecodeParams& p, int nt, int busy, DecodeGrid gr, cudaStream_t stream) {
+  return act == DType::kF16 ? launch_t<__half, MODE>(p, nt, busy, gr, stream)
+                            : launch_t<__nv_bfloat16, MODE>(p, nt, busy, gr, stream);
 }
 
 }  // namespace
@@ -465,8 +547,47 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
   p.N = s.n;
   p.K = s.k;
   p.G = s.group_len();
-  p.splits = 1;
-  return s.act == DType::kF16 ? kern::launch_t<__half>(p, stream) : kern::launch_t<__nv_bfloat16>(p, stream);
+  const int nt = m <= kern::env_nt1_max() ? 1 : 2;
+  const int mtiles = kern::ceil_div(m, 8 * nt), groups = s.n / kMmaTileCols;
+  return kern::launch_dtype<kern::kDecDense>(s.act, p, nt, mtiles * groups, {1, mtiles, groups}, stream);
+}
+
+cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
+                              const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
+                              int bm, void* out, cudaStream_t stream) {
+  const WeightShape& s = w.shape;
+  kern::DecodeParams p;
+  p.x = x;
+  p.y = out;
+  p.qw = static_cast<const uint4*>(w.qweight);
+  p.scales = w.scales;
+  p.zeros = w.zeros;
+  p.M = m;
+  p.N = s.n;
+  p.K = s.k;
+  p.G = s.group_len();
+  p.sorted_ids = sorted_ids;
+  p.expert_ids = expert_ids;
+  p.npp = npp;
+  p.topk_weights = topk_weights;
+  p.topk = topk;
+  p.BM = bm;
+  p.parts = kern::ceil_div(bm, 8);
+  p.qw_estride = static_cast<size_t>(s.k) * (s.n / 8) / 4;
+  p.sc_estride = static_cast<size_t>(s.num_groups()) * s.n;
+  p.half_groups = s.n / 2 / kMmaTileCols;
+  // Align blocks that can hold rows: <= one per (token, slot) pair; the rest exit at once.
+  const int64_t max_blocks = moe_max_padded(m, topk, s.experts, bm) / bm;
+  const int64_t P = static_cast<int64_t>(m) * topk;
+  const int blocks = static_cast<int>(max_blocks < P ? max_blocks : P);
+  const int64_t grid_y = static_cast<int64_t>(blocks) * p.parts;
+  if (grid_y > 65535) return cudaErrorInvalidConfiguration;
+  const int groups = gate_up ? p.half_groups : s.n / kMmaTileCols;
+  // Planning estimate of the busy units: at most one align block per expert at decode sizes.
+  const int busy = (blocks < s.experts ? blocks : s.experts) * p.parts * groups;
+  const kern::DecodeGrid gr{1, static_cast<int>(grid_y), groups};
+  return gate_up ? kern::launch_dtype<kern::kDecMoeGateUp>(s.act, p, 1, busy, gr, stream)
+                 : kern::launch_dtype<kern::kDecMoeDown>(s.act, p, 1, busy, gr, stream);
 }
 }  // namespace detail
 }  // namespace lowbit::int4

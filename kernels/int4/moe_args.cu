@@ -8,10 +8,15 @@ namespace lowbit::int4::detail {
 
 Status validate_moe_gemm(const char* who, const char* act_name, const void* act, const KernelWeightsView& w,
                          int n_multiple, int m, int topk, int block_m) {
-  LOWBIT_CHECK_ARG(w.kind == KernelLayoutKind::kNPackedInterleaved && w.qweight && w.scales,
-                   "%s: the weight must be N-packed with qweight and scales (got %s)", who, kernel_layout_name(w.kind));
+  const bool tiled = w.kind == KernelLayoutKind::kMmaTiled;
+  LOWBIT_CHECK_ARG((w.kind == KernelLayoutKind::kNPackedInterleaved || tiled) && w.qweight && w.scales,
+                   "%s: the weight must be N-packed or MMA-tiled with qweight and scales (got %s)", who,
+                   kernel_layout_name(w.kind));
+  // MMA-tiled: whole 64-column groups (gate/up: per half, so N % 128 for w13).
+  if (tiled) n_multiple = n_multiple == 16 ? 128 : 64;
   LOWBIT_CHECK_ARG(w.shape.n % n_multiple == 0 && w.shape.k % kKernelKChunk == 0,
-                   "%s: needs N %% %d == 0 and K %% 32 == 0 (N=%d K=%d)", who, n_multiple, w.shape.n, w.shape.k);
+                   "%s: needs N %% %d == 0 and K %% 32 == 0 for the %s layout (N=%d K=%d)", who, n_multiple,
+                   kernel_layout_name(w.kind), w.shape.n, w.shape.k);
   LOWBIT_CHECK_ARG(m >= 1 && topk >= 1 && block_m >= 1 && block_m <= 128, "%s: m=%d topk=%d block_m=%d", who, m, topk,
                    block_m);
   const long long blocks = static_cast<long long>(moe_max_padded(m, topk, w.shape.experts, block_m) / block_m);

@@ -35,7 +35,9 @@ const char* kernel_layout_name(KernelLayoutKind k) {
 }
 
 KernelLayoutKind kernel_layout_for(const WeightShape& s) {
-  if (s.experts == 1 && tiled_ok(s)) return KernelLayoutKind::kMmaTiled;
+  // Expert stacks: whole 64-column groups per half of a gate/up stack (N % 128), so the MoE
+  // decode kernel can stream a gate group and its up group side by side.
+  if (tiled_ok(s) && (s.experts == 1 || s.n % 128 == 0)) return KernelLayoutKind::kMmaTiled;
   return npacked_ok(s) ? KernelLayoutKind::kNPackedInterleaved : KernelLayoutKind::kKPacked;
 }
 

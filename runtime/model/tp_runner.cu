@@ -138,7 +138,7 @@ struct TpRunner::Impl {
   }
 
   // Expert shapes of this rank: w13 [E, 2 I/TP, H], w2 [E, H, I/TP]; symmetric int4, group 128,
-  // bf16 scales, N-packed kernel layout (the fused MoE's only layout).
+  // bf16 scales, the default kernel layout of the shape (MMA-tiled or N-packed).
   int4::WeightShape moe_shape(const Rank& r, bool w13) const {
     int4::WeightShape s;
     s.experts = cfg.n_experts;
@@ -154,9 +154,10 @@ struct TpRunner::Impl {
     for (int which = 0; which < 2; ++which) {
       int4::KernelWeightsView& v = which == 0 ? L->w13 : L->w2;
       v.shape = moe_shape(r, which == 0);
-      v.kind = int4::KernelLayoutKind::kNPackedInterleaved;
-      LOWBIT_CHECK_ARG(int4::kernel_layout_for(v.shape) == v.kind,
-                       "TpRunner: MoE expert shape N=%d K=%d has no N-packed int4 layout", v.shape.n, v.shape.k);
+      v.kind = int4::kernel_layout_for(v.shape);  // random words: any layout reads them
+      LOWBIT_CHECK_ARG(v.kind == int4::KernelLayoutKind::kNPackedInterleaved || v.kind == int4::KernelLayoutKind::kMmaTiled,
+                       "TpRunner: MoE expert shape N=%d K=%d has no int4 layout the fused MoE reads", v.shape.n,
+                       v.shape.k);
       void *q = nullptr, *sc = nullptr;
       LOWBIT_RETURN_IF_ERROR(dmalloc(&q, int4::kernel_qweight_bytes(v.shape, v.kind), &r.weight_allocs));
       LOWBIT_RETURN_IF_ERROR(dmalloc(&sc, int4::kernel_scale_count(v.shape) * 2, &r.weight_allocs));

@@ -17,6 +17,9 @@ step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/
 # Dense decode: the MMA-tiled decode kernel (default layout) next to the N-packed kernel on
 # the same weights (--layout npacked), M = 1..32.
 step bench_gemm_layouts 40 "$BIN/lowbit" bench gemm --m 1,8,16,32 --layout auto,npacked --path skinny --out "$OUT/gemm_layouts"
+# MoE: the default expert layout (MMA-tiled: the decode kernel's MoE modes) next to the
+# N-packed skinny tile on the same weights, M = 1..32.
+step bench_moe_layouts 40 "$BIN/lowbit" bench moe --m 1,8,16,32 --layout npacked --out "$OUT/moe_npacked"
 # Prefill schedules that are off by default until measured: dense dequant + cuBLAS without /
 # with the overlapped dequantization (LOWBIT_INT4_OVERLAP=1; skinny for reference up to 512),
 # grouped MoE on 1 vs 4 worker streams (LOWBIT_INT4_MOE_STREAMS=4; fused for reference).
@@ -39,6 +42,6 @@ fi
 echo "=== int4 summary ==="
 printf "$summary"
 grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" | tail -5
-for f in gemm moe gemm_layouts prefill_seq prefill_overlap moe_paths moe_grouped4; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
+for f in gemm moe gemm_layouts moe_npacked prefill_seq prefill_overlap moe_paths moe_grouped4; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
 grep -h "total #wrong" "$OUT"/bench_*.log
 cat "$OUT/sass_summary.txt" 2>/dev/null

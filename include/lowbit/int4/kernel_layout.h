@@ -14,7 +14,8 @@
 //   reading one row k reads 32 consecutive words (128 B, coalesced).
 //   K % 32: the kernels walk K in chunks of 32 rows that never straddle a group.
 //
-// kMmaTiled (dense weights, E == 1, N % 64 == 0 and K % 32 == 0; the decode kernel's layout):
+// kMmaTiled (N % 64 == 0 and K % 32 == 0, per expert; the decode kernel's layout, default
+// for dense weights and for expert stacks with N % 128 == 0):
 //   qweight uint32 [E, N/64, K/16, 32 lanes, 4]. One 512 B "supertile" holds 64 columns x 16
 //   K rows (column group c = n/64, K step s = k/16), stored in the order a warp loads it: lane
 //   l = 4g + t reads 16 B, its words j = 0..3 being the A fragments of mma.m16n8k16 for the
@@ -94,8 +95,9 @@ LOWBIT_HD void mma_tiled_coords(size_t word, int p, int K, int* n, int* k) {
   *k = kMmaTileK * s + 8 * kh + 2 * t;
 }
 
-// The layout a shape gets: MMA-tiled for dense weights (E == 1) with N % 64 == 0 and
-// K % 32 == 0; else N-packed when N % 8 == 0 and K % 32 == 0; else K-packed.
+// The layout a shape gets: MMA-tiled when N % 64 == 0 and K % 32 == 0 (expert stacks:
+// N % 128 == 0, whole column groups per gate/up half); else N-packed when N % 8 == 0 and
+// K % 32 == 0; else K-packed.
 KernelLayoutKind kernel_layout_for(const WeightShape& s);
 
 struct KernelWeights {

@@ -68,6 +68,7 @@ struct MoeCase {
   DType act;
   int block_m;  // 0 = default
   MoePath path = MoePath::kAuto;
+  int layout = -1;  // expert layout forced (KernelLayoutKind), -1: the shape's default
 };
 
 class Int4FusedMoe : public ::testing::TestWithParam<MoeCase> {};
@@ -77,8 +78,8 @@ TEST_P(Int4FusedMoe, MatchesReference) {
   WeightShape s13{c.E, 2 * c.I, c.H, c.g, c.sym, c.act}, s2{c.E, c.H, c.I, c.g, c.sym, c.act};
   KPackedWeights k13 = random_kpacked(s13, 101u + c.I, 0.05f), k2 = random_kpacked(s2, 202u + c.H, 0.05f);
   KernelWeights w13, w2;
-  ASSERT_TRUE(repack_for_kernels(k13, &w13).ok());
-  ASSERT_TRUE(repack_for_kernels(k2, &w2).ok());
+  ASSERT_TRUE(repack_for_kernels(k13, &w13, c.layout).ok());
+  ASSERT_TRUE(repack_for_kernels(k2, &w2, c.layout).ok());
   DevWeights d13(w13), d2(w2);
   std::mt19937 rng(5u + c.m);
   std::uniform_real_distribution<float> u(0.1f, 1.f);
@@ -168,6 +169,18 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{33, 16, 128, 96, 4, 32, false, DType::kBF16, 0, MoePath::kGrouped},
                       MoeCase{48, 4, 256, 64, 2, 64, true, DType::kF16, 1, MoePath::kGrouped},
                       MoeCase{64, 8, 256, 128, 2, 128, true, DType::kBF16, 0, MoePath::kFused}));
+
+// The same layer on each expert layout: N-packed forced (skinny_tile.cuh), and the default
+// (MMA-tiled for these shapes: the decode kernel's MoE modes; grouped reads it too).
+constexpr int kNPacked = static_cast<int>(KernelLayoutKind::kNPackedInterleaved);
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, Int4FusedMoe,
+    ::testing::Values(MoeCase{1, 8, 256, 128, 2, 128, true, DType::kBF16, 0, MoePath::kFused, kNPacked},
+                      MoeCase{5, 8, 256, 128, 2, 64, false, DType::kF16, 0, MoePath::kFused, kNPacked},
+                      MoeCase{1, 16, 512, 384, 8, 128, false, DType::kBF16, 0, MoePath::kFused},
+                      MoeCase{9, 16, 512, 192, 4, 32, true, DType::kF16, 0, MoePath::kFused},
+                      MoeCase{20, 4, 256, 128, 2, kPerChannel, false, DType::kBF16, 12, MoePath::kFused},
+                      MoeCase{6, 16, 512, 192, 4, 64, false, DType::kBF16, 0, MoePath::kGrouped}));
 
 TEST(Int4MoeArgs, Refused) {
   WeightShape s13{4, 64, 64, 32, true, DType::kBF16}, s2{4, 64, 32, 32, true, DType::kBF16};

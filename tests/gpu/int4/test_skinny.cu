@@ -162,13 +162,14 @@ class Int4SkinnyMoe : public ::testing::TestWithParam<MoeStageCase> {};
 // silu*up intermediate of every valid (token, slot) row (finite, rel-L2 vs fp64 of the
 // exact dot products) and the layer output vs fp64 (with the act-dtype rounding of the
 // intermediate, as the GPU stores it): rel-L2 < 1e-2 bf16, 2e-3 fp16 (as test_moe.cu).
-TEST_P(Int4SkinnyMoe, StagesMatchFp64) {
-  const MoeStageCase c = GetParam();
+// Run on both expert layouts: N-packed (skinny_tile.cuh) and MMA-tiled (the decode kernel's
+// MoE modes; needs I % 64 == 0 and H % 64 == 0).
+void run_moe_stages(const MoeStageCase& c, KernelLayoutKind kind) {
   WeightShape s13{c.E, 2 * c.I, c.H, c.g, c.sym, c.act}, s2{c.E, c.H, c.I, c.g, c.sym, c.act};
   KPackedWeights k13 = random_kpacked(s13, 71u + c.I, 0.05f), k2 = random_kpacked(s2, 83u + c.H, 0.05f);
   KernelWeights w13, w2;
-  ASSERT_TRUE(repack_for_kernels(k13, &w13).ok());
-  ASSERT_TRUE(repack_for_kernels(k2, &w2).ok());
+  ASSERT_TRUE(repack_for_kernels(k13, &w13, static_cast<int>(kind)).ok());
+  ASSERT_TRUE(repack_for_kernels(k2, &w2, static_cast<int>(kind)).ok());
   DevWeights d13(w13), d2(w2);
   const int P = c.m * c.topk;
   auto x = rand_act(static_cast<size_t>(c.m) * c.H, c.act, 19u + c.m);
@@ -239,6 +240,16 @@ TEST_P(Int4SkinnyMoe, StagesMatchFp64) {
   ASSERT_GT(yr2, 0.0);
   EXPECT_LT(std::sqrt(ie2 / ir2), c.act == DType::kBF16 ? 5e-3 : 1e-3);  // one act rounding of silu*up
   EXPECT_LT(std::sqrt(ye2 / yr2), c.act == DType::kBF16 ? 1e-2 : 2e-3);
+}
+
+TEST_P(Int4SkinnyMoe, StagesMatchFp64) {
+  const MoeStageCase c = GetParam();
+  for (KernelLayoutKind kind : {KernelLayoutKind::kNPackedInterleaved, KernelLayoutKind::kMmaTiled}) {
+    if (kind == KernelLayoutKind::kMmaTiled && (c.I % 64 != 0 || c.H % 64 != 0)) continue;
+    SCOPED_TRACE(kernel_layout_name(kind));
+    run_moe_stages(c, kind);
+    if (HasFatalFailure()) return;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
