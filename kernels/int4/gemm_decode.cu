@@ -157,7 +157,6 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   constexpr int NT = Cfg::NT, D = Cfg::D, S = Cfg::S, NW = Cfg::NW;
   constexpr bool kMoe = MODE != kDecDense, kGateUp = MODE == kDecMoeGateUp;
   static_assert(D % W == 0, "windows tile the batch");
-  static_assert(!kMoe || NT == 1, "MoE modes take 8-row parts");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int split = blockIdx.x, mtile = blockIdx.y, cblk = blockIdx.z;
@@ -168,22 +167,28 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // x rows of the B fragments (row g of 8-row tile nt); invalid rows read as zero.
   const uint32_t* xr[NT];
   bool xv[NT];
-  __shared__ int s_id[8];  // MoE: the part's sorted ids (>= M * topk: padding)
+  __shared__ int s_id[8 * NT];  // MoE: the part's sorted ids (-1: padding)
   if constexpr (kMoe) {
     // The align kernel before us wrote the ids: wait for it before reading them. The whole
     // cluster shares blockIdx.y, so it takes the same exit decisions.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    const int b = mtile / p.parts, r = (mtile % p.parts) * 8 + g;
+    const int b = mtile / p.parts, r0 = (mtile % p.parts) * 8 * NT;
     if (b * p.BM >= __ldg(p.npp)) return;
     const int e = __ldg(p.expert_ids + b);
     if (e < 0) return;
     const int P = p.M * p.topk;
-    const int id = r < p.BM ? __ldg(p.sorted_ids + static_cast<size_t>(b) * p.BM + r) : P;
-    xv[0] = id >= 0 && id < P;
-    if (!__syncthreads_or(xv[0])) return;  // only padding rows in this part
-    if (threadIdx.x < 32 && t == 0) s_id[g] = xv[0] ? id : -1;
-    const int row = xv[0] ? (kGateUp ? id / p.topk : id) : 0;
-    xr[0] = reinterpret_cast<const uint32_t*>(x + static_cast<size_t>(row) * p.K) + t;
+    bool any = false;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int r = r0 + 8 * nt + g;
+      const int id = r < p.BM ? __ldg(p.sorted_ids + static_cast<size_t>(b) * p.BM + r) : P;
+      xv[nt] = id >= 0 && id < P;
+      any = any || xv[nt];
+      if (threadIdx.x < 32 && t == 0) s_id[8 * nt + g] = xv[nt] ? id : -1;
+      const int row = xv[nt] ? (kGateUp ? id / p.topk : id) : 0;
+      xr[nt] = reinterpret_cast<const uint32_t*>(x + static_cast<size_t>(row) * p.K) + t;
+    }
+    if (!__syncthreads_or(any)) return;  // only padding rows in this part
     qw += static_cast<size_t>(e) * p.qw_estride;
     scales += static_cast<size_t>(e) * p.sc_estride;
     if (zeros != nullptr) zeros += static_cast<size_t>(e) * p.sc_estride;
@@ -517,10 +522,8 @@ cudaError_t launch_t(const DecodeParams& p, int nt, int busy, DecodeGrid gr, cud
   if (nt == 1)
     return sh.warps == 8 ? launch_cfg<T, DecodeCfg<1, 8, 3, 8, 2>, MODE>(p, gr, stream)
                          : launch_cfg<T, DecodeCfg<1, 8, 3, 4, 4>, MODE>(p, gr, stream);
-  if constexpr (MODE == kDecDense)
-    return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 4, 6, 8, 1>, MODE>(p, gr, stream)
-                         : launch_cfg<T, DecodeCfg<2, 4, 6, 4, 2>, MODE>(p, gr, stream);
-  return cudaErrorInvalidValue;  // MoE modes take 8-row parts only
+  return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 4, 6, 8, 1>, MODE>(p, gr, stream)
+                       : launch_cfg<T, DecodeCfg<2, 4, 6, 4, 2>, MODE>(p, gr, stream);
 }
 
 template <int MODE>
@@ -572,7 +575,10 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   p.topk_weights = topk_weights;
   p.topk = topk;
   p.BM = bm;
-  p.parts = kern::ceil_div(bm, 8);
+  // 16-row parts for align blocks of >= 16 rows (prefill-sized M: each part re-reads the
+  // expert's weights, so fewer, taller parts unpack them fewer times); 8-row parts below.
+  const int nt = bm >= 16 ? 2 : 1;
+  p.parts = kern::ceil_div(bm, 8 * nt);
   p.qw_estride = static_cast<size_t>(s.k) * (s.n / 8) / 4;
   p.sc_estride = static_cast<size_t>(s.num_groups()) * s.n;
   p.half_groups = s.n / 2 / kMmaTileCols;
@@ -586,8 +592,8 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   // Planning estimate of the busy units: at most one align block per expert at decode sizes.
   const int busy = (blocks < s.experts ? blocks : s.experts) * p.parts * groups;
   const kern::DecodeGrid gr{1, static_cast<int>(grid_y), groups};
-  return gate_up ? kern::launch_dtype<kern::kDecMoeGateUp>(s.act, p, 1, busy, gr, stream)
-                 : kern::launch_dtype<kern::kDecMoeDown>(s.act, p, 1, busy, gr, stream);
+  return gate_up ? kern::launch_dtype<kern::kDecMoeGateUp>(s.act, p, nt, busy, gr, stream)
+                 : kern::launch_dtype<kern::kDecMoeDown>(s.act, p, nt, busy, gr, stream);
 }
 }  // namespace detail
 }  // namespace lowbit::int4
