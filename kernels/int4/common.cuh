@@ -19,9 +19,13 @@ struct Act;
 template <>
 struct Act<__half> {
   using T2 = __half2;
+  static constexpr bool kBf16 = false;
   static constexpr uint32_t kMagic = 0x64006400u;
   static constexpr uint16_t kMagicScalar = 0x6400u;  // 1024
+  static constexpr float kMagicValue = 1024.f;
+  static constexpr uint16_t kEight = 0x4800u;  // 8.0: the symmetric zero point
   __device__ static float to_float(__half v) { return __half2float(v); }
+  __device__ static float bits_to_float(uint16_t b) { return __half2float(__ushort_as_half(b)); }
   __device__ static __half from_float(float v) { return __float2half_rn(v); }
   __device__ static float2 to_float2(__half2 v) { return __half22float2(v); }
 };
@@ -29,9 +33,13 @@ struct Act<__half> {
 template <>
 struct Act<__nv_bfloat16> {
   using T2 = __nv_bfloat162;
+  static constexpr bool kBf16 = true;
   static constexpr uint32_t kMagic = 0x43004300u;
   static constexpr uint16_t kMagicScalar = 0x4300u;  // 128
+  static constexpr float kMagicValue = 128.f;
+  static constexpr uint16_t kEight = 0x4100u;  // 8.0: the symmetric zero point
   __device__ static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __device__ static float bits_to_float(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
   __device__ static __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
   __device__ static float2 to_float2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
 };
@@ -52,6 +60,39 @@ __device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t
   return d;
 }
 
+// magic + z for a pair of zero points (16-bit values, low and high half), exact (an integer
+// below 2048 / 256); zero_pair = 0 when the weight is symmetric means z = 8.
+template <typename T>
+__device__ __forceinline__ typename Act<T>::T2 magic_plus_zero(uint32_t zero_pair) {
+  using T2 = typename Act<T>::T2;
+  return __hadd2(bits_as<T2>(Act<T>::kMagic), bits_as<T2>(zero_pair));
+}
+template <typename T>
+__device__ __forceinline__ constexpr uint32_t sym_zero_pair() {
+  return Act<T>::kEight | static_cast<uint32_t>(Act<T>::kEight) << 16;
+}
+
+// Pair p of a weight word (nibbles p and p + 4, i.e. bits 4p and 4p + 16) dequantized:
+// round((q - z) * s) as the contract says: (magic + q) - (magic + z) is exact, the multiply
+// rounds once (_rn: never contracted into an fma with a neighbouring add).
+template <typename T>
+__device__ __forceinline__ typename Act<T>::T2 dequant_pair(uint32_t word, int p, typename Act<T>::T2 magic_z,
+                                                            typename Act<T>::T2 scale) {
+  using T2 = typename Act<T>::T2;
+  const uint32_t t = lop3_and_or(word >> (4 * p), 0x000F000Fu, Act<T>::kMagic);
+  return __hmul2_rn(__hsub2(bits_as<T2>(t), magic_z), scale);
+}
+
+// Pair p of an MMA-tiled word: one column at rows (k, k + 1), so one scale and one zero
+// point (16-bit values) for both halves.
+template <typename T>
+__device__ __forceinline__ typename Act<T>::T2 dequant_tiled_pair(uint32_t word, int p, uint32_t scale_bits,
+                                                                  uint32_t zero_bits) {
+  using T2 = typename Act<T>::T2;
+  return dequant_pair<T>(word, p, magic_plus_zero<T>(zero_bits | zero_bits << 16),
+                         bits_as<T2>(scale_bits | scale_bits << 16));
+}
+
 // Per-group constants of one column octet: zb[j] = magic + z for columns (2j, 2j+1), and
 // s[j] the scales of those columns, both as packed 16-bit pairs.
 template <typename T>
@@ -70,16 +111,13 @@ __device__ __forceinline__ void octet_params_from(const uint4& sv, const uint4* 
   p.s[1] = bits_as<T2>(sv.y);
   p.s[2] = bits_as<T2>(sv.z);
   p.s[3] = bits_as<T2>(sv.w);
-  const T2 magic = bits_as<T2>(Act<T>::kMagic);
   if (zv != nullptr) {
-    // magic + z is exact (an integer below 2048 / 256).
-    p.zb[0] = __hadd2(magic, bits_as<T2>(zv->x));
-    p.zb[1] = __hadd2(magic, bits_as<T2>(zv->y));
-    p.zb[2] = __hadd2(magic, bits_as<T2>(zv->z));
-    p.zb[3] = __hadd2(magic, bits_as<T2>(zv->w));
+    p.zb[0] = magic_plus_zero<T>(zv->x);
+    p.zb[1] = magic_plus_zero<T>(zv->y);
+    p.zb[2] = magic_plus_zero<T>(zv->z);
+    p.zb[3] = magic_plus_zero<T>(zv->w);
   } else {
-    // magic + 8 (symmetric zero point), exact.
-    const T2 eight = __hadd2(magic, bits_as<T2>(Act<T>::kMagic == 0x64006400u ? 0x48004800u : 0x41004100u));
+    const T2 eight = magic_plus_zero<T>(sym_zero_pair<T>());
 #pragma unroll
     for (int j = 0; j < 4; ++j) p.zb[j] = eight;
   }
@@ -103,13 +141,8 @@ __device__ __forceinline__ void load_octet_params(const uint16_t* __restrict__ s
 // round((q - z) * s): (magic+q) - (magic+z) is exact, the multiply rounds once.
 template <typename T>
 __device__ __forceinline__ void dequant_word(uint32_t word, const OctetParams<T>& p, typename Act<T>::T2 out[4]) {
-  using T2 = typename Act<T>::T2;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const uint32_t t = lop3_and_or(word >> (4 * j), 0x000F000Fu, Act<T>::kMagic);
-    // _rn: never contracted into an fma with a neighbouring add (one rounding, as specified).
-    out[j] = __hmul2_rn(__hsub2(bits_as<T2>(t), p.zb[j]), p.s[j]);
-  }
+  for (int j = 0; j < 4; ++j) out[j] = dequant_pair<T>(word, j, p.zb[j], p.s[j]);
 }
 
 // mma.sync m16n8k16, fp32 accumulate, A row-major (4 regs), B col-major (2 regs): the

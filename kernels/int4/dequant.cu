@@ -51,13 +51,8 @@ __global__ void dequant_tiled_kernel(const uint32_t* __restrict__ qw, const uint
       int n = 0, k = 0;
       mma_tiled_coords(i % per_expert, p, K, &n, &k);
       const size_t gi = (static_cast<size_t>(e) * NG + k / G) * N + n;
-      const uint32_t sb = scales[gi];
-      const uint32_t zbits = zeros ? zeros[gi] : (Act<T>::kMagic == 0x43004300u ? 0x4100u : 0x4800u);  // z or 8
-      const T2 zb = __hadd2(bits_as<T2>(Act<T>::kMagic), bits_as<T2>(zbits | (zbits << 16)));
-      const uint32_t u = lop3_and_or(word >> (4 * p), 0x000F000Fu, Act<T>::kMagic);
-      // Same arithmetic as dequant_word: exact subtraction, one rounding in the multiply.
-      const T2 v = __hmul2_rn(__hsub2(bits_as<T2>(u), zb), bits_as<T2>(sb | (sb << 16)));
-      *reinterpret_cast<T2*>(out + (static_cast<size_t>(e) * N + n) * K + k) = v;
+      *reinterpret_cast<T2*>(out + (static_cast<size_t>(e) * N + n) * K + k) =
+          dequant_tiled_pair<T>(word, p, scales[gi], zeros ? zeros[gi] : Act<T>::kEight);
     }
   }
 }

@@ -1,6 +1,6 @@
-// Fused MoE layer entry point: validation, workspace carving, path choice, and the five
-// stages of the fused path (topk -> align -> GEMM1 + silu*up -> GEMM2 * routing weight ->
-// slot-order sum). The grouped prefill path (dequantized experts + cuBLAS) is
+// Fused MoE layer entry point: validation, workspace carving, path choice, and the stages of
+// the fused path (routing: topk -> align, one launch at decode sizes -> GEMM1 + silu*up ->
+// GEMM2 * routing weight -> slot-order sum). The grouped prefill path (dequantized experts + cuBLAS) is
 // moe_grouped.cu; kAuto takes it when a cost model says it is faster (many tokens per
 // expert) and the stream is not being captured (it synchronizes once).
 #include <cstdint>
@@ -170,8 +170,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
   void* inter = ws + L.inter;
   auto* slots = reinterpret_cast<float*>(ws + L.slots);
-  LOWBIT_RETURN_IF_ERROR(moe_topk(a.router_logits, a.m, E, a.topk, a.renormalize, ids, tw, stream));
-  LOWBIT_RETURN_IF_ERROR(moe_align(ids, a.m, a.topk, E, bm, sorted, eids, npp, stream));
+  LOWBIT_RETURN_IF_ERROR(moe_route(a.router_logits, a.m, E, a.topk, a.renormalize, bm, ids, tw, sorted, eids, npp, stream));
   LOWBIT_RETURN_IF_ERROR(moe_gemm1(a.x, w13, sorted, eids, npp, a.m, a.topk, bm, inter, stream));
   LOWBIT_RETURN_IF_ERROR(moe_gemm2(inter, w2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, stream));
   LOWBIT_RETURN_IF_ERROR(moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream));

@@ -44,10 +44,6 @@ namespace kern {
 namespace {
 
 
-__device__ __forceinline__ float act_bits_to_float(uint16_t b, bool bf16) {
-  return bf16 ? __uint_as_float(static_cast<uint32_t>(b) << 16) : __half2float(__ushort_as_half(b));
-}
-
 // Modes: kDecDense y[m, n] (act dtype); the MoE modes gather the 8 rows of an align block
 // (or of one 8-row part of it) by sorted id, with the block's expert:
 //   kDecMoeGateUp: w13 [E, 2I, H]; half of the warps stream gate column group c, half up
@@ -98,8 +94,7 @@ __device__ __forceinline__ void load_group(const uint16_t* scales, const uint16_
 // Column h of a packed pair as fp32.
 template <typename T>
 __device__ __forceinline__ float pair_to_float(uint32_t v, int h) {
-  const uint16_t b = static_cast<uint16_t>(h ? v >> 16 : v & 0xFFFFu);
-  return act_bits_to_float(b, Act<T>::kMagic == 0x43004300u);
+  return Act<T>::bits_to_float(static_cast<uint16_t>(h ? v >> 16 : v & 0xFFFFu));
 }
 
 // Dynamic shared memory: the warps' weight stages (S per warp, D K steps of 512 B each) and
@@ -226,9 +221,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // The short window keeps the fp32 sums small: (magic + q) x is exact in fp32 and a window
   // sum loses about log2(magic / 8) bits to the cancellation (~2^-16 relative for fp16),
   // far below the output's rounding.
-  constexpr bool kBf16 = Act<T>::kMagic == 0x43004300u;
-  constexpr float kMagicF = kBf16 ? 128.f : 1024.f;  // the value of the magic's exponent bits
-  const uint32_t ones = kBf16 ? 0x3F803F80u : 0x3C003C00u;
+  constexpr float kMagicF = Act<T>::kMagicValue;
+  const uint32_t ones = Act<T>::kBf16 ? 0x3F803F80u : 0x3C003C00u;  // 1.0 pairs
   const uint32_t ones_a[4] = {ones, ones, ones, ones};
   GroupParams cur, nxt;
   int grp = s0 / gsteps;

@@ -125,11 +125,8 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int p = 0; p < 4; ++p) {
         const int nl = 16 * j + g + 8 * (p & 1), kl = 16 * i + 2 * t + 8 * (p >> 1);
-        const uint32_t sb = scales[gbase + nl];
-        const uint32_t zbits = zeros ? zeros[gbase + nl] : (Act<T>::kMagic == 0x43004300u ? 0x4100u : 0x4800u);
-        const T2 zb = __hadd2(bits_as<T2>(Act<T>::kMagic), bits_as<T2>(zbits | (zbits << 16)));
-        const uint32_t u = lop3_and_or(words[j] >> (4 * p), 0x000F000Fu, Act<T>::kMagic);
-        const T2 w2 = __hmul2_rn(__hsub2(bits_as<T2>(u), zb), bits_as<T2>(sb | (sb << 16)));
+        const T2 w2 =
+            dequant_tiled_pair<T>(words[j], p, scales[gbase + nl], zeros ? zeros[gbase + nl] : Act<T>::kEight);
         if constexpr (kKNOut) {
           tile[kl * kLd + nl] = w2.x;
           tile[(kl + 1) * kLd + nl] = w2.y;

@@ -282,11 +282,9 @@ __global__ void __launch_bounds__(kSkThreads, NT == 1 ? 3 : NT == 2 ? 2 : 1) ski
         const uint4 zv4 = *reinterpret_cast<const uint4*>(st + SC + 1024 + (ks * BW + oct) * 16);
         const uint32_t zr[4] = {zv4.x, zv4.y, zv4.z, zv4.w};
 #pragma unroll
-        for (int j = 0; j < 4; ++j)  // magic + z: exact (an integer below 2048 / 256)
-          z4[j] = as_bits(__hadd2(bits_as<T2>(Act<T>::kMagic), bits_as<T2>(zr[j])));
+        for (int j = 0; j < 4; ++j) z4[j] = as_bits(magic_plus_zero<T>(zr[j]));
       } else {
-        const T2 m8 = __hadd2(bits_as<T2>(Act<T>::kMagic),
-                              bits_as<T2>(Act<T>::kMagic == 0x64006400u ? 0x48004800u : 0x41004100u));
+        const T2 m8 = magic_plus_zero<T>(sym_zero_pair<T>());
 #pragma unroll
         for (int j = 0; j < 4; ++j) z4[j] = as_bits(m8);
       }

@@ -117,6 +117,11 @@ Status moe_topk(const float* logits, int m, int experts, int topk, bool renormal
 // or past num_post_padded); sorted_ids has moe_max_padded() entries, expert_ids that / block_m.
 Status moe_align(const int32_t* topk_ids, int m, int topk, int experts, int block_m, int32_t* sorted_ids,
                  int32_t* expert_ids, int32_t* num_post_padded, Stream stream);
+// moe_topk then moe_align, in one launch for decode-sized batches (m <= 64; the pairs stay in
+// shared memory between the two), else the two kernels. Same outputs either way.
+Status moe_route(const float* logits, int m, int experts, int topk, bool renormalize, int block_m, int32_t* topk_ids,
+                 float* topk_weights, int32_t* sorted_ids, int32_t* expert_ids, int32_t* num_post_padded,
+                 Stream stream);
 // inter[p, I] = silu(x[p/topk] . w13[e, n]) * (x[p/topk] . w13[e, I+n]) per sorted block.
 Status moe_gemm1(const void* x, const KernelWeightsView& w13, const int32_t* sorted_ids, const int32_t* expert_ids,
                  const int32_t* num_post_padded, int m, int topk, int block_m, void* inter, Stream stream);

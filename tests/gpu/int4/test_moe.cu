@@ -58,6 +58,17 @@ TEST(Int4MoeRouting, TopkAndAlignExact) {
             EXPECT_EQ(download<int32_t>(dn.p, 1)[0], rn);
             ASSERT_EQ(download<int32_t>(ds.p, maxp), rs) << "E=" << E << " M=" << M << " BM=" << BM;
             ASSERT_EQ(download<int32_t>(de.p, maxp / BM), re);
+            // moe_route: both stages in one launch (M <= 64) or the two kernels; same outputs.
+            DevBuf ri(M * topk * 4), rwt(M * topk * 4), rs2(maxp * 4), re2(maxp / BM * 4), rn2(4);
+            for (DevBuf* b : {&ri, &rwt, &rs2, &re2, &rn2}) ASSERT_EQ(cudaMemset(b->p, 0x7F, b->bytes), cudaSuccess);
+            ASSERT_TRUE(moe_route(dl.as<float>(), M, E, topk, renorm, BM, ri.as<int32_t>(), rwt.as<float>(),
+                                  rs2.as<int32_t>(), re2.as<int32_t>(), rn2.as<int32_t>(), nullptr)
+                            .ok());
+            ASSERT_EQ(download<int32_t>(ri.p, M * topk), rid) << "route ids E=" << E << " M=" << M;
+            ASSERT_EQ(download<float>(rwt.p, M * topk), gw) << "route weights equal moe_topk's";
+            EXPECT_EQ(download<int32_t>(rn2.p, 1)[0], rn);
+            ASSERT_EQ(download<int32_t>(rs2.p, maxp), rs) << "route E=" << E << " M=" << M << " BM=" << BM;
+            ASSERT_EQ(download<int32_t>(re2.p, maxp / BM), re);
           }
         }
 }

@@ -1,0 +1,154 @@
+// MoE routing building blocks shared by moe_topk.cu, moe_align.cu and moe_route.cu (topk
+// and align in one launch for decode-sized batches).
+//
+// Top-k: softmax over E logits and top-k, one warp per token. Selection walks the strict
+// order (logit descending, expert index ascending): the s-th pick is the largest element
+// strictly after the (s-1)-th in that order, so ties go to the lower expert index and no
+// per-token "taken" mask is needed. Selecting on logits (softmax is monotone) keeps ids
+// identical to any reference regardless of exp() rounding.
+//
+// Align: group the M*topk (token, slot) pairs by expert, in pair order within an expert (a
+// stable counting sort), pad each expert's run to a multiple of BM with the sentinel M*topk,
+// and give every block its expert (-1 past the end). One block of 256 threads: counts per
+// expert, a warp-scan prefix over E (E <= 1024), then a tiled stable scatter where a warp
+// finds equal experts with __match_any_sync and earlier warps' counts come from shared
+// memory. Output identical to the CPU reference (no order depends on scheduling).
+#pragma once
+
+#include <cfloat>
+#include <climits>
+#include <cstdint>
+
+namespace lowbit::int4::kern {
+
+constexpr int kRouteThreads = 256, kRouteWarps = kRouteThreads / 32;
+
+// Shared memory of align_block, in ints.
+__host__ __device__ constexpr int align_smem_ints(int E) { return E * (2 + kRouteWarps); }
+
+__device__ __forceinline__ bool route_before(float v, int i, float bv, int bi) {  // (v,i) ranks ahead of (bv,bi)
+  return v > bv || (v == bv && i < bi);
+}
+
+// Token m's top-k by one warp (lane = lane id): ids / weights rows m; ids_copy (may be
+// nullptr, e.g. shared memory) gets the ids too.
+__device__ __forceinline__ void topk_token(const float* __restrict__ logits, int m, int E, int topk, bool renorm,
+                                           int32_t* __restrict__ ids, float* __restrict__ weights, int32_t* ids_copy,
+                                           int lane) {
+  const float* l = logits + static_cast<size_t>(m) * E;
+  float mx = -FLT_MAX;
+  for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
+  for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float sum = 0.f;
+  for (int e = lane; e < E; e += 32) sum += expf(l[e] - mx);
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  float pv = FLT_MAX;  // previous pick (value, index); start before everything
+  int pi = -1;
+  float chosen_sum = 0.f, my_w = 0.f;
+  int my_id = 0;
+  for (int s = 0; s < topk; ++s) {
+    float bv = -FLT_MAX;
+    int bi = INT_MAX;
+    for (int e = lane; e < E; e += 32) {
+      const float v = l[e];
+      const bool after_prev = route_before(pv, pi, v, e);
+      if (after_prev && route_before(v, e, bv, bi)) {
+        bv = v;
+        bi = e;
+      }
+    }
+    for (int o = 16; o > 0; o /= 2) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (route_before(ov, oi, bv, bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    const float w = expf(bv - mx) / sum;
+    chosen_sum += w;
+    if (lane == s) {
+      my_w = w;
+      my_id = bi;
+    }
+    pv = bv;
+    pi = bi;
+  }
+  if (lane < topk) {
+    ids[static_cast<size_t>(m) * topk + lane] = my_id;
+    weights[static_cast<size_t>(m) * topk + lane] = renorm ? my_w / chosen_sum : my_w;
+    if (ids_copy != nullptr) ids_copy[static_cast<size_t>(m) * topk + lane] = my_id;
+  }
+}
+
+// The align of P = M*topk pairs by one block of kRouteThreads threads; smem holds
+// align_smem_ints(E) ints. topk_ids may point to global or shared memory.
+__device__ __forceinline__ void align_block(const int32_t* topk_ids, int P, int E, int BM, int max_padded,
+                                            int32_t* __restrict__ sorted_ids, int32_t* __restrict__ expert_ids,
+                                            int32_t* __restrict__ num_post_padded, int* smem) {
+  int* counts = smem;          // [E]
+  int* cursor = counts + E;    // [E]
+  int* wcnt = cursor + E;      // [kRouteWarps][E]
+  __shared__ int s_total;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  for (int i = tid; i < E * (2 + kRouteWarps); i += kRouteThreads) smem[i] = 0;
+  __syncthreads();
+  for (int p = tid; p < P; p += kRouteThreads) {
+    const int e = topk_ids[p];
+    if (e >= 0 && e < E) atomicAdd(&counts[e], 1);
+  }
+  __syncthreads();
+  if (warp == 0) {
+    // Exclusive prefix over E of the padded counts: lane l sums its run of ceil(E/32)
+    // experts, a warp scan adds the runs before it (same values as a serial loop).
+    const int per = (E + 31) / 32, e0 = lane * per, e1 = min(E, e0 + per);
+    int local = 0;
+    for (int e = e0; e < e1; ++e) local += (counts[e] + BM - 1) / BM * BM;
+    int incl = local;
+    for (int o = 1; o < 32; o *= 2) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += v;
+    }
+    int off = incl - local;
+    for (int e = e0; e < e1; ++e) {
+      cursor[e] = off;
+      off += (counts[e] + BM - 1) / BM * BM;
+    }
+    if (lane == 31) {
+      s_total = incl;
+      *num_post_padded = incl;
+    }
+  }
+  __syncthreads();
+  const int total = s_total;
+  for (int i = tid; i < max_padded; i += kRouteThreads) sorted_ids[i] = P;
+  for (int b = total / BM + tid; b < max_padded / BM; b += kRouteThreads) expert_ids[b] = -1;
+  for (int e = tid; e < E; e += kRouteThreads) {
+    const int b0 = cursor[e] / BM, nb = (counts[e] + BM - 1) / BM;
+    for (int b = 0; b < nb; ++b) expert_ids[b0 + b] = e;
+  }
+  __syncthreads();  // sentinel fill before the scatter overwrites it
+  const unsigned lt = (1u << lane) - 1u;
+  for (int base = 0; base < P; base += kRouteThreads) {
+    const int p = base + tid;
+    int e = p < P ? topk_ids[p] : -1;
+    if (e >= E) e = -1;
+    const unsigned same = __match_any_sync(0xffffffffu, e);
+    const int rank = __popc(same & lt);
+    if (e >= 0 && rank == 0) wcnt[warp * E + e] = __popc(same);
+    __syncthreads();
+    if (e >= 0) {
+      int off = cursor[e] + rank;
+      for (int w = 0; w < warp; ++w) off += wcnt[w * E + e];
+      sorted_ids[off] = p;
+    }
+    __syncthreads();
+    if (e >= 0 && rank == 0) {
+      atomicAdd(&cursor[e], __popc(same));
+      wcnt[warp * E + e] = 0;
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace lowbit::int4::kern
