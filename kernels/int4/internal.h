@@ -25,7 +25,7 @@ cudaError_t launch_gemm_skinny(const void* x, void* y, int m, const KernelWeight
 // Decode GEMM on the MMA-tiled layout (gemm_decode.cu): 1 <= m <= 512, no workspace.
 cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                cudaStream_t stream);
-// MoE GEMMs on MMA-tiled expert stacks (gemm_decode.cu, the decode kernel's MoE modes):
+// MoE GEMMs on MMA-tiled expert stacks (moe_decode.cu, the decode tile in its MoE modes):
 // gate_up: inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)) for w13 [E, 2I, H]
 // (I % 64 == 0); else slot_out[id] = topk_weights[id] * (inter[id] W2^T) in fp32. Rows by
 // the align kernel's sorted ids (block_m rows per block, any block_m <= 128).

@@ -1,0 +1,508 @@
+// The decode tile on the MMA-tiled layout: kernel, launch rules and measurement knobs,
+// shared by the dense decode GEMM (gemm_decode.cu) and the MoE GEMMs on MMA-tiled expert
+// stacks (moe_decode.cu); each file instantiates only the modes it launches. The design,
+// numerics and measurements are described in gemm_decode.cu and docs/int4-kernels.md.
+#pragma once
+
+#include <cooperative_groups.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/int4/cluster_launch.cuh"
+#include "kernels/int4/common.cuh"
+#include "kernels/int4/internal.h"
+
+namespace cg = cooperative_groups;
+
+namespace lowbit::int4 {
+namespace kern {
+namespace {
+
+
+// Modes: kDecDense y[m, n] (act dtype); the MoE modes gather the 8 rows of an align block
+// (or of one 8-row part of it) by sorted id, with the block's expert:
+//   kDecMoeGateUp: w13 [E, 2I, H]; half of the warps stream gate column group c, half up
+//                  group I/64 + c; inter[id, n] = act(silu(gate) * up) (as moe_gemm1.cu).
+//   kDecMoeDown:   w2 [E, H, I]; slot_out[id, n] = topk_weight[id] * sum in fp32.
+enum DecodeMode : int { kDecDense = 0, kDecMoeGateUp = 1, kDecMoeDown = 2 };
+
+struct DecodeParams {
+  const void* x = nullptr;         // dense [M, K]; gate/up: tokens [M, H]; down: inter [P, I]
+  void* y = nullptr;               // dense [M, N] act; gate/up: inter [P, I] act; down: slot_out [P, H] f32
+  const uint4* qw = nullptr;       // tiled words (dense: this expert's), 16 B per lane per K step
+  const uint16_t* scales = nullptr;  // [NG, N] per expert
+  const uint16_t* zeros = nullptr;   // [NG, N] per expert, or nullptr (symmetric: z = 8)
+  int M = 0, N = 0, K = 0, G = 0;  // MoE: M = tokens, N = the weight's columns
+  int splits = 1;                  // cluster size along grid.x
+  // MoE modes
+  const int32_t* sorted_ids = nullptr;
+  const int32_t* expert_ids = nullptr;
+  const int32_t* npp = nullptr;
+  const float* topk_weights = nullptr;
+  int topk = 1, BM = 8, parts = 1;  // parts: 8-row parts per align block (grid.y = blocks x parts)
+  size_t qw_estride = 0;            // uint4 per expert
+  size_t sc_estride = 0;            // scale elements per expert
+  int half_groups = 0;              // gate/up: I / 64
+};
+
+// Per-group constants of this lane's 8 columns (16j + g + 8h, j = 0..3, h = 0..1), kept as
+// the raw 16-bit values, two columns per register (h = 0 low, h = 1 high): 8 registers per
+// group instead of 16 fp32 (the kernel holds the current and the next group; registers
+// decide how many blocks fit on an SM). Converted to fp32 at each window fold.
+struct GroupParams {
+  uint32_t s[4];
+  uint32_t z[4];  // asymmetric only
+};
+
+template <typename T, bool kSym>
+__device__ __forceinline__ void load_group(const uint16_t* scales, const uint16_t* zeros, int N, int grp, int col0,
+                                           GroupParams& gp) {
+  const size_t base = static_cast<size_t>(grp) * N + col0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    gp.s[j] = __ldg(scales + base + 16 * j) | static_cast<uint32_t>(__ldg(scales + base + 16 * j + 8)) << 16;
+    if constexpr (!kSym)
+      gp.z[j] = __ldg(zeros + base + 16 * j) | static_cast<uint32_t>(__ldg(zeros + base + 16 * j + 8)) << 16;
+  }
+}
+
+// Column h of a packed pair as fp32.
+template <typename T>
+__device__ __forceinline__ float pair_to_float(uint32_t v, int h) {
+  return Act<T>::bits_to_float(static_cast<uint16_t>(h ? v >> 16 : v & 0xFFFFu));
+}
+
+// Dynamic shared memory: the warps' weight stages (S per warp, D K steps of 512 B each) and
+// their mbarriers; the block's reduction buffer reuses the stages after the K loop.
+template <int NT, int D, int S, int NW>
+constexpr int decode_smem_bytes() {
+  constexpr int red = NW * 16 * NT * 32 * 4;
+  constexpr int stages = NW * S * (D * 512 + 8);
+  return red > stages ? red : stages;
+}
+
+// Weight stages: lane 0 of each warp moves a whole batch (D * 512 B, one contiguous run)
+// with one bulk asynchronous copy (TMA unit) into the warp's stage and an mbarrier counts
+// the bytes; S - 1 batches stay in flight while one is computed, and they hold no registers.
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t phase) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(phase)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ uint4 lds128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+  return v;
+}
+
+// W: K steps per scale window (2 / 4 for G = 32 / 64, else D; W divides D and the group),
+// folded once per window at a compile-time position of the unrolled batch (a fold inlined
+// behind a run-time test at every step made the loop body several times larger and slower).
+// Cfg: NT (8-row activation tiles), D (K steps per batch), S (weight stages per warp), NW
+// (warps per block), kMinBlocks (blocks per SM the registers must allow).
+template <int NT_, int D_, int S_, int NW_, int kMinBlocks_>
+struct DecodeCfg {
+  static constexpr int NT = NT_, D = D_, S = S_, NW = NW_, kMinBlocks = kMinBlocks_;
+};
+
+template <typename T, typename Cfg, int W, bool kSym, int MODE>
+__global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_kernel(const DecodeParams p) {
+  constexpr int NT = Cfg::NT, D = Cfg::D, S = Cfg::S, NW = Cfg::NW;
+  constexpr bool kMoe = MODE != kDecDense, kGateUp = MODE == kDecMoeGateUp;
+  static_assert(D % W == 0, "windows tile the batch");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int split = blockIdx.x, mtile = blockIdx.y, cblk = blockIdx.z;
+  const T* x = static_cast<const T*>(p.x);
+  const uint4* qw = p.qw;
+  const uint16_t* scales = p.scales;
+  const uint16_t* zeros = p.zeros;
+  // x rows of the B fragments (row g of 8-row tile nt); invalid rows read as zero.
+  const uint32_t* xr[NT];
+  bool xv[NT];
+  __shared__ int s_id[8 * NT];  // MoE: the part's sorted ids (-1: padding)
+  if constexpr (kMoe) {
+    // The align kernel before us wrote the ids: wait for it before reading them. The whole
+    // cluster shares blockIdx.y, so it takes the same exit decisions.
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    const int b = mtile / p.parts, r0 = (mtile % p.parts) * 8 * NT;
+    if (b * p.BM >= __ldg(p.npp)) return;
+    const int e = __ldg(p.expert_ids + b);
+    if (e < 0) return;
+    const int P = p.M * p.topk;
+    bool any = false;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int r = r0 + 8 * nt + g;
+      const int id = r < p.BM ? __ldg(p.sorted_ids + static_cast<size_t>(b) * p.BM + r) : P;
+      xv[nt] = id >= 0 && id < P;
+      any = any || xv[nt];
+      if (threadIdx.x < 32 && t == 0) s_id[8 * nt + g] = xv[nt] ? id : -1;
+      const int row = xv[nt] ? (kGateUp ? id / p.topk : id) : 0;
+      xr[nt] = reinterpret_cast<const uint32_t*>(x + static_cast<size_t>(row) * p.K) + t;
+    }
+    if (!__syncthreads_or(any)) return;  // only padding rows in this part
+    qw += static_cast<size_t>(e) * p.qw_estride;
+    scales += static_cast<size_t>(e) * p.sc_estride;
+    if (zeros != nullptr) zeros += static_cast<size_t>(e) * p.sc_estride;
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int m = mtile * 8 * NT + 8 * nt + g;
+      xv[nt] = m < p.M;
+      xr[nt] = reinterpret_cast<const uint32_t*>(x + static_cast<size_t>(xv[nt] ? m : 0) * p.K) + t;
+    }
+  }
+  // Gate/up: warps [0, NW/2) stream the gate group, [NW/2, NW) the up group.
+  constexpr int kStreamWarps = kGateUp ? NW / 2 : NW;
+  const int wi = warp % kStreamWarps;
+  const int cgrp = kGateUp ? cblk + (warp / kStreamWarps) * p.half_groups : cblk;
+  const int steps = p.K / kMmaTileK;
+  const int gsteps = (p.G < p.K ? p.G : p.K) / kMmaTileK;  // K steps per group
+  // This warp's K steps [s0, s1) in whole batches: the block's share of the split, cut in
+  // NW pieces. Batches (and so windows) are aligned: a window never crosses a group.
+  const int batches = (steps + D - 1) / D;
+  const int bb0 = static_cast<int>(static_cast<long long>(split) * batches / p.splits);
+  const int bb1 = static_cast<int>(static_cast<long long>(split + 1) * batches / p.splits);
+  const int wb0 = bb0 + static_cast<int>(static_cast<long long>(wi) * (bb1 - bb0) / kStreamWarps);
+  const int wb1 = bb0 + static_cast<int>(static_cast<long long>(wi + 1) * (bb1 - bb0) / kStreamWarps);
+  const int s0 = wb0 * D, s1 = min(wb1 * D, steps);
+  const int col0 = cgrp * kMmaTileCols + g;
+  const uint4* wp = qw + static_cast<size_t>(cgrp) * steps * 32 + lane;
+
+  // acc: the current window's sums; tot: scaled sums so far; accx: the window's sum(x).
+  float acc[4][NT][4] = {}, tot[4][NT][4] = {}, accx[NT][4] = {};
+
+  // The MMAs take the weights as magic + q (one LOP3 per pair, exact) and a fifth MMA per
+  // step with an all-ones A sums x over the same K: at each window end (<= 8 K steps,
+  // inside one group) tot += s * (acc - (magic + z) * sum(x)) in fp32, i.e. s * sum (q - z) x.
+  // The short window keeps the fp32 sums small: (magic + q) x is exact in fp32 and a window
+  // sum loses about log2(magic / 8) bits to the cancellation (~2^-16 relative for fp16),
+  // far below the output's rounding.
+  constexpr float kMagicF = Act<T>::kMagicValue;
+  const uint32_t ones = Act<T>::kBf16 ? 0x3F803F80u : 0x3C003C00u;  // 1.0 pairs
+  const uint32_t ones_a[4] = {ones, ones, ones, ones};
+  GroupParams cur, nxt;
+  int grp = s0 / gsteps;
+  if (s0 < s1) {
+    load_group<T, kSym>(scales, zeros, p.N, grp, col0, cur);
+    if ((grp + 1) * gsteps < s1) load_group<T, kSym>(scales, zeros, p.N, grp + 1, col0, nxt);
+  }
+  auto fold = [&](int st_end) {  // st_end: first step after the window
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          // C fragment: q & 1 picks the activation row (2t, 2t+1), q >> 1 the column (g, g+8).
+          const float zc = kMagicF + (kSym ? 8.f : pair_to_float<T>(cur.z[j], q >> 1));
+          const float d = fmaf(-zc, accx[nt][q & 1], acc[j][nt][q]);
+          tot[j][nt][q] = fmaf(d, pair_to_float<T>(cur.s[j], q >> 1), tot[j][nt][q]);
+          acc[j][nt][q] = 0.f;
+        }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) accx[nt][q] = 0.f;
+    if (st_end % gsteps == 0 && st_end < s1) {  // group end: next group's constants
+      ++grp;
+      cur = nxt;
+      if ((grp + 1) * gsteps < s1) load_group<T, kSym>(scales, zeros, p.N, grp + 1, col0, nxt);
+    }
+  };
+
+  uint4 wa[D];
+  uint2 xa[D][NT];
+  auto load_x = [&](uint2 (&xx)[D][NT], int sb) {
+#pragma unroll
+    for (int i = 0; i < D; ++i)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const bool vx = sb + i < s1 && xv[nt];
+        xx[i][nt].x = vx ? __ldg(xr[nt] + (kMmaTileK * (sb + i)) / 2) : 0u;
+        xx[i][nt].y = vx ? __ldg(xr[nt] + (kMmaTileK * (sb + i) + 8) / 2) : 0u;
+      }
+  };
+  auto compute = [&](const uint4 (&w)[D], const uint2 (&xx)[D][NT], int sb) {
+    const int n_in = s1 - sb;  // steps of this batch inside the range (>= 1)
+#pragma unroll
+    for (int i = 0; i < D; ++i) {
+      if (i < n_in) {
+        const uint32_t words[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          uint32_t a[4];
+#pragma unroll
+          for (int r = 0; r < 4; ++r) a[r] = lop3_and_or(words[j] >> (4 * r), 0x000F000Fu, Act<T>::kMagic);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma_m16n8k16<T>(acc[j][nt], a, xx[i][nt].x, xx[i][nt].y);
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mma_m16n8k16<T>(accx[nt], ones_a, xx[i][nt].x, xx[i][nt].y);
+      }
+      // Window end (a window with at least one step in range; the tail window may be short).
+      if ((i + 1) % W == 0 && i + 1 - W < n_in) fold(sb + i + 1);
+    }
+  };
+  // Programmatic dependent launch (when the launch allows it): the weights and scales do not
+  // depend on the kernel before us, so the first batch of them is requested before waiting
+  // for that kernel's completion (x and y do); and the next kernel may start its own weight
+  // prefetch on the SMs our blocks leave free. Without the launch attribute both are no-ops.
+  extern __shared__ __align__(128) unsigned char smem[];
+  {
+    const uint32_t stage0 = smem_addr(smem) + static_cast<uint32_t>(warp * S * D * 512);
+    const uint32_t bar0 = smem_addr(smem) + static_cast<uint32_t>(NW * S * D * 512 + warp * S * 8);
+    const char* wsrc = reinterpret_cast<const char*>(wp - lane);  // this column group's words
+    const int nb = (s1 - s0 + D - 1) / D;                          // batches of this warp
+    if (lane == 0)
+      for (int st = 0; st < S; ++st) mbar_init(bar0 + 8 * st);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    __syncwarp();
+    auto issue = [&](int b) {  // batch b into stage b % S (lane 0)
+      if (lane == 0 && b < nb) {
+        const int sb = s0 + b * D, n = min(D, s1 - sb);
+        bulk_load(stage0 + static_cast<uint32_t>((b % S) * D * 512), wsrc + static_cast<size_t>(sb) * 512,
+                  static_cast<uint32_t>(n * 512), bar0 + 8 * (b % S));
+      }
+    };
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    for (int b = 0; b < S; ++b) issue(b);
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    for (int b = 0; b < nb; ++b) {
+      const int sb = s0 + b * D;
+      load_x(xa, sb);
+      mbar_wait(bar0 + 8 * (b % S), static_cast<uint32_t>((b / S) & 1));
+      const uint32_t st = stage0 + static_cast<uint32_t>((b % S) * D * 512) + 16u * lane;
+#pragma unroll
+      for (int i = 0; i < D; ++i) wa[i] = sb + i < s1 ? lds128(st + 512u * i) : make_uint4(0, 0, 0, 0);
+      compute(wa, xa, sb);
+      __syncwarp();  // every lane has consumed the stage before it is refilled
+      issue(b + S);
+    }
+    __syncthreads();  // the reduction below reuses the stages of all warps
+  }
+
+  // Warps -> block sum in warp order, then cluster ranks -> rank 0 in rank order.
+  constexpr int kElems = 16 * NT;  // per lane
+  static_assert(NW * kElems * 32 * 4 <= decode_smem_bytes<NT, D, S, NW>(), "reduction buffer size");
+  auto& red = *reinterpret_cast<float(*)[NW][kElems][32]>(smem);
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) red[warp][(j * NT + nt) * 4 + q][lane] = tot[j][nt][q];
+  __syncthreads();
+  float* flat = &red[0][0][0];
+  constexpr int kOut = kElems * 32;  // outputs per block (per stream)
+  for (int e = threadIdx.x; e < kOut; e += 32 * NW) {
+    // Stream sums in warp order; gate/up: the gate sum to red[0], the up sum to red[1] (each
+    // element is read and written by one thread only).
+    float v0 = flat[e], v1 = kGateUp ? flat[kStreamWarps * kOut + e] : 0.f;
+#pragma unroll
+    for (int w = 1; w < kStreamWarps; ++w) {
+      v0 += flat[w * kOut + e];
+      if constexpr (kGateUp) v1 += flat[(kStreamWarps + w) * kOut + e];
+    }
+    flat[e] = v0;
+    if constexpr (kGateUp) flat[kOut + e] = v1;
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  if (p.splits > 1) {
+    cluster.sync();
+    if (cluster.block_rank() != 0) {
+      cluster.sync();  // rank 0 reads our sums before we exit
+      return;
+    }
+  } else {
+    __syncthreads();
+  }
+  for (int e = threadIdx.x; e < kOut; e += 32 * NW) {
+    float v = flat[e], u = kGateUp ? flat[kOut + e] : 0.f;
+    for (int r = 1; r < p.splits; ++r) {
+      const float* rf = cluster.map_shared_rank(flat, r);
+      v += rf[e];
+      if constexpr (kGateUp) u += rf[kOut + e];
+    }
+    const int l = e % 32, idx = e / 32;
+    const int q = idx % 4, nt = (idx / 4) % NT, j = idx / (4 * NT);
+    const int mloc = 8 * nt + 2 * (l & 3) + (q & 1);  // activation row within the block's rows
+    const int n = cblk * kMmaTileCols + 16 * j + (l >> 2) + 8 * (q >> 1);
+    if constexpr (MODE == kDecDense) {
+      const int m = mtile * 8 * NT + mloc;
+      if (m < p.M) static_cast<T*>(p.y)[static_cast<size_t>(m) * p.N + n] = Act<T>::from_float(v);
+    } else {
+      const int id = s_id[mloc];
+      if (id < 0) continue;
+      if constexpr (kGateUp) {
+        const int I = p.half_groups * kMmaTileCols;
+        static_cast<T*>(p.y)[static_cast<size_t>(id) * I + n] = Act<T>::from_float(v / (1.f + expf(-v)) * u);
+      } else {
+        static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = p.topk_weights[id] * v;
+      }
+    }
+  }
+  if (p.splits > 1) cluster.sync();
+}
+
+int sm_count(int dev) {
+  static std::atomic<int> cache[kClusterMaxDevices] = {};
+  std::atomic<int>& slot = cache[dev < kClusterMaxDevices ? dev : kClusterMaxDevices - 1];
+  int v = slot.load(std::memory_order_relaxed);
+  if (v == 0) {
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v < 1) {
+      (void)cudaGetLastError();
+      v = 132;
+    }
+    slot.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
+// Block shape and split-K cluster size per launch, from measurements on H200 (M = 1 and 16,
+// the eight Llama-3 projections, every warps x splits pair; docs/int4-kernels.md). Warps
+// stream best when the grid holds about one wave of them (4 blocks x 4 warps or 2 x 8 per
+// SM): few units (column group x row tile) take 8-warp blocks in clusters of 2, a
+// medium count 8-warp blocks alone, many units 4-warp blocks; 8-warp blocks in clusters of
+// 4 or 8 were slower than in pairs on every shape at M = 1. `sms` scales the measured
+// thresholds (132 SMs).
+struct DecodeShape {
+  int warps;   // 4 or 8
+  int splits;  // cluster size along grid.x
+};
+DecodeShape decode_shape(int units, int nt, int sms) {
+  const int few = (nt == 1 ? 132 : 96) * sms / 132, medium = 264 * sms / 132;
+  if (units <= few) return {8, 2};
+  if (units <= medium) return {8, 1};
+  return {4, 1};
+}
+
+// LOWBIT_INT4_DECODE_SPLITS=n / LOWBIT_INT4_DECODE_WARPS=4|8 (read once; measurements):
+// the split-K cluster size (clipped to 1..8 and to what the device can schedule) and the
+// block's warps instead of decode_shape()'s choice.
+int env_splits() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_SPLITS");
+    const int n = e ? std::atoi(e) : 0;
+    return n >= 1 && n <= kClusterMaxSplits ? n : 0;
+  }();
+  return v;
+}
+int env_warps() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_WARPS");
+    const int n = e ? std::atoi(e) : 0;
+    return n == 4 || n == 8 ? n : 0;
+  }();
+  return v;
+}
+
+// 8-row tiles (one block per tile; tiles of one column group are adjacent in launch order
+// and share the weight through L2) up to M = 32: measured faster than 16-row tiles at
+// M = 12 and 16 on all eight shapes (e.g. 70b.down M = 16: 77 vs 94 us) and at M = 32 on
+// six of eight. LOWBIT_INT4_DECODE_NT1_MAX=m moves the bound (measurements).
+int env_nt1_max() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_NT1_MAX");
+    return e ? std::atoi(e) : 32;
+  }();
+  return v;
+}
+
+// Programmatic dependent launch of the decode kernel: on unless LOWBIT_INT4_PDL=0 (read
+// once; for measurements).
+bool pdl_enabled() {
+  static const bool v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_PDL");
+    return !(e != nullptr && std::strcmp(e, "0") == 0);
+  }();
+  return v;
+}
+
+// Grid: x = split-K cluster, y = row tiles (dense) or align blocks x 8-row parts (MoE),
+// z = column groups (gate/up: groups of one half).
+struct DecodeGrid {
+  int splits, y, groups;
+};
+
+template <typename T, typename Cfg, int W, bool kSym, int MODE>
+cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
+  auto kernel = gemm_decode_kernel<T, Cfg, W, kSym, MODE>;
+  constexpr int kSmem = decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW>();
+  // Per function and per device: set on every launch (once per process breaks a second GPU).
+  if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      e != cudaSuccess)
+    return e;
+  static ClusterSchedulable known = {};
+  p.splits = schedulable_splits(kernel, gr.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
+                                32 * Cfg::NW, kSmem, known);
+  return launch_split_clusters(kernel, p, p.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
+                               32 * Cfg::NW, kSmem, stream, pdl_enabled());
+}
+
+template <typename T, typename Cfg, int MODE, int W>
+cudaError_t launch_w(const DecodeParams& p, DecodeGrid gr, cudaStream_t stream) {
+  return p.zeros == nullptr ? launch<T, Cfg, W, true, MODE>(p, gr, stream)
+                            : launch<T, Cfg, W, false, MODE>(p, gr, stream);
+}
+
+template <typename T, typename Cfg, int MODE>
+cudaError_t launch_cfg(const DecodeParams& p, DecodeGrid gr, cudaStream_t stream) {
+  const int gsteps = (p.G < p.K ? p.G : p.K) / kMmaTileK;
+  if (gsteps == 2) return launch_w<T, Cfg, MODE, 2>(p, gr, stream);
+  if constexpr (Cfg::D == 4) {
+    return launch_w<T, Cfg, MODE, 4>(p, gr, stream);
+  } else {
+    if (gsteps == 4) return launch_w<T, Cfg, MODE, 4>(p, gr, stream);
+    return launch_w<T, Cfg, MODE, 8>(p, gr, stream);  // G = 128 or per-channel (one group, windows of 8)
+  }
+}
+
+// Configurations (registers measured by ptxas, no spills): 8-row tiles in batches of 8 K
+// steps (4 KB per warp) with 3 stages: ~128 registers, 48 KB (4 warps) / 96 KB (8) of
+// stages, 4 x 4 or 2 x 8 warps per SM; 16-row tiles (M > 32, forced paths) in batches of 4
+// with 6 stages. busy: the planning count of (row tile, column group) units.
+template <typename T, int MODE>
+cudaError_t launch_t(const DecodeParams& p, int nt, int busy, DecodeGrid gr, cudaStream_t stream) {
+  int dev = 0;
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  DecodeShape sh = decode_shape(busy, nt, sm_count(dev));
+  if (env_warps()) sh.warps = env_warps();
+  if (env_splits()) sh.splits = env_splits();
+  gr.splits = sh.splits;
+  if (nt == 1)
+    return sh.warps == 8 ? launch_cfg<T, DecodeCfg<1, 8, 3, 8, 2>, MODE>(p, gr, stream)
+                         : launch_cfg<T, DecodeCfg<1, 8, 3, 4, 4>, MODE>(p, gr, stream);
+  return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 4, 6, 8, 1>, MODE>(p, gr, stream)
+                       : launch_cfg<T, DecodeCfg<2, 4, 6, 4, 2>, MODE>(p, gr, stream);
+}
+
+template <int MODE>
+cudaError_t launch_dtype(DType act, const DecodeParams& p, int nt, int busy, DecodeGrid gr, cudaStream_t stream) {
+  return act == DType::kF16 ? launch_t<__half, MODE>(p, nt, busy, gr, stream)
+                            : launch_t<__nv_bfloat16, MODE>(p, nt, busy, gr, stream);
+}
+
+}  // namespace
+}  // namespace kern
+}  // namespace lowbit::int4

@@ -1,0 +1,54 @@
+// MoE GEMMs on MMA-tiled expert stacks: the decode tile (decode_tile.cuh) in its MoE modes.
+// GEMM1 (gate/up): a block takes the rows of one align block (8- or 16-row parts, gathered
+// by sorted id) and one 64-column group of each half of w13 [E, 2I, H]: half of its warps
+// stream the gate group, half the up group, and silu(gate) * up is formed in the reduction
+// epilogue (no [M*topk, 2I] intermediate). GEMM2 (down): the same over w2 [E, H, I] with
+// the routing weight applied to the fp32 slot rows (moe_sum adds them in slot order).
+// Padding rows cost no K loop; blocks past num_post_padded exit before loading anything.
+// Called by moe_gemm1.cu / moe_gemm2.cu when the weight is MMA-tiled.
+#include "kernels/int4/decode_tile.cuh"
+
+namespace lowbit::int4::detail {
+
+cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
+                              const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
+                              int bm, void* out, cudaStream_t stream) {
+  const WeightShape& s = w.shape;
+  kern::DecodeParams p;
+  p.x = x;
+  p.y = out;
+  p.qw = static_cast<const uint4*>(w.qweight);
+  p.scales = w.scales;
+  p.zeros = w.zeros;
+  p.M = m;
+  p.N = s.n;
+  p.K = s.k;
+  p.G = s.group_len();
+  p.sorted_ids = sorted_ids;
+  p.expert_ids = expert_ids;
+  p.npp = npp;
+  p.topk_weights = topk_weights;
+  p.topk = topk;
+  p.BM = bm;
+  // 16-row parts for align blocks of >= 16 rows (prefill-sized M: each part re-reads the
+  // expert's weights, so fewer, taller parts unpack them fewer times); 8-row parts below.
+  const int nt = bm >= 16 ? 2 : 1;
+  p.parts = kern::ceil_div(bm, 8 * nt);
+  p.qw_estride = static_cast<size_t>(s.k) * (s.n / 8) / 4;
+  p.sc_estride = static_cast<size_t>(s.num_groups()) * s.n;
+  p.half_groups = s.n / 2 / kMmaTileCols;
+  // Align blocks that can hold rows: <= one per (token, slot) pair; the rest exit at once.
+  const int64_t max_blocks = moe_max_padded(m, topk, s.experts, bm) / bm;
+  const int64_t P = static_cast<int64_t>(m) * topk;
+  const int blocks = static_cast<int>(max_blocks < P ? max_blocks : P);
+  const int64_t grid_y = static_cast<int64_t>(blocks) * p.parts;
+  if (grid_y > 65535) return cudaErrorInvalidConfiguration;
+  const int groups = gate_up ? p.half_groups : s.n / kMmaTileCols;
+  // Planning estimate of the busy units: at most one align block per expert at decode sizes.
+  const int busy = (blocks < s.experts ? blocks : s.experts) * p.parts * groups;
+  const kern::DecodeGrid gr{1, static_cast<int>(grid_y), groups};
+  return gate_up ? kern::launch_dtype<kern::kDecMoeGateUp>(s.act, p, nt, busy, gr, stream)
+                 : kern::launch_dtype<kern::kDecMoeDown>(s.act, p, nt, busy, gr, stream);
+}
+
+}  // namespace lowbit::int4::detail
