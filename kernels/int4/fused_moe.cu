@@ -13,8 +13,6 @@
 
 namespace lowbit::int4 {
 
-Status validate_weights_view(const KernelWeightsView& w, const char* who);  // gemm.cu
-
 namespace {
 
 size_t align256(size_t v) { return (v + 255) / 256 * 256; }

@@ -8,6 +8,11 @@
 
 #include "lowbit/int4/kernels.h"
 
+namespace lowbit::int4 {
+// Shape, pointer and per-layout alignment checks of a weight view (gemm.cu).
+Status validate_weights_view(const KernelWeightsView& w, const char* who);
+}  // namespace lowbit::int4
+
 namespace lowbit::int4::detail {
 
 // Skinny (decode) GEMM tiling (gemm_skinny.cu): a block is 2 column warps x
@@ -29,6 +34,10 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
 // gate_up: inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)) for w13 [E, 2I, H]
 // (I % 64 == 0); else slot_out[id] = topk_weights[id] * (inter[id] W2^T) in fp32. Rows by
 // the align kernel's sorted ids (block_m rows per block, any block_m <= 128).
+// Rows per part of an align block in the MoE decode modes: 16 for blocks of >= 16 rows
+// (prefill-sized M: each part re-reads the expert's weights, so fewer, taller parts unpack
+// them fewer times), else 8.
+inline int moe_decode_part_rows(int block_m) { return block_m >= 16 ? 16 : 8; }
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
                               int bm, void* out, cudaStream_t stream);

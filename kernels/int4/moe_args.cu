@@ -21,10 +21,18 @@ Status validate_moe_gemm(const char* who, const char* act_name, const void* act,
                    block_m);
   const long long blocks = static_cast<long long>(moe_max_padded(m, topk, w.shape.experts, block_m) / block_m);
   LOWBIT_CHECK_ARG(blocks <= 65535, "%s: %lld sorted blocks exceed the grid limit 65535 (raise block_m)", who, blocks);
-  if ((reinterpret_cast<uintptr_t>(act) | reinterpret_cast<uintptr_t>(w.scales) |
-       reinterpret_cast<uintptr_t>(w.zeros) | reinterpret_cast<uintptr_t>(w.qweight) % 4) % 16 != 0)
-    return make_status(StatusCode::kMisaligned, "%s: %s, scales and zeros must be 16 B aligned and qweight 4 B aligned",
-                       who, act_name);
+  if (tiled) {  // grid.y: the align blocks that can hold rows, times their parts
+    const long long P = static_cast<long long>(m) * topk;
+    const long long parts = (block_m + moe_decode_part_rows(block_m) - 1) / moe_decode_part_rows(block_m);
+    const long long rows = (blocks < P ? blocks : P) * parts;
+    LOWBIT_CHECK_ARG(rows <= 65535, "%s: %lld align-block parts exceed the grid limit 65535 (raise block_m)", who,
+                     rows);
+  }
+  // The weight's own checks (per-layout alignment: MMA-tiled qweight 16 B for the bulk
+  // copies, N-packed scales/zeros 16 B), then the activations' 16 B.
+  LOWBIT_RETURN_IF_ERROR(validate_weights_view(w, who));
+  if (reinterpret_cast<uintptr_t>(act) % 16 != 0)
+    return make_status(StatusCode::kMisaligned, "%s: %s=%p must be 16 B aligned", who, act_name, act);
   return Status::Ok();
 }
 

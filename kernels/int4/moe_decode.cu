@@ -30,9 +30,7 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   p.topk_weights = topk_weights;
   p.topk = topk;
   p.BM = bm;
-  // 16-row parts for align blocks of >= 16 rows (prefill-sized M: each part re-reads the
-  // expert's weights, so fewer, taller parts unpack them fewer times); 8-row parts below.
-  const int nt = bm >= 16 ? 2 : 1;
+  const int nt = moe_decode_part_rows(bm) / 8;
   p.parts = kern::ceil_div(bm, 8 * nt);
   p.qw_estride = static_cast<size_t>(s.k) * (s.n / 8) / 4;
   p.sc_estride = static_cast<size_t>(s.num_groups()) * s.n;

@@ -225,6 +225,22 @@ TEST(Int4MoeArgs, Refused) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(moe_align(ws.as<int32_t>(), 4, 2, 4, 0, ws.as<int32_t>(), ws.as<int32_t>(), ws.as<int32_t>(), nullptr).code(),
             StatusCode::kInvalidArgument);
+  int32_t* ib = ws.as<int32_t>();
+  EXPECT_EQ(moe_route(l.as<float>(), 4, 4, 5, true, 8, ib, ws.as<float>(), ib, ib, ib, nullptr).code(),
+            StatusCode::kInvalidArgument);  // topk > E
+  EXPECT_EQ(moe_route(l.as<float>(), 4, 4, 2, true, 0, ib, ws.as<float>(), ib, ib, ib, nullptr).code(),
+            StatusCode::kInvalidArgument);  // block_m 0
+  // MMA-tiled experts: a gate/up stack's halves must be whole 64-column groups (N % 128), and
+  // the activations 16 B aligned.
+  KernelWeights t64, t128;
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s13, 1), &t64, static_cast<int>(KernelLayoutKind::kMmaTiled)).ok());
+  WeightShape s13w{4, 128, 64, 32, true, DType::kBF16};
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s13w, 3), &t128).ok());
+  ASSERT_EQ(t128.kind, KernelLayoutKind::kMmaTiled);
+  DevWeights dt64(t64), dt128(t128);
+  EXPECT_EQ(moe_gemm1(x.p, dt64.view, ib, ib, ib, 4, 2, 8, y.p, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(moe_gemm1(static_cast<char*>(x.p) + 2, dt128.view, ib, ib, ib, 4, 2, 8, y.p, nullptr).code(),
+            StatusCode::kMisaligned);
 }
 
 }  // namespace
