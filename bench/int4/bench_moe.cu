@@ -43,7 +43,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   const bool quick = args.has("quick");
   std::vector<int> ms = parse_m_list(args.get_list(
       "m", quick ? std::vector<std::string>{"1", "16", "128", "2048"}
-                 : std::vector<std::string>{"1", "8", "32", "128", "512", "2048", "8192"}));
+                 : std::vector<std::string>{"1", "8", "16", "32", "128", "512", "2048", "8192"}));
   const DType act = args.get("dtype", "bf16") == "fp16" ? DType::kF16 : DType::kBF16;
   const int group = static_cast<int>(args.get_int("group", 128));
   const bool sym = !args.has("asym");

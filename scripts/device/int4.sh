@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # INT4 component on the H200 machine (uses GPU 0 only): GPU tests (dequant bit-exact, GEMM
 # vs fp64, MoE routing/align exact, fused MoE vs reference, argument checks), then
-# `lowbit bench gemm` (Llama-3 8B/70B projections, M = 1,8,32,128,512,2048,8192, ~15 s) and
+# `lowbit bench gemm` (Llama-3 8B/70B projections, M = 1,8,16,32,128,512,2048,8192, ~15 s) and
 # `lowbit bench moe` (Qwen3-30B-A3B TP1/TP2, Mixtral-8x7B, DeepSeek-V2-Lite, same M set), then
 # the prefill paths/schedules side by side (bench_prefill_paths).
 # QUICK=1: the benches' --quick subsets (M = 1,16,256,4096 dense; 1,16,128,2048 MoE).
