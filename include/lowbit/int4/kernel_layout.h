@@ -25,8 +25,9 @@
 //     p = 2: column 16j + g,     k = 2t+8, 2t+9     p = 3: column 16j + g + 8, k = 2t+8, 2t+9
 //   so (word >> 4p) & 0x000F000F | magic IS the register the MMA takes: no byte permutes,
 //   and one warp reads 512 contiguous bytes per K step (a warp's whole K range is one
-//   contiguous run). Why not for expert stacks: the fused MoE kernels read the N-packed
-//   layout (whole rows of gathered experts); kernel_layout_for() keeps them N-packed.
+//   contiguous run). Expert stacks are tiled per expert when N % 128 == 0 (a gate/up stack's
+//   halves are whole 64-column groups): the MoE decode kernels stream one gate group and its
+//   up group side by side; other stacks stay N-packed (the skinny MoE tile).
 //
 // kKPacked (fallback for any other N, K; slower kernels): qweight is the canonical K-packed
 //   uint8 [E, N, K/2] unchanged (k = 2b low nibble, 2b+1 high nibble of byte b of row n).

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "lowbit/int4/checkpoint.h"
+#include "lowbit/int4/kernel_layout.h"
 #include "tools/cli/args.h"
 #include "tools/cli/command.h"
 
@@ -77,13 +78,16 @@ int run_convert(const std::vector<std::string>& argv) {
   }
   std::printf("format %s, %zu layer(s), activation dtype %s -> %s\n", checkpoint_format_name(sum.format),
               sum.layers.size(), act.c_str(), o.out_path.c_str());
-  std::printf("%-48s %-8s %4s %7s %7s %6s %5s %9s %-8s %11s %11s %8s\n", "layer", "source", "E", "N", "K", "G", "sym",
-              "act-order", "layout", "in bytes", "out bytes", "rounded");
+  // "kernel": the layout repack_for_kernels() gives this weight at load time (the GPU path).
+  std::printf("%-48s %-8s %4s %7s %7s %6s %5s %9s %-8s %-9s %11s %11s %8s\n", "layer", "source", "E", "N", "K", "G",
+              "sym", "act-order", "layout", "kernel", "in bytes", "out bytes", "rounded");
   size_t tin = 0, tout = 0;
   for (const auto& L : sum.layers) {
-    std::printf("%-48s %-8s %4d %7d %7d %6d %5s %9s %-8s %11zu %11zu %8zu\n", L.prefix.c_str(),
+    const lowbit::int4::WeightShape ks{L.experts, L.n, L.k, L.group_size, L.symmetric, o.act};
+    std::printf("%-48s %-8s %4d %7d %7d %6d %5s %9s %-8s %-9s %11zu %11zu %8zu\n", L.prefix.c_str(),
                 checkpoint_format_name(L.source), L.experts, L.n, L.k, L.group_size, L.symmetric ? "yes" : "no",
-                L.act_order ? "yes" : "no", weight_layout_name(L.layout), L.in_bytes, L.out_bytes,
+                L.act_order ? "yes" : "no", weight_layout_name(L.layout),
+                lowbit::int4::kernel_layout_name(lowbit::int4::kernel_layout_for(ks)), L.in_bytes, L.out_bytes,
                 L.report.scales_rounded);
     tin += L.in_bytes;
     tout += L.out_bytes;
