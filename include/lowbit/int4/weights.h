@@ -94,6 +94,12 @@ inline uint16_t dequant_bits(int q, int z, uint16_t scale_bits, DType act) {
   return float_to_half_bits(act, static_cast<float>(q - z) * s);
 }
 
+// Round-to-nearest quantization of fp32 weights [E, N, K] into this layout with GPTQ's grid
+// (asymmetric: s = (max - min) / 15 over a range that includes 0, z = round(-min / s);
+// symmetric: s = 2 absmax / 15, z = 8), the scale rounded to shape.act before q is chosen.
+// For measuring what the format costs a model; checkpoints come through the converters.
+// Non-finite weights and scales that overflow the dtype are refused.
+Status quantize_rtn(const float* w, const WeightShape& shape, KPackedWeights* out);
 // Concatenates single-expert (or multi-expert) weights of one shape along E.
 Status stack_experts(const std::vector<KPackedWeights>& parts, KPackedWeights* out);
 

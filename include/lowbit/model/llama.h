@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lowbit/detail/float_bits.h"
 #include "lowbit/status.h"
 
 namespace lowbit::model {
@@ -60,5 +61,12 @@ struct LlamaWeights {
 // Face rows so that RoPE rotates adjacent pairs (2i, 2i+1) (see the RoPE note above); no
 // un-permutation happens here. Errors name the missing or mis-shaped tensor.
 Status load_llama(const std::string& path, LlamaConfig* cfg, LlamaWeights* w);
+
+// Replaces every block's linear weight (q, k, v, o, gate, up, down; not the embeddings, norms
+// or output head) by its INT4 round trip: int4::quantize_rtn with this group size (must
+// divide each K) and symmetry, scales in `act`, dequantized per the INT4 contract
+// (runtime/model/weight_quant.cpp). For measuring what the INT4 weight format costs the
+// model: `lowbit ppl --weights int4`.
+Status quantize_linear_weights_int4(const LlamaConfig& cfg, int group, bool symmetric, DType act, LlamaWeights* w);
 
 }  // namespace lowbit::model

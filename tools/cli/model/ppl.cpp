@@ -41,6 +41,12 @@ const char* kHelp =
     "  --batch N              gpu: windows per forward (default 8)\n"
     "  --threads N            cpu threads (default 2)\n"
     "  --site-errors          cpu: per-layer relative L2 error of each quantized all-reduce\n"
+    "  --weights as-loaded|int4  int4: every block's linear weight (q k v o gate up down) goes\n"
+    "                         through lowbit's INT4 format and back (RTN, GPTQ grid, bf16 scales;\n"
+    "                         embeddings and head as loaded): what INT4 weights cost the model\n"
+    "  --wgroup G             int4 weight group size 32, 64, 128 or -1 (per-channel); must\n"
+    "                         divide every K (SmolLM2: 576, 1536 -> 32, 64 or -1; default 64)\n"
+    "  --wasym                int4 weights with zero points (default symmetric)\n"
     "  --json PATH            write the results as JSON and a markdown table (PATH with .md);\n"
     "                         --all-modes on gpu defaults to docs/benchmarks/ppl_gpu.json\n"
     "  --model PATH           default models/SmolLM2-135M-Instruct.Q4_1.gguf under the repo root\n"
@@ -153,8 +159,8 @@ int cmd_ppl(const std::vector<std::string>& argv) {
       return 0;
     }
   Args a(argv, {"model", "text", "ctx", "tp", "mode", "group", "max-windows", "all-modes", "json", "site-errors",
-                "threads", "device", "batch"},
-         {"all-modes", "site-errors"});
+                "threads", "device", "batch", "weights", "wgroup", "wasym"},
+         {"all-modes", "site-errors", "wasym"});
   if (!a.ok()) {
     std::fprintf(stderr, "lowbit ppl: %s (see lowbit ppl --help)\n", a.error().c_str());
     return 2;
@@ -190,6 +196,13 @@ int cmd_ppl(const std::vector<std::string>& argv) {
   const int64_t max_windows = a.get_int("max-windows", gpu ? 0 : kDefaultCpuWindows);
   const bool all = a.has("all-modes"), sites = a.has("site-errors");
   const std::string mode_str = a.get("mode", "exact");
+  const std::string weights_opt = a.get("weights", "as-loaded");
+  const int wgroup = static_cast<int>(a.get_int("wgroup", 64));
+  const bool wasym = a.has("wasym");
+  if (weights_opt != "as-loaded" && weights_opt != "int4") {
+    std::fprintf(stderr, "lowbit ppl: --weights must be as-loaded or int4, not '%s'\n", weights_opt.c_str());
+    return 2;
+  }
   if (!a.ok() || ctx < 2 || tp < 0 || threads < 1 || max_windows < 0 || batch < 1) {
     std::fprintf(stderr, "lowbit ppl: bad option (%s)\n", a.error().c_str());
     return 2;
@@ -258,6 +271,14 @@ int cmd_ppl(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "lowbit ppl: the text has %zu tokens, fewer than one window of %d\n", toks.size(), ctx);
     return 1;
   }
+  std::string weights_desc = "as loaded (" + model_path.substr(model_path.find_last_of('/') + 1) + ", dequantized to fp32)";
+  if (weights_opt == "int4") {
+    st = model::quantize_linear_weights_int4(m.cfg, wgroup, !wasym, DType::kBF16, &m.w);
+    if (!st.ok()) return fail(st);
+    weights_desc = "INT4 round trip of the block linears (RTN, G=" + std::to_string(wgroup) +
+                   (wasym ? ", asymmetric" : ", symmetric") + ", bf16 scales; embeddings and head as loaded)";
+  }
+  std::printf("weights: %s\n", weights_desc.c_str());
   std::printf("%s: %d layers, hidden %d, heads %d/%d kv, vocab %d; loaded+tokenized in %.1f s\n", m.cfg.name.c_str(),
               m.cfg.n_layers, m.cfg.hidden, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.vocab_size,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -341,6 +362,7 @@ int cmd_ppl(const std::vector<std::string>& argv) {
     j["ctx"] = ctx;
     j["tp"] = tp;
     j["windows"] = n_windows;
+    j["weights"] = weights_desc;
     j["total_windows"] = total_windows;
     j["tokens_scored"] = static_cast<int64_t>(n_windows) * ctx;
     j["protocol"] = "windows [BOS, t0..t_{ctx-2}] predict t0..t_{ctx-1}; non-overlapping; ppl = exp(mean NLL)";
