@@ -111,6 +111,10 @@ void set_dequant_overlap(int mode);
 // Shared argument checks (moe_args.cu): N-packed weight with N % n_multiple == 0 and
 // K % 32 == 0, m/topk/block_m ranges, the sorted-block grid limit, 16 B alignment of the
 // activations (`act`, named act_name in the message), scales and zeros, 4 B of qweight.
+// Routing argument checks shared by moe_topk / moe_align and moe_route (moe_args.cu): the
+// caller's name leads every message.
+Status validate_topk_args(const char* who, int m, int experts, int topk);
+Status validate_align_args(const char* who, int m, int topk, int experts, int block_m);
 Status validate_moe_gemm(const char* who, const char* act_name, const void* act, const KernelWeightsView& w,
                          int n_multiple, int m, int topk, int block_m);
 

@@ -1,6 +1,7 @@
 // MoE align: the (token, slot) pairs grouped by expert and padded to align blocks, one
 // block (the algorithm is in moe_routing.cuh, shared with moe_route.cu).
 #include "kernels/int4/moe_routing.cuh"
+#include "kernels/int4/internal.h"
 #include "lowbit/detail/cuda_check.h"
 #include "lowbit/int4/kernels.h"
 
@@ -27,12 +28,8 @@ int64_t moe_max_padded(int m, int topk, int experts, int block_m) {
 Status moe_align(const int32_t* topk_ids, int m, int topk, int experts, int block_m, int32_t* sorted_ids,
                  int32_t* expert_ids, int32_t* num_post_padded, Stream stream) {
   LOWBIT_CHECK_ARG(topk_ids && sorted_ids && expert_ids && num_post_padded, "int4::moe_align: null pointer");
-  LOWBIT_CHECK_ARG(m >= 1 && topk >= 1, "int4::moe_align: m=%d topk=%d must be >= 1", m, topk);
-  LOWBIT_CHECK_ARG(experts >= 1 && experts <= 1024, "int4::moe_align: experts=%d outside [1, 1024]", experts);
-  LOWBIT_CHECK_ARG(block_m >= 1 && block_m <= 128, "int4::moe_align: block_m=%d outside [1, 128]", block_m);
+  LOWBIT_RETURN_IF_ERROR(detail::validate_align_args("int4::moe_align", m, topk, experts, block_m));
   const int64_t maxp = moe_max_padded(m, topk, experts, block_m);
-  LOWBIT_CHECK_ARG(maxp < (int64_t{1} << 31), "int4::moe_align: m*topk too large (%lld padded slots)",
-                   static_cast<long long>(maxp));
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   const size_t smem = static_cast<size_t>(kern::align_smem_ints(experts)) * sizeof(int);
   kern::moe_align_kernel<<<1, kern::kRouteThreads, smem, st>>>(topk_ids, m * topk, experts, block_m, static_cast<int>(maxp),

@@ -4,6 +4,7 @@
 // outputs as moe_topk followed by moe_align (the device code is shared: moe_routing.cuh).
 // Larger batches run the two kernels (one warp per token over the whole GPU for top-k).
 #include "kernels/int4/moe_routing.cuh"
+#include "kernels/int4/internal.h"
 #include "lowbit/detail/cuda_check.h"
 #include "lowbit/int4/kernels.h"
 
@@ -35,11 +36,8 @@ Status moe_route(const float* logits, int m, int experts, int topk, bool renorma
                  Stream stream) {
   LOWBIT_CHECK_ARG(logits && topk_ids && topk_weights && sorted_ids && expert_ids && num_post_padded,
                    "int4::moe_route: null pointer");
-  LOWBIT_CHECK_ARG(m >= 1, "int4::moe_route: m=%d must be >= 1", m);
-  LOWBIT_CHECK_ARG(experts >= 1 && experts <= 1024, "int4::moe_route: experts=%d outside [1, 1024]", experts);
-  LOWBIT_CHECK_ARG(topk >= 1 && topk <= 32 && topk <= experts, "int4::moe_route: topk=%d outside [1, min(32, E=%d)]",
-                   topk, experts);
-  LOWBIT_CHECK_ARG(block_m >= 1 && block_m <= 128, "int4::moe_route: block_m=%d outside [1, 128]", block_m);
+  LOWBIT_RETURN_IF_ERROR(detail::validate_topk_args("int4::moe_route", m, experts, topk));
+  LOWBIT_RETURN_IF_ERROR(detail::validate_align_args("int4::moe_route", m, topk, experts, block_m));
   const size_t smem = (static_cast<size_t>(kern::align_smem_ints(experts)) + static_cast<size_t>(m) * topk) * 4;
   if (m > kern::kRouteOneLaunchMaxTokens || smem > 48 * 1024) {
     LOWBIT_RETURN_IF_ERROR(moe_topk(logits, m, experts, topk, renormalize, topk_ids, topk_weights, stream));

@@ -4,6 +4,7 @@
 
 #include "kernels/int4/moe_routing.cuh"
 
+#include "kernels/int4/internal.h"
 #include "lowbit/detail/cuda_check.h"
 #include "lowbit/int4/kernels.h"
 
@@ -24,10 +25,7 @@ __global__ void moe_topk_kernel(const float* __restrict__ logits, int M, int E, 
 Status moe_topk(const float* logits, int m, int experts, int topk, bool renormalize, int32_t* topk_ids,
                 float* topk_weights, Stream stream) {
   LOWBIT_CHECK_ARG(logits && topk_ids && topk_weights, "int4::moe_topk: null pointer");
-  LOWBIT_CHECK_ARG(m >= 1, "int4::moe_topk: m=%d must be >= 1", m);
-  LOWBIT_CHECK_ARG(experts >= 1 && experts <= 1024, "int4::moe_topk: experts=%d outside [1, 1024]", experts);
-  LOWBIT_CHECK_ARG(topk >= 1 && topk <= 32 && topk <= experts, "int4::moe_topk: topk=%d outside [1, min(32, E=%d)]",
-                   topk, experts);
+  LOWBIT_RETURN_IF_ERROR(detail::validate_topk_args("int4::moe_topk", m, experts, topk));
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   constexpr int kWarps = 8;
   kern::moe_topk_kernel<<<(m + kWarps - 1) / kWarps, 32 * kWarps, 0, st>>>(logits, m, experts, topk, renormalize,
