@@ -429,6 +429,16 @@ int env_nt1_max() {
   return v;
 }
 
+// LOWBIT_INT4_DECODE_NT2_D8=1 (experiment, unverified on the GPU): 16-row tiles in batches
+// of 8 K steps, 3 stages, >= 3 blocks/SM (4 warps), to compare with two 8-row blocks.
+int env_nt2_d8() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_NT2_D8");
+    return e ? std::atoi(e) : 0;
+  }();
+  return v;
+}
+
 // Programmatic dependent launch of the decode kernel: on unless LOWBIT_INT4_PDL=0 (read
 // once; for measurements).
 bool pdl_enabled() {
@@ -493,6 +503,9 @@ cudaError_t launch_t(const DecodeParams& p, int nt, int busy, DecodeGrid gr, cud
   if (nt == 1)
     return sh.warps == 8 ? launch_cfg<T, DecodeCfg<1, 8, 3, 8, 2>, MODE>(p, gr, stream)
                          : launch_cfg<T, DecodeCfg<1, 8, 3, 4, 4>, MODE>(p, gr, stream);
+  if (env_nt2_d8())
+    return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1>, MODE>(p, gr, stream)
+                         : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3>, MODE>(p, gr, stream);
   return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 4, 6, 8, 1>, MODE>(p, gr, stream)
                        : launch_cfg<T, DecodeCfg<2, 4, 6, 4, 2>, MODE>(p, gr, stream);
 }
