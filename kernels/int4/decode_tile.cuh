@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/int4/cluster_launch.cuh"
 #include "kernels/int4/common.cuh"
@@ -190,6 +191,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   const uint4* wp = qw + static_cast<size_t>(cgrp) * steps * 32 + lane;
 
   // acc: the current window's sums; tot: scaled sums so far; accx: the window's sum(x).
+  // acc and accx are written by the window's first MMA (zero accumulator in), never cleared.
   float acc[4][NT][4] = {}, tot[4][NT][4] = {}, accx[NT][4] = {};
 
   // The MMAs take the weights as magic + q (one LOP3 per pair, exact) and a fifth MMA per
@@ -198,11 +200,20 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // The short window keeps the fp32 sums small: (magic + q) x is exact in fp32 and a window
   // sum loses about log2(magic / 8) bits to the cancellation (~2^-16 relative for fp16),
   // far below the output's rounding.
+  // fp16 only: the nibbles of A rows g + 8 (registers 1 and 3) are masked in place, one
+  // nibble up, as 1024 + 16 q (exact: fp16's ulp at 1024 is 1), which saves two of the three
+  // shifts per word; their fold uses magic + 16 z and s / 16 (exact power-of-two scaling).
+  // bf16 has 7 mantissa bits: no room for a nibble above bit 3, so it shifts every nibble.
+  constexpr bool kHiX16 = !Act<T>::kBf16;
   constexpr float kMagicF = Act<T>::kMagicValue;
   const uint32_t ones = Act<T>::kBf16 ? 0x3F803F80u : 0x3C003C00u;  // 1.0 pairs
   const uint32_t ones_a[4] = {ones, ones, ones, ones};
   GroupParams cur, nxt;
   int grp = s0 / gsteps;
+  // Windows left in the current group (grouped weights: W divides the group's steps and the
+  // warp's range starts at a batch, hence window, boundary); per-channel: one group.
+  const bool grouped = p.G < p.K;
+  int wleft = grouped ? ((grp + 1) * gsteps - s0) / W : 0x7FFFFFFF;
   if (s0 < s1) {
     load_group<T, kSym>(scales, zeros, p.N, grp, col0, cur);
     if ((grp + 1) * gsteps < s1) load_group<T, kSym>(scales, zeros, p.N, grp + 1, col0, nxt);
@@ -215,53 +226,77 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           // C fragment: q & 1 picks the activation row (2t, 2t+1), q >> 1 the column (g, g+8).
-          const float zc = kMagicF + (kSym ? 8.f : pair_to_float<T>(cur.z[j], q >> 1));
+          const int h = q >> 1;
+          const float mul = kHiX16 && h ? 16.f : 1.f;
+          const float zc = kMagicF + mul * (kSym ? 8.f : pair_to_float<T>(cur.z[j], h));
+          const float sc = kHiX16 && h ? pair_to_float<T>(cur.s[j], h) * 0.0625f : pair_to_float<T>(cur.s[j], h);
           const float d = fmaf(-zc, accx[nt][q & 1], acc[j][nt][q]);
-          tot[j][nt][q] = fmaf(d, pair_to_float<T>(cur.s[j], q >> 1), tot[j][nt][q]);
-          acc[j][nt][q] = 0.f;
+          tot[j][nt][q] = fmaf(d, sc, tot[j][nt][q]);
         }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) accx[nt][q] = 0.f;
-    if (st_end % gsteps == 0 && st_end < s1) {  // group end: next group's constants
+    if (--wleft == 0 && st_end < s1) {  // group end: next group's constants
       ++grp;
+      wleft = gsteps / W;
       cur = nxt;
       if ((grp + 1) * gsteps < s1) load_group<T, kSym>(scales, zeros, p.N, grp + 1, col0, nxt);
     }
   };
 
+  // x fragments, loaded for every row and step of the batch without predicates: rows outside
+  // M (or MoE padding) read row 0 and their outputs are never stored; in the tail batch,
+  // steps past the range re-read the last one and the MMAs skip them. So every fragment is
+  // written each batch and dies with it (no register stays live across batches).
   uint4 wa[D];
   uint2 xa[D][NT];
-  auto load_x = [&](uint2 (&xx)[D][NT], int sb) {
-#pragma unroll
-    for (int i = 0; i < D; ++i)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const bool vx = sb + i < s1 && xv[nt];
-        xx[i][nt].x = vx ? __ldg(xr[nt] + (kMmaTileK * (sb + i)) / 2) : 0u;
-        xx[i][nt].y = vx ? __ldg(xr[nt] + (kMmaTileK * (sb + i) + 8) / 2) : 0u;
-      }
-  };
-  auto compute = [&](const uint4 (&w)[D], const uint2 (&xx)[D][NT], int sb) {
-    const int n_in = s1 - sb;  // steps of this batch inside the range (>= 1)
+  auto load_x = [&](int sb, int n_in, auto full_tag) {
+    constexpr bool kFull = decltype(full_tag)::value;
 #pragma unroll
     for (int i = 0; i < D; ++i) {
-      if (i < n_in) {
-        const uint32_t words[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
+      const unsigned off = 8u * static_cast<unsigned>(kFull ? sb + i : sb + min(i, n_in - 1));  // 8 words per K step
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        xa[i][nt].x = __ldg(xr[nt] + off);
+        xa[i][nt].y = __ldg(xr[nt] + off + 4u);
+      }
+    }
+  };
+  auto compute = [&](int sb, int n_in, auto full_tag) {  // n_in: steps of this batch inside the range (>= 1)
+    constexpr bool kFull = decltype(full_tag)::value;
+#pragma unroll
+    for (int i = 0; i < D; ++i) {
+      if (kFull || i < n_in) {
+        const bool first = i % W == 0;  // window start: zero accumulators in
+        const uint32_t words[4] = {wa[i].x, wa[i].y, wa[i].z, wa[i].w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           uint32_t a[4];
+          if constexpr (kHiX16) {
+            const uint32_t w8 = words[j] >> 8;
+            a[0] = lop3_and_or(words[j], 0x000F000Fu, Act<T>::kMagic);
+            a[1] = lop3_and_or(words[j], 0x00F000F0u, Act<T>::kMagic);
+            a[2] = lop3_and_or(w8, 0x000F000Fu, Act<T>::kMagic);
+            a[3] = lop3_and_or(w8, 0x00F000F0u, Act<T>::kMagic);
+          } else {
 #pragma unroll
-          for (int r = 0; r < 4; ++r) a[r] = lop3_and_or(words[j] >> (4 * r), 0x000F000Fu, Act<T>::kMagic);
+            for (int r = 0; r < 4; ++r) a[r] = lop3_and_or(words[j] >> (4 * r), 0x000F000Fu, Act<T>::kMagic);
+          }
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma_m16n8k16<T>(acc[j][nt], a, xx[i][nt].x, xx[i][nt].y);
+          for (int nt = 0; nt < NT; ++nt) {
+            if (first)
+              mma_m16n8k16_zc<T>(acc[j][nt], a, xa[i][nt].x, xa[i][nt].y);
+            else
+              mma_m16n8k16<T>(acc[j][nt], a, xa[i][nt].x, xa[i][nt].y);
+          }
         }
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma_m16n8k16<T>(accx[nt], ones_a, xx[i][nt].x, xx[i][nt].y);
+        for (int nt = 0; nt < NT; ++nt) {
+          if (first)
+            mma_m16n8k16_zc<T>(accx[nt], ones_a, xa[i][nt].x, xa[i][nt].y);
+          else
+            mma_m16n8k16<T>(accx[nt], ones_a, xa[i][nt].x, xa[i][nt].y);
+        }
       }
       // Window end (a window with at least one step in range; the tail window may be short).
-      if ((i + 1) % W == 0 && i + 1 - W < n_in) fold(sb + i + 1);
+      if ((i + 1) % W == 0 && (kFull || i + 1 - W < n_in)) fold(sb + i + 1);
     }
   };
   // Programmatic dependent launch (when the launch allows it): the weights and scales do not
@@ -278,26 +313,39 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       for (int st = 0; st < S; ++st) mbar_init(bar0 + 8 * st);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     __syncwarp();
-    auto issue = [&](int b) {  // batch b into stage b % S (lane 0)
+    auto issue = [&](int b, int stage) {  // batch b into stage `stage` (lane 0)
       if (lane == 0 && b < nb) {
         const int sb = s0 + b * D, n = min(D, s1 - sb);
-        bulk_load(stage0 + static_cast<uint32_t>((b % S) * D * 512), wsrc + static_cast<size_t>(sb) * 512,
-                  static_cast<uint32_t>(n * 512), bar0 + 8 * (b % S));
+        bulk_load(stage0 + static_cast<uint32_t>(stage * D * 512), wsrc + static_cast<size_t>(sb) * 512,
+                  static_cast<uint32_t>(n * 512), bar0 + 8 * stage);
       }
     };
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-    for (int b = 0; b < S; ++b) issue(b);
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    for (int b = 0; b < nb; ++b) {
-      const int sb = s0 + b * D;
-      load_x(xa, sb);
-      mbar_wait(bar0 + 8 * (b % S), static_cast<uint32_t>((b / S) & 1));
-      const uint32_t st = stage0 + static_cast<uint32_t>((b % S) * D * 512) + 16u * lane;
 #pragma unroll
-      for (int i = 0; i < D; ++i) wa[i] = sb + i < s1 ? lds128(st + 512u * i) : make_uint4(0, 0, 0, 0);
-      compute(wa, xa, sb);
+    for (int b = 0; b < S; ++b) issue(b, b);
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int b = 0; b < nb; ++b) {
+      const int sb = s0 + b * D, n_in = s1 - sb;
+      const uint32_t st = stage0 + static_cast<uint32_t>(stage * D * 512) + 16u * lane;
+      auto consume = [&](auto full_tag) {  // full batch: no per-step range tests
+        load_x(sb, n_in, full_tag);
+        mbar_wait(bar0 + 8 * stage, phase);
+#pragma unroll
+        for (int i = 0; i < D; ++i) wa[i] = lds128(st + 512u * i);  // tail: stale stage words, skipped
+        compute(sb, n_in, full_tag);
+      };
+      if (n_in >= D)
+        consume(std::true_type{});
+      else
+        consume(std::false_type{});
       __syncwarp();  // every lane has consumed the stage before it is refilled
-      issue(b + S);
+      issue(b + S, stage);
+      if (++stage == S) {
+        stage = 0;
+        phase ^= 1u;
+      }
     }
     __syncthreads();  // the reduction below reuses the stages of all warps
   }
