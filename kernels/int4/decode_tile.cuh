@@ -465,26 +465,52 @@ int env_warps() {
   return v;
 }
 
-// 8-row tiles (one block per tile; tiles of one column group are adjacent in launch order
-// and share the weight through L2) up to M = 32: measured faster than 16-row tiles at
-// M = 12 and 16 on all eight shapes (e.g. 70b.down M = 16: 77 vs 94 us) and at M = 32 on
-// six of eight. LOWBIT_INT4_DECODE_NT1_MAX=m moves the bound (measurements).
-int env_nt1_max() {
-  static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_DECODE_NT1_MAX");
-    return e ? std::atoi(e) : 32;
+// K steps per fold window: 2 / 4 for G = 32 / 64, else the batch (G = 128, or one group:
+// per-channel, the last window may be short).
+constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps == 4 ? 4 : D; }
+
+// Row tiles of the dense decode GEMM. Up to M = 8: one 8-row tile. M = 9..16 with windows
+// of 8 K steps (G = 128 or one group): one 16-row tile that unpacks each weight word
+// once for both halves (kRows16Deep: batches of 8 K steps, 3 stages, 168 registers with 4
+// warps = 3 blocks/SM, ~194 with 8 warps = 1 block/SM), block shape by wave fit (below);
+// otherwise (G = 32 / 64, whose 16-row tiles spill, and M = 17..32) 8-row tiles, one block
+// each, adjacent in launch order so that tiles of one column group share the weight
+// through L2. M > 32 (forced paths only): kRows16 (batches of 4, 6 stages).
+// LOWBIT_INT4_DECODE_ROWS16=0 keeps 8-row tiles at M = 9..16 (measurements).
+enum class DecodeTiles : int { kRows8 = 0, kRows16Deep = 1, kRows16 = 2 };
+bool env_rows16() {
+  static const bool v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_ROWS16");
+    return !(e != nullptr && std::strcmp(e, "0") == 0);
   }();
   return v;
 }
 
-// LOWBIT_INT4_DECODE_NT2_D8=1 (experiment, unverified on the GPU): 16-row tiles in batches
-// of 8 K steps, 3 stages, >= 3 blocks/SM (4 warps), to compare with two 8-row blocks.
-int env_nt2_d8() {
-  static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_DECODE_NT2_D8");
-    return e ? std::atoi(e) : 0;
-  }();
-  return v;
+struct DensePlan {
+  DecodeTiles tiles;
+  DecodeShape shape;
+};
+// Measured on H200 at M = 12 and 16 (the eight Llama-3 projections, 16-row tiles under
+// every warps x splits pair, docs/benchmarks/logs/int4_decode_experiments.md): the grid
+// wants to fill one wave of resident blocks without going over it. 16-row tiles: 8-warp
+// blocks in clusters of 2 if that still fits one block per SM, else alone; then 4-warp
+// blocks (3 per SM) in clusters of 2 or alone. Past one wave of 4-warp blocks, a 16-row
+// block costs ~1.25x an 8-row block (70b.gate_up, 8b.gate_up) and whole waves decide:
+// 16-row tiles only if 1.25 x their waves < the waves of twice as many 8-row blocks (4 per SM).
+DensePlan dense_decode_plan(int m, int groups, int gsteps, int sms) {
+  const bool rows16 = m > 8 && m <= 16 && decode_window(gsteps, 8) == 8 && env_rows16();
+  if (!rows16) {
+    const int nt = m <= 32 ? 1 : 2;
+    return {nt == 1 ? DecodeTiles::kRows8 : DecodeTiles::kRows16, decode_shape(ceil_div(m, 8 * nt) * groups, nt, sms)};
+  }
+  const int u = groups;  // one 16-row tile per column group
+  if (2 * u <= sms) return {DecodeTiles::kRows16Deep, {8, 2}};
+  if (u <= sms) return {DecodeTiles::kRows16Deep, {8, 1}};
+  if (2 * u <= 3 * sms) return {DecodeTiles::kRows16Deep, {4, 2}};
+  if (u <= 3 * sms) return {DecodeTiles::kRows16Deep, {4, 1}};
+  const int waves16 = ceil_div(u, 3 * sms), waves8 = ceil_div(2 * u, 4 * sms);
+  if (5 * waves16 < 4 * waves8) return {DecodeTiles::kRows16Deep, {4, 1}};
+  return {DecodeTiles::kRows8, decode_shape(2 * u, 1, sms)};
 }
 
 // Programmatic dependent launch of the decode kernel: on unless LOWBIT_INT4_PDL=0 (read
@@ -527,41 +553,55 @@ cudaError_t launch_w(const DecodeParams& p, DecodeGrid gr, cudaStream_t stream) 
 template <typename T, typename Cfg, int MODE>
 cudaError_t launch_cfg(const DecodeParams& p, DecodeGrid gr, cudaStream_t stream) {
   const int gsteps = (p.G < p.K ? p.G : p.K) / kMmaTileK;
-  if (gsteps == 2) return launch_w<T, Cfg, MODE, 2>(p, gr, stream);
-  if constexpr (Cfg::D == 4) {
-    return launch_w<T, Cfg, MODE, 4>(p, gr, stream);
+  const int w = decode_window(gsteps, Cfg::D);
+  if constexpr (Cfg::NT == 2 && Cfg::D == 8) {  // planned only with windows of 8 (it spills with 2 or 4)
+    if (w != 8) return cudaErrorInvalidValue;
+    return launch_w<T, Cfg, MODE, 8>(p, gr, stream);
   } else {
-    if (gsteps == 4) return launch_w<T, Cfg, MODE, 4>(p, gr, stream);
-    return launch_w<T, Cfg, MODE, 8>(p, gr, stream);  // G = 128 or per-channel (one group, windows of 8)
+    if (w == 2) return launch_w<T, Cfg, MODE, 2>(p, gr, stream);
+    if (w == 4) return launch_w<T, Cfg, MODE, 4>(p, gr, stream);
+    return launch_w<T, Cfg, MODE, Cfg::D>(p, gr, stream);
   }
 }
 
-// Configurations (registers measured by ptxas, no spills): 8-row tiles in batches of 8 K
-// steps (4 KB per warp) with 3 stages: ~128 registers, 48 KB (4 warps) / 96 KB (8) of
-// stages, 4 x 4 or 2 x 8 warps per SM; 16-row tiles (M > 32, forced paths) in batches of 4
-// with 6 stages. busy: the planning count of (row tile, column group) units.
+// Configurations (registers measured by ptxas, no spills at W = 8): 8-row tiles in batches
+// of 8 K steps (4 KB per warp) with 3 stages: ~128 registers, 48 KB (4 warps) / 96 KB (8)
+// of stages, 4 x 4 or 2 x 8 warps per SM; kRows16Deep as above; kRows16 (M > 32, forced
+// paths; MoE parts of 16 rows) in batches of 4 with 6 stages. The shape's warps and splits
+// are the caller's, then LOWBIT_INT4_DECODE_WARPS / _SPLITS override them.
 template <typename T, int MODE>
-cudaError_t launch_t(const DecodeParams& p, int nt, int busy, DecodeGrid gr, cudaStream_t stream) {
-  int dev = 0;
-  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-  DecodeShape sh = decode_shape(busy, nt, sm_count(dev));
+cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, DecodeGrid gr, cudaStream_t stream) {
   if (env_warps()) sh.warps = env_warps();
   if (env_splits()) sh.splits = env_splits();
   gr.splits = sh.splits;
-  if (nt == 1)
-    return sh.warps == 8 ? launch_cfg<T, DecodeCfg<1, 8, 3, 8, 2>, MODE>(p, gr, stream)
-                         : launch_cfg<T, DecodeCfg<1, 8, 3, 4, 4>, MODE>(p, gr, stream);
-  if (env_nt2_d8())
-    return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1>, MODE>(p, gr, stream)
-                         : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3>, MODE>(p, gr, stream);
-  return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 4, 6, 8, 1>, MODE>(p, gr, stream)
-                       : launch_cfg<T, DecodeCfg<2, 4, 6, 4, 2>, MODE>(p, gr, stream);
+  switch (tiles) {
+    case DecodeTiles::kRows8:
+      return sh.warps == 8 ? launch_cfg<T, DecodeCfg<1, 8, 3, 8, 2>, MODE>(p, gr, stream)
+                           : launch_cfg<T, DecodeCfg<1, 8, 3, 4, 4>, MODE>(p, gr, stream);
+    case DecodeTiles::kRows16Deep:
+      if constexpr (MODE != kDecDense) return cudaErrorInvalidValue;  // dense only (dense_decode_plan)
+      return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1>, MODE>(p, gr, stream)
+                           : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3>, MODE>(p, gr, stream);
+    default:
+      return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 4, 6, 8, 1>, MODE>(p, gr, stream)
+                           : launch_cfg<T, DecodeCfg<2, 4, 6, 4, 2>, MODE>(p, gr, stream);
+  }
 }
 
 template <int MODE>
-cudaError_t launch_dtype(DType act, const DecodeParams& p, int nt, int busy, DecodeGrid gr, cudaStream_t stream) {
-  return act == DType::kF16 ? launch_t<__half, MODE>(p, nt, busy, gr, stream)
-                            : launch_t<__nv_bfloat16, MODE>(p, nt, busy, gr, stream);
+cudaError_t launch_dtype(DType act, const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, DecodeGrid gr,
+                         cudaStream_t stream) {
+  return act == DType::kF16 ? launch_t<__half, MODE>(p, tiles, sh, gr, stream)
+                            : launch_t<__nv_bfloat16, MODE>(p, tiles, sh, gr, stream);
+}
+
+int current_sm_count() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    dev = 0;
+  }
+  return sm_count(dev);
 }
 
 }  // namespace

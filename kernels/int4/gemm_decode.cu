@@ -27,7 +27,7 @@
 // Work split: block = 4 or 8 warps on one 64-column group, each warp a contiguous run of
 // K batches, partial sums added in warp order in shared memory; grid.x = split-K blocks of
 // one thread-block cluster, added in rank order through distributed shared memory by rank
-// 0; grid.y = tiles of 8 NT activation rows (adjacent in launch order, so tiles sharing a
+// 0; grid.y = tiles of 8 or 16 activation rows (dense_decode_plan) (adjacent in launch order, so tiles sharing a
 // weight read it from L2); grid.z = column groups. One launch, no workspace.
 #include "kernels/int4/decode_tile.cuh"
 
@@ -47,9 +47,12 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
   p.N = s.n;
   p.K = s.k;
   p.G = s.group_len();
-  const int nt = m <= kern::env_nt1_max() ? 1 : 2;
-  const int mtiles = kern::ceil_div(m, 8 * nt), groups = s.n / kMmaTileCols;
-  return kern::launch_dtype<kern::kDecDense>(s.act, p, nt, mtiles * groups, {1, mtiles, groups}, stream);
+  const int groups = s.n / kMmaTileCols;
+  const int gsteps = (p.G < p.K ? p.G : p.K) / kMmaTileK;
+  const kern::DensePlan plan = kern::dense_decode_plan(m, groups, gsteps, kern::current_sm_count());
+  const int nt = plan.tiles == kern::DecodeTiles::kRows8 ? 1 : 2;
+  const int mtiles = kern::ceil_div(m, 8 * nt);
+  return kern::launch_dtype<kern::kDecDense>(s.act, p, plan.tiles, plan.shape, {1, mtiles, groups}, stream);
 }
 
 }  // namespace lowbit::int4::detail

@@ -45,8 +45,10 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   // Planning estimate of the busy units: at most one align block per expert at decode sizes.
   const int busy = (blocks < s.experts ? blocks : s.experts) * p.parts * groups;
   const kern::DecodeGrid gr{1, static_cast<int>(grid_y), groups};
-  return gate_up ? kern::launch_dtype<kern::kDecMoeGateUp>(s.act, p, nt, busy, gr, stream)
-                 : kern::launch_dtype<kern::kDecMoeDown>(s.act, p, nt, busy, gr, stream);
+  const kern::DecodeTiles tiles = nt == 1 ? kern::DecodeTiles::kRows8 : kern::DecodeTiles::kRows16;
+  const kern::DecodeShape shape = kern::decode_shape(busy, nt, kern::current_sm_count());
+  return gate_up ? kern::launch_dtype<kern::kDecMoeGateUp>(s.act, p, tiles, shape, gr, stream)
+                 : kern::launch_dtype<kern::kDecMoeDown>(s.act, p, tiles, shape, gr, stream);
 }
 
 }  // namespace lowbit::int4::detail

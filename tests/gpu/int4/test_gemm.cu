@@ -228,6 +228,17 @@ std::vector<GemmCase> forced_cases() {
           v.push_back({m, 4096, 4096, g, sym, t, GemmPath::kAuto, static_cast<int>(KernelLayoutKind::kNPackedInterleaved)});
         for (int m : {8, 16, 17}) v.push_back({m, 192, 4096, g, sym, t, GemmPath::kSkinny});
       }
+  // Dense decode at M = 9..16 (dense_decode_plan): 16-row tiles under each block shape of the
+  // plan (100 / 160 / 300 column groups: 8 warps alone, 4 warps in pairs, 4 alone; 896: 4
+  // warps past one wave) and the 8-row fallback (448 groups); tail batches (K = 1072,
+  // per-channel: 67 K steps); G = 64 keeps 8-row tiles.
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    const bool sym = t == DType::kF16;
+    for (int n : {6400, 10240, 19200, 28672, 57344}) v.push_back({16, n, 1024, 128, sym, t});
+    v.push_back({12, 6400, 1072, kPerChannel, !sym, t});
+    v.push_back({13, 10240, 1072, kPerChannel, sym, t});
+    v.push_back({9, 4096, 4096, 64, !sym, t});
+  }
   // Expert stacks may be forced into the MMA-tiled layout: expert 0 and a split K range.
   v.push_back({5, 128, 96, 32, false, DType::kBF16, GemmPath::kAuto, static_cast<int>(KernelLayoutKind::kMmaTiled)});
   // Two column chunks of the 64 MiB slab (8328 x 4096 x 2 B > 64 MiB), the last one not a
