@@ -146,15 +146,23 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     // cluster shares blockIdx.y, so it takes the same exit decisions.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     const int b = mtile / p.parts, r0 = (mtile % p.parts) * 8 * NT;
-    if (b * p.BM >= __ldg(p.npp)) return;
-    const int e = __ldg(p.expert_ids + b);
-    if (e < 0) return;
+    // The three reads are independent (one memory latency before the weights are requested,
+    // not three): block b < the grid's align blocks <= max_padded / BM, so expert_ids[b] and
+    // sorted_ids[b * BM + r] are in bounds (the align fills them past the end too).
     const int P = p.M * p.topk;
-    bool any = false;
+    const int npp = __ldg(p.npp);
+    const int e = __ldg(p.expert_ids + b);
+    int ids[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int r = r0 + 8 * nt + g;
-      const int id = r < p.BM ? __ldg(p.sorted_ids + static_cast<size_t>(b) * p.BM + r) : P;
+      ids[nt] = r < p.BM ? __ldg(p.sorted_ids + static_cast<size_t>(b) * p.BM + r) : P;
+    }
+    if (b * p.BM >= npp || e < 0) return;
+    bool any = false;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int id = ids[nt];
       xv[nt] = id >= 0 && id < P;
       any = any || xv[nt];
       if (threadIdx.x < 32 && t == 0) s_id[8 * nt + g] = xv[nt] ? id : -1;

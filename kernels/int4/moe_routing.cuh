@@ -30,17 +30,47 @@ __device__ __forceinline__ bool route_before(float v, int i, float bv, int bi) {
   return v > bv || (v == bv && i < bi);
 }
 
+// Orderable key of a float for unsigned comparisons (larger float, larger key); -0 is
+// folded into +0 first, as the float compare treats them as equal.
+__device__ __forceinline__ unsigned route_key(float v) {
+  const unsigned u = __float_as_uint(v + 0.0f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
 // Token m's top-k by one warp (lane = lane id): ids / weights rows m; ids_copy (may be
-// nullptr, e.g. shared memory) gets the ids too.
-__device__ __forceinline__ void topk_token(const float* __restrict__ logits, int m, int E, int topk, bool renorm,
-                                           int32_t* __restrict__ ids, float* __restrict__ weights, int32_t* ids_copy,
-                                           int lane) {
+// nullptr, e.g. shared memory) gets the ids too. kPerLane > 0: E <= 32 * kPerLane, the
+// token's logits stay in registers (lane holds experts lane + 32 j) and each pick is two
+// warp reductions (max key, then the lowest index among the lanes holding it); kPerLane
+// = 0: any E, logits re-read per pick and shuffle reductions. Both give the same picks:
+// the first in the strict order after the previous pick (ties to the lower index; NaN and
+// values below -FLT_MAX are never picked).
+template <int kPerLane>
+__device__ __forceinline__ void topk_token_t(const float* __restrict__ logits, int m, int E, int topk, bool renorm,
+                                             int32_t* __restrict__ ids, float* __restrict__ weights, int32_t* ids_copy,
+                                             int lane) {
   const float* l = logits + static_cast<size_t>(m) * E;
+  constexpr int kRegs = kPerLane > 0 ? kPerLane : 1;
+  float v[kRegs];
   float mx = -FLT_MAX;
-  for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
+  if constexpr (kPerLane > 0) {
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int e = lane + 32 * j;
+      v[j] = e < E ? l[e] : -FLT_MAX;
+      mx = fmaxf(mx, v[j]);
+    }
+  } else {
+    for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
+  }
   for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
   float sum = 0.f;
-  for (int e = lane; e < E; e += 32) sum += expf(l[e] - mx);
+  if constexpr (kPerLane > 0) {
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+      if (lane + 32 * j < E) sum += expf(v[j] - mx);
+  } else {
+    for (int e = lane; e < E; e += 32) sum += expf(l[e] - mx);
+  }
   for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   float pv = FLT_MAX;  // previous pick (value, index); start before everything
   int pi = -1;
@@ -49,36 +79,65 @@ __device__ __forceinline__ void topk_token(const float* __restrict__ logits, int
   for (int s = 0; s < topk; ++s) {
     float bv = -FLT_MAX;
     int bi = INT_MAX;
-    for (int e = lane; e < E; e += 32) {
-      const float v = l[e];
-      const bool after_prev = route_before(pv, pi, v, e);
-      if (after_prev && route_before(v, e, bv, bi)) {
-        bv = v;
-        bi = e;
+    if constexpr (kPerLane > 0) {
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int e = lane + 32 * j;
+        if (e < E && route_before(pv, pi, v[j], e) && route_before(v[j], e, bv, bi)) {
+          bv = v[j];
+          bi = e;
+        }
+      }
+      // Lane candidates rank by (value, index); the value's maximum first, then the lowest
+      // index among the lanes that hold it (route_before's order).
+      const unsigned kmax = __reduce_max_sync(0xffffffffu, route_key(bv));
+      const int imin = __reduce_min_sync(0xffffffffu, route_key(bv) == kmax ? bi : INT_MAX);
+      bv = __shfl_sync(0xffffffffu, bv, imin < INT_MAX ? imin % 32 : 0);
+      bi = imin;
+    } else {
+      for (int e = lane; e < E; e += 32) {
+        const float x = l[e];
+        if (route_before(pv, pi, x, e) && route_before(x, e, bv, bi)) {
+          bv = x;
+          bi = e;
+        }
+      }
+      for (int o = 16; o > 0; o /= 2) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (route_before(ov, oi, bv, bi)) {
+          bv = ov;
+          bi = oi;
+        }
       }
     }
-    for (int o = 16; o > 0; o /= 2) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (route_before(ov, oi, bv, bi)) {
-        bv = ov;
-        bi = oi;
-      }
-    }
-    const float w = expf(bv - mx) / sum;
-    chosen_sum += w;
     if (lane == s) {
-      my_w = w;
+      my_w = bv;  // the logit; its weight below
       my_id = bi;
     }
     pv = bv;
     pi = bi;
   }
+  // Weights in pick order (the renormalization sum in the same order as before: picks 0..k-1).
+  const float w = lane < topk ? expf(my_w - mx) / sum : 0.f;
+  for (int s = 0; s < topk; ++s) chosen_sum += __shfl_sync(0xffffffffu, w, s);
+  my_w = w;
   if (lane < topk) {
     ids[static_cast<size_t>(m) * topk + lane] = my_id;
     weights[static_cast<size_t>(m) * topk + lane] = renorm ? my_w / chosen_sum : my_w;
     if (ids_copy != nullptr) ids_copy[static_cast<size_t>(m) * topk + lane] = my_id;
   }
+}
+
+__device__ __forceinline__ void topk_token(const float* __restrict__ logits, int m, int E, int topk, bool renorm,
+                                           int32_t* __restrict__ ids, float* __restrict__ weights, int32_t* ids_copy,
+                                           int lane) {
+  if (E <= 64)
+    topk_token_t<2>(logits, m, E, topk, renorm, ids, weights, ids_copy, lane);
+  else if (E <= 256)
+    topk_token_t<8>(logits, m, E, topk, renorm, ids, weights, ids_copy, lane);
+  else
+    topk_token_t<0>(logits, m, E, topk, renorm, ids, weights, ids_copy, lane);
 }
 
 // The align of P = M*topk pairs by one block of kRouteThreads threads; smem holds

@@ -27,7 +27,8 @@ std::vector<float> random_logits(int M, int E, uint32_t seed, bool with_ties) {
 }
 
 TEST(Int4MoeRouting, TopkAndAlignExact) {
-  for (int E : {8, 64, 128})
+  // E: the register top-k variants (E <= 64, <= 256) at and past their bounds, and the loop (E > 256).
+  for (int E : {8, 64, 65, 128, 256, 300})
     for (int topk : {1, 2, 6, 8})
       for (int M : {1, 5, 64, 1000})
         for (bool ties : {false, true}) {
