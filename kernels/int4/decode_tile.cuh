@@ -493,6 +493,15 @@ bool env_rows16() {
   }();
   return v;
 }
+// LOWBIT_INT4_DECODE_ROWS16_MAX=m: the largest M on 16-row tiles (default 32; measurements).
+int env_rows16_max() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_ROWS16_MAX");
+    const int n = e ? std::atoi(e) : 0;
+    return n >= 9 && n <= 32 ? n : 32;
+  }();
+  return v;
+}
 
 struct DensePlan {
   DecodeTiles tiles;
@@ -506,19 +515,20 @@ struct DensePlan {
 // block costs ~1.25x an 8-row block (70b.gate_up, 8b.gate_up) and whole waves decide:
 // 16-row tiles only if 1.25 x their waves < the waves of twice as many 8-row blocks (4 per SM).
 DensePlan dense_decode_plan(int m, int groups, int gsteps, int sms) {
-  const bool rows16 = m > 8 && m <= 16 && decode_window(gsteps, 8) == 8 && env_rows16();
+  const bool rows16 = m > 8 && m <= env_rows16_max() && decode_window(gsteps, 8) == 8 && env_rows16();
   if (!rows16) {
     const int nt = m <= 32 ? 1 : 2;
     return {nt == 1 ? DecodeTiles::kRows8 : DecodeTiles::kRows16, decode_shape(ceil_div(m, 8 * nt) * groups, nt, sms)};
   }
-  const int u = groups;  // one 16-row tile per column group
+  const int u = ceil_div(m, 16) * groups;  // (16-row tile, column group) units
   if (2 * u <= sms) return {DecodeTiles::kRows16Deep, {8, 2}};
   if (u <= sms) return {DecodeTiles::kRows16Deep, {8, 1}};
   if (2 * u <= 3 * sms) return {DecodeTiles::kRows16Deep, {4, 2}};
   if (u <= 3 * sms) return {DecodeTiles::kRows16Deep, {4, 1}};
-  const int waves16 = ceil_div(u, 3 * sms), waves8 = ceil_div(2 * u, 4 * sms);
+  const int u8 = ceil_div(m, 8) * groups;
+  const int waves16 = ceil_div(u, 3 * sms), waves8 = ceil_div(u8, 4 * sms);
   if (5 * waves16 < 4 * waves8) return {DecodeTiles::kRows16Deep, {4, 1}};
-  return {DecodeTiles::kRows8, decode_shape(2 * u, 1, sms)};
+  return {DecodeTiles::kRows8, decode_shape(u8, 1, sms)};
 }
 
 // Programmatic dependent launch of the decode kernel: on unless LOWBIT_INT4_PDL=0 (read

@@ -238,6 +238,9 @@ std::vector<GemmCase> forced_cases() {
     v.push_back({12, 6400, 1072, kPerChannel, !sym, t});
     v.push_back({13, 10240, 1072, kPerChannel, sym, t});
     v.push_back({9, 4096, 4096, 64, !sym, t});
+    // M = 17..32: two 16-row tiles per column group (the last one partial).
+    for (int n : {4096, 10240, 57344}) v.push_back({n == 4096 ? 32 : 24, n, 1024, 128, sym, t});
+    v.push_back({17, 6400, 1072, kPerChannel, !sym, t});
   }
   // Expert stacks may be forced into the MMA-tiled layout: expert 0 and a split K range.
   v.push_back({5, 128, 96, 32, false, DType::kBF16, GemmPath::kAuto, static_cast<int>(KernelLayoutKind::kMmaTiled)});
