@@ -477,14 +477,14 @@ int env_warps() {
 // per-channel, the last window may be short).
 constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps == 4 ? 4 : D; }
 
-// Row tiles of the dense decode GEMM. Up to M = 8: one 8-row tile. M = 9..16 with windows
-// of 8 K steps (G = 128 or one group): one 16-row tile that unpacks each weight word
-// once for both halves (kRows16Deep: batches of 8 K steps, 3 stages, 168 registers with 4
-// warps = 3 blocks/SM, ~194 with 8 warps = 1 block/SM), block shape by wave fit (below);
-// otherwise (G = 32 / 64, whose 16-row tiles spill, and M = 17..32) 8-row tiles, one block
-// each, adjacent in launch order so that tiles of one column group share the weight
-// through L2. M > 32 (forced paths only): kRows16 (batches of 4, 6 stages).
-// LOWBIT_INT4_DECODE_ROWS16=0 keeps 8-row tiles at M = 9..16 (measurements).
+// Row tiles of the dense decode GEMM. Up to M = 8: one 8-row tile. M = 9..32 with windows
+// of 8 K steps (G = 128 or one group): 16-row tiles (one or two per column group) that
+// unpack each weight word once for both 8-row halves (kRows16Deep: batches of 8 K steps, 3
+// stages, 168 registers with 4 warps = 3 blocks/SM, ~194 with 8 warps = 1 block/SM) where
+// dense_decode_plan() finds them faster, else 8-row tiles; G = 32 / 64 (whose 16-row tiles
+// spill) always 8-row tiles, one block each, adjacent in launch order so that tiles of one
+// column group share the weight through L2. M > 32 (forced paths only): kRows16 (batches
+// of 4, 6 stages). LOWBIT_INT4_DECODE_ROWS16=0 keeps 8-row tiles up to M = 32 (measurements).
 enum class DecodeTiles : int { kRows8 = 0, kRows16Deep = 1, kRows16 = 2 };
 bool env_rows16() {
   static const bool v = [] {
@@ -513,7 +513,8 @@ struct DensePlan {
 // blocks in clusters of 2 if that still fits one block per SM, else alone; then 4-warp
 // blocks (3 per SM) in clusters of 2 or alone. Past one wave of 4-warp blocks, a 16-row
 // block costs ~1.25x an 8-row block (70b.gate_up, 8b.gate_up) and whole waves decide:
-// 16-row tiles only if 1.25 x their waves < the waves of twice as many 8-row blocks (4 per SM).
+// 16-row tiles only if 1.25 x their waves < the waves of the 8-row blocks (4 per SM). The
+// same rule holds at M = 17..32 (two 16-row tiles per column group; measured at M = 24, 32).
 DensePlan dense_decode_plan(int m, int groups, int gsteps, int sms) {
   const bool rows16 = m > 8 && m <= env_rows16_max() && decode_window(gsteps, 8) == 8 && env_rows16();
   if (!rows16) {
@@ -524,8 +525,13 @@ DensePlan dense_decode_plan(int m, int groups, int gsteps, int sms) {
   if (2 * u <= sms) return {DecodeTiles::kRows16Deep, {8, 2}};
   if (u <= sms) return {DecodeTiles::kRows16Deep, {8, 1}};
   if (2 * u <= 3 * sms) return {DecodeTiles::kRows16Deep, {4, 2}};
-  if (u <= 3 * sms) return {DecodeTiles::kRows16Deep, {4, 1}};
   const int u8 = ceil_div(m, 8) * groups;
+  // 4-warp 16-row blocks alone, under one wave: slower than 8-row blocks that also fit one
+  // wave (M = 24 / 32: 70b.o 43 vs 39-40 us, 70b.down 128 vs 124 us), faster when those do not.
+  if (u <= 3 * sms) {
+    if (u8 <= 4 * sms) return {DecodeTiles::kRows8, decode_shape(u8, 1, sms)};
+    return {DecodeTiles::kRows16Deep, {4, 1}};
+  }
   const int waves16 = ceil_div(u, 3 * sms), waves8 = ceil_div(u8, 4 * sms);
   if (5 * waves16 < 4 * waves8) return {DecodeTiles::kRows16Deep, {4, 1}};
   return {DecodeTiles::kRows8, decode_shape(u8, 1, sms)};
