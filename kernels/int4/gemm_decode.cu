@@ -49,7 +49,7 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
   p.G = s.group_len();
   const int groups = s.n / kMmaTileCols;
   const int gsteps = (p.G < p.K ? p.G : p.K) / kMmaTileK;
-  const kern::DensePlan plan = kern::dense_decode_plan(m, groups, gsteps, kern::current_sm_count());
+  const kern::DensePlan plan = kern::dense_decode_plan_env(m, groups, gsteps, kern::current_sm_count());
   const int nt = plan.tiles == kern::DecodeTiles::kRows8 ? 1 : 2;
   const int mtiles = kern::ceil_div(m, 8 * nt);
   return kern::launch_dtype<kern::kDecDense>(s.act, p, plan.tiles, plan.shape, {1, mtiles, groups}, stream);

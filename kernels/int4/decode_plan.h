@@ -1,0 +1,79 @@
+// Launch planning of the decode GEMM on the MMA-tiled layout (decode_tile.cuh): block shape,
+// split-K cluster size and row tiles from the problem size and the SM count. Host-only and
+// free of CUDA so that the CPU tests check the measured choices (tests/cpu/int4/
+// test_decode_plan.cpp); the measurements behind the thresholds are in
+// docs/benchmarks/logs/int4_decode_experiments.md.
+#pragma once
+
+namespace lowbit::int4::kern {
+
+constexpr int plan_ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// Block shape and split-K cluster size per launch, from measurements on H200 (M = 1 and 16,
+// the eight Llama-3 projections, every warps x splits pair; docs/int4-kernels.md). Warps
+// stream best when the grid holds about one wave of them (4 blocks x 4 warps or 2 x 8 per
+// SM): few units (column group x row tile) take 8-warp blocks in clusters of 2, a
+// medium count 8-warp blocks alone, many units 4-warp blocks; 8-warp blocks in clusters of
+// 4 or 8 were slower than in pairs on every shape at M = 1. `sms` scales the measured
+// thresholds (132 SMs).
+struct DecodeShape {
+  int warps;   // 4 or 8
+  int splits;  // cluster size along grid.x
+};
+inline DecodeShape decode_shape(int units, int nt, int sms) {
+  const int few = (nt == 1 ? 132 : 96) * sms / 132, medium = 264 * sms / 132;
+  if (units <= few) return {8, 2};
+  if (units <= medium) return {8, 1};
+  return {4, 1};
+}
+
+// K steps per fold window: 2 / 4 for G = 32 / 64, else the batch (G = 128, or one group:
+// per-channel, the last window may be short).
+constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps == 4 ? 4 : D; }
+
+// Row tiles of the dense decode GEMM. Up to M = 8: one 8-row tile. M = 9..32 with windows
+// of 8 K steps (G = 128 or one group): 16-row tiles (one or two per column group) that
+// unpack each weight word once for both 8-row halves (kRows16Deep: batches of 8 K steps, 3
+// stages, 168 registers with 4 warps = 3 blocks/SM, ~194 with 8 warps = 1 block/SM) where
+// dense_decode_plan() finds them faster, else 8-row tiles; G = 32 / 64 (whose 16-row tiles
+// spill) always 8-row tiles, one block each, adjacent in launch order so that tiles of one
+// column group share the weight through L2. M > 32 (forced paths only): kRows16 (batches
+// of 4, 6 stages). rows16_max: the largest M on 16-row tiles (decode_tile.cuh passes 32, or
+// what LOWBIT_INT4_DECODE_ROWS16_MAX says; LOWBIT_INT4_DECODE_ROWS16=0 passes 8: none).
+enum class DecodeTiles : int { kRows8 = 0, kRows16Deep = 1, kRows16 = 2 };
+struct DensePlan {
+  DecodeTiles tiles;
+  DecodeShape shape;
+};
+// Measured on H200 at M = 12 and 16 (the eight Llama-3 projections, 16-row tiles under
+// every warps x splits pair, docs/benchmarks/logs/int4_decode_experiments.md): the grid
+// wants to fill one wave of resident blocks without going over it. 16-row tiles: 8-warp
+// blocks in clusters of 2 if that still fits one block per SM, else alone; then 4-warp
+// blocks (3 per SM) in clusters of 2 or alone. Past one wave of 4-warp blocks, a 16-row
+// block costs ~1.25x an 8-row block (70b.gate_up, 8b.gate_up) and whole waves decide:
+// 16-row tiles only if 1.25 x their waves < the waves of the 8-row blocks (4 per SM). The
+// same rule holds at M = 17..32 (two 16-row tiles per column group; measured at M = 24, 32).
+inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int sms, int rows16_max) {
+  const bool rows16 = m > 8 && m <= rows16_max && decode_window(gsteps, 8) == 8;
+  if (!rows16) {
+    const int nt = m <= 32 ? 1 : 2;
+    return {nt == 1 ? DecodeTiles::kRows8 : DecodeTiles::kRows16,
+            decode_shape(plan_ceil_div(m, 8 * nt) * groups, nt, sms)};
+  }
+  const int u = plan_ceil_div(m, 16) * groups;  // (16-row tile, column group) units
+  if (2 * u <= sms) return {DecodeTiles::kRows16Deep, {8, 2}};
+  if (u <= sms) return {DecodeTiles::kRows16Deep, {8, 1}};
+  if (2 * u <= 3 * sms) return {DecodeTiles::kRows16Deep, {4, 2}};
+  const int u8 = plan_ceil_div(m, 8) * groups;
+  // 4-warp 16-row blocks alone, under one wave: slower than 8-row blocks that also fit one
+  // wave (M = 24 / 32: 70b.o 43 vs 39-40 us, 70b.down 128 vs 124 us), faster when those do not.
+  if (u <= 3 * sms) {
+    if (u8 <= 4 * sms) return {DecodeTiles::kRows8, decode_shape(u8, 1, sms)};
+    return {DecodeTiles::kRows16Deep, {4, 1}};
+  }
+  const int waves16 = plan_ceil_div(u, 3 * sms), waves8 = plan_ceil_div(u8, 4 * sms);
+  if (5 * waves16 < 4 * waves8) return {DecodeTiles::kRows16Deep, {4, 1}};
+  return {DecodeTiles::kRows8, decode_shape(u8, 1, sms)};
+}
+
+}  // namespace lowbit::int4::kern

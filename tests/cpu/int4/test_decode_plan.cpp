@@ -1,0 +1,102 @@
+// The decode GEMM's launch plan (kernels/int4/decode_plan.h) against the choices measured on
+// H200 (132 SMs; docs/benchmarks/logs/int4_decode_experiments.md): the fastest row tiles and
+// block shape of each Llama-3 projection at M = 1, 16, 24, 32 (the best forced warps x splits
+// pair where the plan had a choice), the fallbacks, and the SM-count scaling.
+#include <gtest/gtest.h>
+
+#include "kernels/int4/decode_plan.h"
+
+namespace lowbit::int4::kern {
+namespace {
+
+constexpr int kH200Sms = 132;
+constexpr int kG128Steps = 8;  // K steps of one 128-row group: windows of 8
+
+struct Expect {
+  const char* shape;
+  int groups;  // 64-column groups (N / 64)
+  int m;
+  DecodeTiles tiles;
+  int warps, splits;
+};
+
+std::string tiles_name(DecodeTiles t) {
+  return t == DecodeTiles::kRows8 ? "rows8" : t == DecodeTiles::kRows16Deep ? "rows16deep" : "rows16";
+}
+
+TEST(Int4DecodePlan, MatchesMeasuredChoicesOnH200) {
+  const Expect cases[] = {
+      // M = 1: 8-row tiles, decode_shape() by column groups.
+      {"8b.qkv", 96, 1, DecodeTiles::kRows8, 8, 2},
+      {"8b.o", 64, 1, DecodeTiles::kRows8, 8, 2},
+      {"8b.gate_up", 448, 1, DecodeTiles::kRows8, 4, 1},
+      {"70b.qkv", 160, 1, DecodeTiles::kRows8, 8, 1},
+      {"70b.gate_up", 896, 1, DecodeTiles::kRows8, 4, 1},
+      // M = 16, the measured best (time_us in the experiments log): 8b.qkv 8 warps alone 11.6;
+      // 8b.o / 8b.down 8 warps in pairs 9.3 / 20.1; 70b.o / 70b.down 8 warps alone 20.8 /
+      // 64.6; 70b.qkv 4 warps in pairs 28.7; 70b.gate_up 4 warps alone 126.2; 8b.gate_up
+      // 8-row tiles 38.3 (16-row at best 45.5).
+      {"8b.qkv", 96, 16, DecodeTiles::kRows16Deep, 8, 1},
+      {"8b.o", 64, 16, DecodeTiles::kRows16Deep, 8, 2},
+      {"8b.down", 64, 16, DecodeTiles::kRows16Deep, 8, 2},
+      {"70b.o", 128, 16, DecodeTiles::kRows16Deep, 8, 1},
+      {"70b.qkv", 160, 16, DecodeTiles::kRows16Deep, 4, 2},
+      {"70b.gate_up", 896, 16, DecodeTiles::kRows16Deep, 4, 1},
+      {"8b.gate_up", 448, 16, DecodeTiles::kRows8, 4, 1},
+      {"8b.gate_up", 448, 12, DecodeTiles::kRows8, 4, 1},
+      // M = 24 / 32: 70b.o and 70b.down keep 8-row tiles (one wave of them fits), 70b.qkv
+      // takes 16-row tiles at 32 only, 70b.gate_up and 8b.gate_up at 32 only, 8b.qkv at both.
+      {"70b.o", 128, 24, DecodeTiles::kRows8, 4, 1},
+      {"70b.o", 128, 32, DecodeTiles::kRows8, 4, 1},
+      {"70b.qkv", 160, 24, DecodeTiles::kRows8, 4, 1},
+      {"70b.qkv", 160, 32, DecodeTiles::kRows16Deep, 4, 1},
+      {"70b.gate_up", 896, 24, DecodeTiles::kRows8, 4, 1},
+      {"70b.gate_up", 896, 32, DecodeTiles::kRows16Deep, 4, 1},
+      {"8b.gate_up", 448, 32, DecodeTiles::kRows16Deep, 4, 1},
+      {"8b.qkv", 96, 24, DecodeTiles::kRows16Deep, 4, 2},
+      {"8b.down", 64, 32, DecodeTiles::kRows16Deep, 8, 1},
+  };
+  for (const Expect& c : cases) {
+    const DensePlan p = dense_decode_plan(c.m, c.groups, kG128Steps, kH200Sms, 32);
+    EXPECT_EQ(tiles_name(p.tiles), tiles_name(c.tiles)) << c.shape << " M=" << c.m;
+    EXPECT_EQ(p.shape.warps, c.warps) << c.shape << " M=" << c.m;
+    EXPECT_EQ(p.shape.splits, c.splits) << c.shape << " M=" << c.m;
+  }
+}
+
+TEST(Int4DecodePlan, FallbacksAndBounds) {
+  // G = 32 / 64 (windows of 2 / 4) keep 8-row tiles at every M up to 32.
+  for (int gsteps : {2, 4})
+    for (int m : {9, 16, 32}) EXPECT_EQ(dense_decode_plan(m, 160, gsteps, kH200Sms, 32).tiles, DecodeTiles::kRows8);
+  // Per-channel (one group of any number of steps) counts as windows of 8.
+  EXPECT_EQ(dense_decode_plan(16, 160, 67, kH200Sms, 32).tiles, DecodeTiles::kRows16Deep);
+  // rows16_max = 8 (LOWBIT_INT4_DECODE_ROWS16=0) and = 16 move the bound.
+  EXPECT_EQ(dense_decode_plan(16, 160, kG128Steps, kH200Sms, 8).tiles, DecodeTiles::kRows8);
+  EXPECT_EQ(dense_decode_plan(24, 96, kG128Steps, kH200Sms, 16).tiles, DecodeTiles::kRows8);
+  EXPECT_EQ(dense_decode_plan(16, 96, kG128Steps, kH200Sms, 16).tiles, DecodeTiles::kRows16Deep);
+  // M <= 8 and M > 32 never take the deep 16-row tile.
+  EXPECT_EQ(dense_decode_plan(8, 160, kG128Steps, kH200Sms, 32).tiles, DecodeTiles::kRows8);
+  EXPECT_EQ(dense_decode_plan(33, 160, kG128Steps, kH200Sms, 32).tiles, DecodeTiles::kRows16);
+  // Every plan is a shape the kernels are built for.
+  for (int m = 1; m <= 64; ++m)
+    for (int groups : {1, 3, 64, 96, 128, 160, 300, 448, 896, 2000}) {
+      const DensePlan p = dense_decode_plan(m, groups, kG128Steps, kH200Sms, 32);
+      EXPECT_TRUE(p.shape.warps == 4 || p.shape.warps == 8) << m << " " << groups;
+      EXPECT_TRUE(p.shape.splits == 1 || p.shape.splits == 2) << m << " " << groups;
+    }
+}
+
+TEST(Int4DecodePlan, ScalesWithSmCount) {
+  // Half the SMs: the thresholds halve (a 66-SM part sees 70b.o at M = 16 as a full wave of
+  // 8-warp blocks and 96 groups at M = 1 as a medium count).
+  EXPECT_EQ(dense_decode_plan(16, 64, kG128Steps, 66, 32).shape.splits, 1);
+  EXPECT_EQ(dense_decode_plan(16, 64, kG128Steps, 66, 32).shape.warps, 8);
+  EXPECT_EQ(dense_decode_plan(16, 128, kG128Steps, 66, 32).shape.warps, 4);
+  const DecodeShape s = decode_shape(96, 1, 66);
+  EXPECT_EQ(s.warps, 8);
+  EXPECT_EQ(s.splits, 1);
+  EXPECT_EQ(decode_shape(96, 1, 132).splits, 2);
+}
+
+}  // namespace
+}  // namespace lowbit::int4::kern
