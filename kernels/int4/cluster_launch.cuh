@@ -8,6 +8,9 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
 
 namespace lowbit::int4::kern {
 
@@ -61,6 +64,37 @@ int schedulable_splits(Kernel kernel, int splits, unsigned tiles, unsigned grid_
     --splits;
   }
   return splits < 1 ? 1 : splits;
+}
+
+// Programmatic dependent launch of the decode kernel and of the MoE routing and sum kernels:
+// on unless LOWBIT_INT4_PDL=0 (read once; for measurements).
+inline bool pdl_enabled() {
+  static const bool v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_PDL");
+    return !(e != nullptr && std::strcmp(e, "0") == 0);
+  }();
+  return v;
+}
+
+// Launches kernel(args...) on a plain grid, allowing programmatic dependent launch when
+// pdl_enabled(): the kernel must issue griddepcontrol.wait before it touches memory that the
+// previous kernel in the stream writes or reads.
+template <typename... KArgs, typename... Args>
+cudaError_t launch_programmatic(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                Args&&... args) {
+  cudaLaunchAttribute la[1];
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  if (pdl_enabled()) {
+    la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    la[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = la;
+    cfg.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 // Launches kernel(params) on a grid of (tiles * splits, grid_y, grid_z) with clusters of

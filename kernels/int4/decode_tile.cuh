@@ -479,15 +479,6 @@ DensePlan dense_decode_plan_env(int m, int groups, int gsteps, int sms) {
   return dense_decode_plan(m, groups, gsteps, sms, env_rows16() ? env_rows16_max() : 8);
 }
 
-// Programmatic dependent launch of the decode kernel: on unless LOWBIT_INT4_PDL=0 (read
-// once; for measurements).
-bool pdl_enabled() {
-  static const bool v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_PDL");
-    return !(e != nullptr && std::strcmp(e, "0") == 0);
-  }();
-  return v;
-}
 
 // Grid: x = split-K cluster, y = row tiles (dense) or align blocks x 8-row parts (MoE),
 // z = column groups (gate/up: groups of one half).

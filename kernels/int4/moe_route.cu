@@ -3,6 +3,7 @@
 // memory, so the pairs never round-trip through global memory between two launches. Same
 // outputs as moe_topk followed by moe_align (the device code is shared: moe_routing.cuh).
 // Larger batches run the two kernels (one warp per token over the whole GPU for top-k).
+#include "kernels/int4/cluster_launch.cuh"
 #include "kernels/int4/moe_routing.cuh"
 #include "kernels/int4/internal.h"
 #include "lowbit/detail/cuda_check.h"
@@ -20,6 +21,10 @@ __global__ void __launch_bounds__(kRouteThreads)
     moe_route_kernel(const float* __restrict__ logits, int M, int E, int topk, bool renorm, int BM, int max_padded,
                      int32_t* __restrict__ ids, float* __restrict__ weights, int32_t* __restrict__ sorted_ids,
                      int32_t* __restrict__ expert_ids, int32_t* __restrict__ num_post_padded) {
+  // Programmatic dependent launch: wait for the kernel before us (it may write the logits or
+  // still read our outputs), then let GEMM1 launch; it waits for our completion itself.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   extern __shared__ int smem[];
   int* s_ids = smem + align_smem_ints(E);  // [M * topk]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -45,10 +50,10 @@ Status moe_route(const float* logits, int m, int experts, int topk, bool renorma
   }
   const int64_t maxp = moe_max_padded(m, topk, experts, block_m);
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
-  kern::moe_route_kernel<<<1, kern::kRouteThreads, smem, st>>>(logits, m, experts, topk, renormalize, block_m,
-                                                               static_cast<int>(maxp), topk_ids, topk_weights,
-                                                               sorted_ids, expert_ids, num_post_padded);
-  LOWBIT_CUDA_RETURN_LAUNCH();
+  LOWBIT_CUDA_RETURN(kern::launch_programmatic(kern::moe_route_kernel, dim3(1), dim3(kern::kRouteThreads), smem,
+                                                        st, logits, m, experts, topk, renormalize, block_m,
+                                                        static_cast<int>(maxp), topk_ids, topk_weights, sorted_ids,
+                                                        expert_ids, num_post_padded));
   return Status::Ok();
 }
 

@@ -1,5 +1,6 @@
 // MoE top-k sum: y[m, h] = act(sum_{s = 0..topk-1} slot_out[m*topk + s, h]), always in slot
 // order, so the result does not depend on scheduling (no atomics in GEMM2).
+#include "kernels/int4/cluster_launch.cuh"
 #include "kernels/int4/common.cuh"
 #include "lowbit/detail/cuda_check.h"
 #include "lowbit/int4/kernels.h"
@@ -8,8 +9,12 @@ namespace lowbit::int4 {
 namespace kern {
 namespace {
 
+// Launched as a programmatic dependent of GEMM2: its launch overlaps GEMM2's tail, and it
+// waits for GEMM2's completion (and memory) before reading the slots.
 template <typename T>
 __global__ void moe_sum_kernel(const float* __restrict__ slot_out, int M, int topk, int H, T* __restrict__ y) {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   const size_t total = static_cast<size_t>(M) * H;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -29,12 +34,13 @@ Status moe_sum(const float* slot_out, int m, int topk, int hidden, DType act, vo
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   const size_t total = static_cast<size_t>(m) * hidden;
   const int blocks = static_cast<int>(total / 256 + 1 < 2048 ? total / 256 + 1 : 2048);
-  if (act == DType::kF16)
-    kern::moe_sum_kernel<__half><<<blocks, 256, 0, st>>>(slot_out, m, topk, hidden, static_cast<__half*>(y));
-  else
-    kern::moe_sum_kernel<__nv_bfloat16><<<blocks, 256, 0, st>>>(slot_out, m, topk, hidden,
-                                                                static_cast<__nv_bfloat16*>(y));
-  LOWBIT_CUDA_RETURN_LAUNCH();
+  const cudaError_t e =
+      act == DType::kF16
+          ? kern::launch_programmatic(kern::moe_sum_kernel<__half>, dim3(blocks), dim3(256), 0, st, slot_out, m, topk,
+                                      hidden, static_cast<__half*>(y))
+          : kern::launch_programmatic(kern::moe_sum_kernel<__nv_bfloat16>, dim3(blocks), dim3(256), 0, st, slot_out,
+                                      m, topk, hidden, static_cast<__nv_bfloat16*>(y));
+  LOWBIT_CUDA_RETURN(e);
   return Status::Ok();
 }
 
