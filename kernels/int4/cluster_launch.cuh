@@ -76,9 +76,19 @@ inline bool pdl_enabled() {
   return v;
 }
 
-// Launches kernel(args...) on a plain grid, allowing programmatic dependent launch when
-// pdl_enabled(): the kernel must issue griddepcontrol.wait before it touches memory that the
-// previous kernel in the stream writes or reads.
+// Appends the programmatic-dependent-launch attribute to cfg: `attrs` holds cfg's current
+// attributes (cfg.numAttrs of them) and has room for one more. The kernel must issue
+// griddepcontrol.wait before it touches memory that the previous kernel in the stream writes
+// or reads.
+inline void allow_programmatic_launch(cudaLaunchConfig_t& cfg, cudaLaunchAttribute* attrs) {
+  attrs[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attrs;
+  ++cfg.numAttrs;
+}
+
+// Launches kernel(args...) on a plain grid, as a programmatic dependent launch when
+// pdl_enabled() (see allow_programmatic_launch).
 template <typename... KArgs, typename... Args>
 cudaError_t launch_programmatic(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                                 Args&&... args) {
@@ -88,31 +98,20 @@ cudaError_t launch_programmatic(void (*kernel)(KArgs...), dim3 grid, dim3 block,
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  if (pdl_enabled()) {
-    la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    la[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = la;
-    cfg.numAttrs = 1;
-  }
+  if (pdl_enabled()) allow_programmatic_launch(cfg, la);
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 // Launches kernel(params) on a grid of (tiles * splits, grid_y, grid_z) with clusters of
-// `splits` blocks along x (no cluster attribute when splits == 1). programmatic: allow
-// programmatic dependent launch (the kernel must issue griddepcontrol.wait before it touches
-// memory the previous kernel in the stream writes or reads).
+// `splits` blocks along x (no cluster attribute when splits == 1). programmatic: a
+// programmatic dependent launch (see allow_programmatic_launch).
 template <typename Kernel, typename Params>
 cudaError_t launch_split_clusters(Kernel kernel, const Params& params, int splits, unsigned tiles, unsigned grid_y,
                                   unsigned grid_z, unsigned threads, size_t smem, cudaStream_t stream,
                                   bool programmatic = false) {
   cudaLaunchAttribute la[2];
   cudaLaunchConfig_t cfg = split_cluster_config(&la[0], splits, tiles, grid_y, grid_z, threads, smem, stream);
-  if (programmatic) {
-    la[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    la[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = la;
-    ++cfg.numAttrs;
-  }
+  if (programmatic) allow_programmatic_launch(cfg, la);
   return cudaLaunchKernelEx(&cfg, kernel, params);
 }
 

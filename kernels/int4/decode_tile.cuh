@@ -38,6 +38,8 @@ struct DecodeParams {
   const uint16_t* zeros = nullptr;   // [NG, N] per expert, or nullptr (symmetric: z = 8)
   int M = 0, N = 0, K = 0, G = 0;  // MoE: M = tokens, N = the weight's columns
   int splits = 1;                  // cluster size along grid.x
+  // K steps (of kMmaTileK) per scale group: the fold windows divide it (per-channel: all of K).
+  __host__ __device__ int group_steps() const { return (G < K ? G : K) / kMmaTileK; }
   // MoE modes
   const int32_t* sorted_ids = nullptr;
   const int32_t* expert_ids = nullptr;
@@ -138,9 +140,9 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   const uint4* qw = p.qw;
   const uint16_t* scales = p.scales;
   const uint16_t* zeros = p.zeros;
-  // x rows of the B fragments (row g of 8-row tile nt); invalid rows read as zero.
+  // x rows of the B fragments (row g of 8-row tile nt); rows past M and MoE padding rows
+  // read row 0 (their outputs are never stored).
   const uint32_t* xr[NT];
-  bool xv[NT];
   __shared__ int s_id[8 * NT];  // MoE: the part's sorted ids (-1: padding)
   if constexpr (kMoe) {
     // The align kernel before us wrote the ids: wait for it before reading them. The whole
@@ -164,10 +166,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int id = ids[nt];
-      xv[nt] = id >= 0 && id < P;
-      any = any || xv[nt];
-      if (threadIdx.x < 32 && t == 0) s_id[8 * nt + g] = xv[nt] ? id : -1;
-      const int row = xv[nt] ? (kGateUp ? id / p.topk : id) : 0;
+      const bool valid = id >= 0 && id < P;
+      any = any || valid;
+      if (threadIdx.x < 32 && t == 0) s_id[8 * nt + g] = valid ? id : -1;
+      const int row = valid ? (kGateUp ? id / p.topk : id) : 0;
       xr[nt] = reinterpret_cast<const uint32_t*>(x + static_cast<size_t>(row) * p.K) + t;
     }
     if (!__syncthreads_or(any)) return;  // only padding rows in this part
@@ -178,8 +180,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int m = mtile * 8 * NT + 8 * nt + g;
-      xv[nt] = m < p.M;
-      xr[nt] = reinterpret_cast<const uint32_t*>(x + static_cast<size_t>(xv[nt] ? m : 0) * p.K) + t;
+      xr[nt] = reinterpret_cast<const uint32_t*>(x + static_cast<size_t>(m < p.M ? m : 0) * p.K) + t;
     }
   }
   // Gate/up: warps [0, NW/2) stream the gate group, [NW/2, NW) the up group.
@@ -187,7 +188,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   const int wi = warp % kStreamWarps;
   const int cgrp = kGateUp ? cblk + (warp / kStreamWarps) * p.half_groups : cblk;
   const int steps = p.K / kMmaTileK;
-  const int gsteps = (p.G < p.K ? p.G : p.K) / kMmaTileK;  // K steps per group
+  const int gsteps = p.group_steps();
   // This warp's K steps [s0, s1) in whole batches: the block's share of the split, cut in
   // NW pieces. Batches (and so windows) are aligned: a window never crosses a group.
   const int batches = (steps + D - 1) / D;
@@ -456,27 +457,18 @@ int env_warps() {
   return v;
 }
 
-// LOWBIT_INT4_DECODE_ROWS16=0: 8-row tiles up to M = 32 (measurements).
-bool env_rows16() {
-  static const bool v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_DECODE_ROWS16");
-    return !(e != nullptr && std::strcmp(e, "0") == 0);
-  }();
-  return v;
-}
-// LOWBIT_INT4_DECODE_ROWS16_MAX=m: the largest M on 16-row tiles (default 32; measurements).
+// The largest M on 16-row tiles for dense_decode_plan() (read once; measurements):
+// LOWBIT_INT4_DECODE_ROWS16=0 gives 8 (none), else LOWBIT_INT4_DECODE_ROWS16_MAX=m (9..32),
+// else 32.
 int env_rows16_max() {
   static const int v = [] {
+    const char* off = std::getenv("LOWBIT_INT4_DECODE_ROWS16");
+    if (off != nullptr && std::strcmp(off, "0") == 0) return 8;
     const char* e = std::getenv("LOWBIT_INT4_DECODE_ROWS16_MAX");
     const int n = e ? std::atoi(e) : 0;
     return n >= 9 && n <= 32 ? n : 32;
   }();
   return v;
-}
-
-// The dense plan (decode_plan.h) with the measurement knobs applied.
-DensePlan dense_decode_plan_env(int m, int groups, int gsteps, int sms) {
-  return dense_decode_plan(m, groups, gsteps, sms, env_rows16() ? env_rows16_max() : 8);
 }
 
 
@@ -509,8 +501,7 @@ cudaError_t launch_w(const DecodeParams& p, DecodeGrid gr, cudaStream_t stream) 
 
 template <typename T, typename Cfg, int MODE>
 cudaError_t launch_cfg(const DecodeParams& p, DecodeGrid gr, cudaStream_t stream) {
-  const int gsteps = (p.G < p.K ? p.G : p.K) / kMmaTileK;
-  const int w = decode_window(gsteps, Cfg::D);
+  const int w = decode_window(p.group_steps(), Cfg::D);
   if constexpr (Cfg::NT == 2 && Cfg::D == 8) {  // planned only with windows of 8 (it spills with 2 or 4)
     if (w != 8) return cudaErrorInvalidValue;
     return launch_w<T, Cfg, MODE, 8>(p, gr, stream);

@@ -12,7 +12,7 @@
 // stages, so 2-5 batches stay in flight without holding registers: a register double
 // buffer kept one batch in flight and streamed at ~50% of the floor, the stages at up to
 // ~78%), each lane reads its 16 B per step, and each word already holds the A fragment
-// pairs: a word costs 3 shifts and 4 LOP3 (magic | q), nothing else. The zero point and the
+// pairs: a word costs 4 LOP3 (magic | q) and 3 shifts (1 for fp16), nothing else. The zero point and the
 // group scale are applied to fp32 sums once per window of <= 8 K steps (see "Numerics").
 // Measured on H200 against the N-packed kernel and cuBLAS: docs/int4-kernels.md.
 //
@@ -27,8 +27,9 @@
 // Work split: block = 4 or 8 warps on one 64-column group, each warp a contiguous run of
 // K batches, partial sums added in warp order in shared memory; grid.x = split-K blocks of
 // one thread-block cluster, added in rank order through distributed shared memory by rank
-// 0; grid.y = tiles of 8 or 16 activation rows (dense_decode_plan) (adjacent in launch order, so tiles sharing a
-// weight read it from L2); grid.z = column groups. One launch, no workspace.
+// 0; grid.y = tiles of 8 or 16 activation rows (dense_decode_plan(); adjacent in launch
+// order, so tiles sharing a weight read it from L2); grid.z = column groups. One launch, no
+// workspace.
 #include "kernels/int4/decode_tile.cuh"
 
 namespace lowbit::int4::detail {
@@ -48,8 +49,8 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
   p.K = s.k;
   p.G = s.group_len();
   const int groups = s.n / kMmaTileCols;
-  const int gsteps = (p.G < p.K ? p.G : p.K) / kMmaTileK;
-  const kern::DensePlan plan = kern::dense_decode_plan_env(m, groups, gsteps, kern::current_sm_count());
+  const kern::DensePlan plan =
+      kern::dense_decode_plan(m, groups, p.group_steps(), kern::current_sm_count(), kern::env_rows16_max());
   const int nt = plan.tiles == kern::DecodeTiles::kRows8 ? 1 : 2;
   const int mtiles = kern::ceil_div(m, 8 * nt);
   return kern::launch_dtype<kern::kDecDense>(s.act, p, plan.tiles, plan.shape, {1, mtiles, groups}, stream);

@@ -30,14 +30,22 @@ cudaError_t launch_gemm_skinny(const void* x, void* y, int m, const KernelWeight
 // Decode GEMM on the MMA-tiled layout (gemm_decode.cu): 1 <= m <= 512, no workspace.
 cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                cudaStream_t stream);
-// MoE GEMMs on MMA-tiled expert stacks (moe_decode.cu, the decode tile in its MoE modes):
-// gate_up: inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)) for w13 [E, 2I, H]
-// (I % 64 == 0); else slot_out[id] = topk_weights[id] * (inter[id] W2^T) in fp32. Rows by
-// the align kernel's sorted ids (block_m rows per block, any block_m <= 128).
 // Rows per part of an align block in the MoE decode modes: 16 for blocks of >= 16 rows
 // (prefill-sized M: each part re-reads the expert's weights, so fewer, taller parts unpack
 // them fewer times), else 8.
 inline int moe_decode_part_rows(int block_m) { return block_m >= 16 ? 16 : 8; }
+// grid.y of the MoE decode modes: the align blocks that can hold rows (at most one per
+// (token, slot) pair; the rest of the max_padded / block_m blocks exit at once), times their
+// parts. Checked against the grid limit by validate_moe_gemm.
+inline int64_t moe_decode_grid_rows(int m, int topk, int experts, int block_m) {
+  const int64_t blocks = moe_max_padded(m, topk, experts, block_m) / block_m, pairs = static_cast<int64_t>(m) * topk;
+  const int part = moe_decode_part_rows(block_m);
+  return (blocks < pairs ? blocks : pairs) * ((block_m + part - 1) / part);
+}
+// MoE GEMMs on MMA-tiled expert stacks (moe_decode.cu, the decode tile in its MoE modes):
+// gate_up: inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)) for w13 [E, 2I, H]
+// (I % 64 == 0); else slot_out[id] = topk_weights[id] * (inter[id] W2^T) in fp32. Rows by
+// the align kernel's sorted ids (block_m rows per block, any block_m <= 128).
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
                               int bm, void* out, cudaStream_t stream);
@@ -108,9 +116,10 @@ class CublasLease {
 void set_dequant_overlap(int mode);
 
 // ---- MoE decode GEMMs (moe_gemm1.cu, moe_gemm2.cu) -----------------------------------------
-// Shared argument checks (moe_args.cu): N-packed weight with N % n_multiple == 0 and
-// K % 32 == 0, m/topk/block_m ranges, the sorted-block grid limit, 16 B alignment of the
-// activations (`act`, named act_name in the message), scales and zeros, 4 B of qweight.
+// Shared argument checks (moe_args.cu): an N-packed weight with N % n_multiple == 0 or an
+// MMA-tiled one of whole 64-column groups (per half for gate/up), K % 32 == 0, m/topk/block_m
+// ranges, the grid limits, the weight view's own checks (validate_weights_view) and 16 B
+// alignment of the activations (`act`, named act_name in the message).
 // Routing argument checks shared by moe_topk / moe_align and moe_route (moe_args.cu): the
 // caller's name leads every message.
 Status validate_topk_args(const char* who, int m, int experts, int topk);

@@ -39,10 +39,8 @@ Status validate_moe_gemm(const char* who, const char* act_name, const void* act,
                    block_m);
   const long long blocks = static_cast<long long>(moe_max_padded(m, topk, w.shape.experts, block_m) / block_m);
   LOWBIT_CHECK_ARG(blocks <= 65535, "%s: %lld sorted blocks exceed the grid limit 65535 (raise block_m)", who, blocks);
-  if (tiled) {  // grid.y: the align blocks that can hold rows, times their parts
-    const long long P = static_cast<long long>(m) * topk;
-    const long long parts = (block_m + moe_decode_part_rows(block_m) - 1) / moe_decode_part_rows(block_m);
-    const long long rows = (blocks < P ? blocks : P) * parts;
+  if (tiled) {
+    const long long rows = static_cast<long long>(moe_decode_grid_rows(m, topk, w.shape.experts, block_m));
     LOWBIT_CHECK_ARG(rows <= 65535, "%s: %lld align-block parts exceed the grid limit 65535 (raise block_m)", who,
                      rows);
   }

@@ -35,12 +35,9 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   p.qw_estride = static_cast<size_t>(s.k) * (s.n / 8) / 4;
   p.sc_estride = static_cast<size_t>(s.num_groups()) * s.n;
   p.half_groups = s.n / 2 / kMmaTileCols;
-  // Align blocks that can hold rows: <= one per (token, slot) pair; the rest exit at once.
-  const int64_t max_blocks = moe_max_padded(m, topk, s.experts, bm) / bm;
-  const int64_t P = static_cast<int64_t>(m) * topk;
-  const int blocks = static_cast<int>(max_blocks < P ? max_blocks : P);
-  const int64_t grid_y = static_cast<int64_t>(blocks) * p.parts;
-  if (grid_y > 65535) return cudaErrorInvalidConfiguration;
+  const int64_t grid_y = moe_decode_grid_rows(m, topk, s.experts, bm);
+  if (grid_y > 65535) return cudaErrorInvalidConfiguration;  // validate_moe_gemm refuses it first
+  const int blocks = static_cast<int>(grid_y / p.parts);   // align blocks that can hold rows
   const int groups = gate_up ? p.half_groups : s.n / kMmaTileCols;
   // Planning estimate of the busy units: at most one align block per expert at decode sizes.
   const int busy = (blocks < s.experts ? blocks : s.experts) * p.parts * groups;

@@ -50,10 +50,9 @@ Status moe_route(const float* logits, int m, int experts, int topk, bool renorma
   }
   const int64_t maxp = moe_max_padded(m, topk, experts, block_m);
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
-  LOWBIT_CUDA_RETURN(kern::launch_programmatic(kern::moe_route_kernel, dim3(1), dim3(kern::kRouteThreads), smem,
-                                                        st, logits, m, experts, topk, renormalize, block_m,
-                                                        static_cast<int>(maxp), topk_ids, topk_weights, sorted_ids,
-                                                        expert_ids, num_post_padded));
+  LOWBIT_CUDA_RETURN(kern::launch_programmatic(kern::moe_route_kernel, dim3(1), dim3(kern::kRouteThreads), smem, st,
+                                               logits, m, experts, topk, renormalize, block_m, static_cast<int>(maxp),
+                                               topk_ids, topk_weights, sorted_ids, expert_ids, num_post_padded));
   return Status::Ok();
 }
 
