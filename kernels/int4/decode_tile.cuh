@@ -15,6 +15,7 @@
 #include "kernels/int4/common.cuh"
 #include "kernels/int4/decode_plan.h"
 #include "kernels/int4/internal.h"
+#include "kernels/int4/moe_routing.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -49,6 +50,9 @@ struct DecodeParams {
   size_t qw_estride = 0;            // uint4 per expert
   size_t sc_estride = 0;            // scale elements per expert
   int half_groups = 0;              // gate/up: I / 64
+  // The MoE single-token path (internal.h): gate/up routes the token when single.logits is
+  // set; down adds the slots into single.y when that is set.
+  detail::MoeSingleToken single;
 };
 
 // Per-group constants of this lane's 8 columns (16j + g + 8h, j = 0..3, h = 0..1), kept as
@@ -149,17 +153,38 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     // cluster shares blockIdx.y, so it takes the same exit decisions.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     const int b = mtile / p.parts, r0 = (mtile % p.parts) * 8 * NT;
-    // The three reads are independent (one memory latency before the weights are requested,
-    // not three): block b < the grid's align blocks <= max_padded / BM, so expert_ids[b] and
-    // sorted_ids[b * BM + r] are in bounds (the align fills them past the end too).
     const int P = p.M * p.topk;
-    const int npp = __ldg(p.npp);
-    const int e = __ldg(p.expert_ids + b);
-    int ids[NT];
+    int npp, e, ids[NT];
+    if (kGateUp && p.single.logits != nullptr) {
+      // Single-token path (internal.h): M = 1, BM = 8, parts = 1, grid.y = topk. Warp 0 picks
+      // the token's experts; block b takes pick b (pair id b, row 0 of its align block).
+      __shared__ int s_pick[32];
+      const bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
+      if (warp == 0)
+        topk_token_t<8>(p.single.logits, 0, p.single.experts, p.topk, p.single.renormalize,
+                        first ? p.single.topk_ids : nullptr, first ? p.single.topk_weights : nullptr, s_pick, lane);
+      __syncthreads();
+      if (first) {  // GEMM2's inputs; it starts after this grid completes
+        for (int i = threadIdx.x; i < P * p.BM; i += blockDim.x) p.single.sorted_ids[i] = i % p.BM == 0 ? i / p.BM : P;
+        for (int i = threadIdx.x; i < P; i += blockDim.x) p.single.expert_ids[i] = s_pick[i];
+        for (int i = threadIdx.x; i < p.single.num_counters; i += blockDim.x) p.single.counters[i] = 0;
+        if (threadIdx.x == 0) *p.single.npp = P * p.BM;
+      }
+      npp = P * p.BM;
+      e = s_pick[b];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int r = r0 + 8 * nt + g;
-      ids[nt] = r < p.BM ? __ldg(p.sorted_ids + static_cast<size_t>(b) * p.BM + r) : P;
+      for (int nt = 0; nt < NT; ++nt) ids[nt] = r0 + 8 * nt + g == 0 ? b : P;
+    } else {
+      // The three reads are independent (one memory latency before the weights are requested,
+      // not three): block b < the grid's align blocks <= max_padded / BM, so expert_ids[b] and
+      // sorted_ids[b * BM + r] are in bounds (the align fills them past the end too).
+      npp = __ldg(p.npp);
+      e = __ldg(p.expert_ids + b);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int r = r0 + 8 * nt + g;
+        ids[nt] = r < p.BM ? __ldg(p.sorted_ids + static_cast<size_t>(b) * p.BM + r) : P;
+      }
     }
     if (b * p.BM >= npp || e < 0) return;
     bool any = false;
@@ -417,6 +442,27 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         static_cast<T*>(p.y)[static_cast<size_t>(id) * I + n] = Act<T>::from_float(v / (1.f + expf(-v)) * u);
       } else {
         static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = p.topk_weights[id] * v;
+      }
+    }
+  }
+  if constexpr (MODE == kDecMoeDown) {
+    if (p.single.y != nullptr) {
+      // Single-token path: the last of the topk blocks of this column group (every one stored
+      // its slot row; cluster rank 0 only) adds the slot rows in slot order, as moe_sum does.
+      __shared__ int s_last;
+      __threadfence();  // this thread's slot stores before the block's arrival
+      __syncthreads();
+      if (threadIdx.x == 0) s_last = atomicAdd(p.single.counters + cblk, 1) == p.topk - 1;
+      __syncthreads();
+      if (s_last) {
+        __threadfence();
+        const float* slot = static_cast<const float*>(p.y);
+        for (int c = threadIdx.x; c < kMmaTileCols; c += 32 * NW) {
+          const int n = cblk * kMmaTileCols + c;
+          float s = 0.f;
+          for (int t = 0; t < p.topk; ++t) s += __ldcg(slot + static_cast<size_t>(t) * p.N + n);
+          static_cast<T*>(p.single.y)[n] = Act<T>::from_float(s);
+        }
       }
     }
   }

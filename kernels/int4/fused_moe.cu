@@ -49,7 +49,7 @@ bool grouped_by_size(int m, int topk, int experts, int hidden, int inter) {
 
 // Workspace layout (each region 256 B aligned), in this order.
 struct MoeWorkspace {
-  size_t ids = 0, weights = 0, sorted = 0, experts = 0, npp = 0, inter = 0, slots = 0, total = 0;
+  size_t ids = 0, weights = 0, sorted = 0, experts = 0, npp = 0, counters = 0, inter = 0, slots = 0, total = 0;
 };
 
 MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
@@ -67,6 +67,8 @@ MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
   off += align256(maxp / bm * 4);
   w.npp = off;
   off += 256;
+  w.counters = off;  // the single-token path's sum counters, one per 64 columns of H
+  off += align256(static_cast<size_t>(H / kMmaTileCols + 1) * 4);
   w.inter = off;
   off += align256(P * I * 2);
   w.slots = off;
@@ -168,6 +170,27 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
   void* inter = ws + L.inter;
   auto* slots = reinterpret_cast<float*>(ws + L.slots);
+  if (a.m == 1 && bm == 8 && E <= 256 && w13.kind == KernelLayoutKind::kMmaTiled &&
+      w2.kind == KernelLayoutKind::kMmaTiled && detail::moe_single_token_enabled()) {
+    // Decode of one token: routing inside GEMM1, the slot sum inside GEMM2 (internal.h).
+    LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, 1, a.topk, bm));
+    LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "inter", inter, w2, 8, 1, a.topk, bm));
+    detail::MoeSingleToken st;
+    st.logits = a.router_logits;
+    st.experts = E;
+    st.renormalize = a.renormalize;
+    st.topk_ids = ids;
+    st.topk_weights = tw;
+    st.sorted_ids = sorted;
+    st.expert_ids = eids;
+    st.npp = npp;
+    st.counters = reinterpret_cast<int*>(ws + L.counters);
+    st.num_counters = H / kMmaTileCols;
+    st.y = a.y;
+    LOWBIT_CUDA_RETURN(detail::launch_moe_decode(true, a.x, w13, sorted, eids, npp, nullptr, 1, a.topk, bm, inter, cst, &st));
+    LOWBIT_CUDA_RETURN(detail::launch_moe_decode(false, inter, w2, sorted, eids, npp, tw, 1, a.topk, bm, slots, cst, &st));
+    return Status::Ok();
+  }
   LOWBIT_RETURN_IF_ERROR(moe_route(a.router_logits, a.m, E, a.topk, a.renormalize, bm, ids, tw, sorted, eids, npp, stream));
   LOWBIT_RETURN_IF_ERROR(moe_gemm1(a.x, w13, sorted, eids, npp, a.m, a.topk, bm, inter, stream));
   LOWBIT_RETURN_IF_ERROR(moe_gemm2(inter, w2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, stream));

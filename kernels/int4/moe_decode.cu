@@ -6,13 +6,24 @@
 // the routing weight applied to the fp32 slot rows (moe_sum adds them in slot order).
 // Padding rows cost no K loop; blocks past num_post_padded exit before loading anything.
 // Called by moe_gemm1.cu / moe_gemm2.cu when the weight is MMA-tiled.
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/int4/decode_tile.cuh"
 
 namespace lowbit::int4::detail {
 
+bool moe_single_token_enabled() {
+  static const bool v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_MOE_SINGLE");
+    return !(e != nullptr && std::strcmp(e, "0") == 0);
+  }();
+  return v;
+}
+
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
-                              int bm, void* out, cudaStream_t stream) {
+                              int bm, void* out, cudaStream_t stream, const MoeSingleToken* single) {
   const WeightShape& s = w.shape;
   kern::DecodeParams p;
   p.x = x;
@@ -35,6 +46,13 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   p.qw_estride = static_cast<size_t>(s.k) * (s.n / 8) / 4;
   p.sc_estride = static_cast<size_t>(s.num_groups()) * s.n;
   p.half_groups = s.n / 2 / kMmaTileCols;
+  if (single != nullptr) {
+    // The single-token path's grid: one align block per pick (grid.y = topk below).
+    if (m != 1 || bm != 8 || single->experts > 256 || topk > 32) return cudaErrorInvalidValue;
+    p.single = *single;
+    if (gate_up) p.single.y = nullptr;  // each GEMM uses only its own fields
+    else p.single.logits = nullptr;
+  }
   const int64_t grid_y = moe_decode_grid_rows(m, topk, s.experts, bm);
   if (grid_y > 65535) return cudaErrorInvalidConfiguration;  // validate_moe_gemm refuses it first
   const int blocks = static_cast<int>(grid_y / p.parts);   // align blocks that can hold rows

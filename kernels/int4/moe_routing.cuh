@@ -37,13 +37,13 @@ __device__ __forceinline__ unsigned route_key(float v) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// Token m's top-k by one warp (lane = lane id): ids / weights rows m; ids_copy (may be
-// nullptr, e.g. shared memory) gets the ids too. kPerLane > 0: E <= 32 * kPerLane, the
-// token's logits stay in registers (lane holds experts lane + 32 j) and each pick is two
-// warp reductions (max key, then the lowest index among the lanes holding it); kPerLane
-// = 0: any E, logits re-read per pick and shuffle reductions. Both give the same picks:
-// the first in the strict order after the previous pick (ties to the lower index; NaN and
-// values below -FLT_MAX are never picked).
+// Token m's top-k by one warp (lane = lane id): ids / weights rows m (either may be nullptr:
+// not written); ids_copy (may be nullptr, e.g. shared memory) gets the ids too. kPerLane > 0:
+// E <= 32 * kPerLane, the token's logits stay in registers (lane holds experts lane + 32 j)
+// and each pick is two warp reductions (max key, then the lowest index among the lanes
+// holding it); kPerLane = 0: any E, logits re-read per pick and shuffle reductions. Both give
+// the same picks: the first in the strict order after the previous pick (ties to the lower
+// index; NaN and values below -FLT_MAX are never picked).
 template <int kPerLane>
 __device__ __forceinline__ void topk_token_t(const float* __restrict__ logits, int m, int E, int topk, bool renorm,
                                              int32_t* __restrict__ ids, float* __restrict__ weights, int32_t* ids_copy,
@@ -123,8 +123,8 @@ __device__ __forceinline__ void topk_token_t(const float* __restrict__ logits, i
   for (int s = 0; s < topk; ++s) chosen_sum += __shfl_sync(0xffffffffu, w, s);
   my_w = w;
   if (lane < topk) {
-    ids[static_cast<size_t>(m) * topk + lane] = my_id;
-    weights[static_cast<size_t>(m) * topk + lane] = renorm ? my_w / chosen_sum : my_w;
+    if (ids != nullptr) ids[static_cast<size_t>(m) * topk + lane] = my_id;
+    if (weights != nullptr) weights[static_cast<size_t>(m) * topk + lane] = renorm ? my_w / chosen_sum : my_w;
     if (ids_copy != nullptr) ids_copy[static_cast<size_t>(m) * topk + lane] = my_id;
   }
 }
