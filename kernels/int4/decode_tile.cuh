@@ -148,36 +148,38 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // read row 0 (their outputs are never stored).
   const uint32_t* xr[NT];
   __shared__ int s_id[8 * NT];  // MoE: the part's sorted ids (-1: padding)
+  __shared__ float s_wt[32];    // single-token path, down: the routing weights
   if constexpr (kMoe) {
-    // The align kernel before us wrote the ids: wait for it before reading them. The whole
-    // cluster shares blockIdx.y, so it takes the same exit decisions.
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    const bool single = p.single.logits != nullptr;
     const int b = mtile / p.parts, r0 = (mtile % p.parts) * 8 * NT;
     const int P = p.M * p.topk;
     int npp, e, ids[NT];
-    if (kGateUp && p.single.logits != nullptr) {
+    if (single) {
       // Single-token path (internal.h): M = 1, BM = 8, parts = 1, grid.y = topk. Warp 0 picks
-      // the token's experts; block b takes pick b (pair id b, row 0 of its align block).
+      // the token's experts and weights; block b takes pick b (pair id b). Gate/up waits for
+      // the kernel before it (which writes the logits) first. Down does not wait here: it is
+      // GEMM1's programmatic dependent, and GEMM1's blocks let it launch only after their
+      // own wait, so the logits are complete; its routing and first weight batches then run
+      // during GEMM1's tail, and it waits for GEMM1 (inter) before loading activations.
+      if constexpr (kGateUp) asm volatile("griddepcontrol.wait;\n" ::: "memory");
       __shared__ int s_pick[32];
-      const bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
       if (warp == 0)
-        topk_token_t<8>(p.single.logits, 0, p.single.experts, p.topk, p.single.renormalize,
-                        first ? p.single.topk_ids : nullptr, first ? p.single.topk_weights : nullptr, s_pick, lane);
+        topk_token_t<8>(p.single.logits, 0, p.single.experts, p.topk, p.single.renormalize, nullptr,
+                        kGateUp ? nullptr : s_wt, s_pick, lane);
       __syncthreads();
-      if (first) {  // GEMM2's inputs; it starts after this grid completes
-        for (int i = threadIdx.x; i < P * p.BM; i += blockDim.x) p.single.sorted_ids[i] = i % p.BM == 0 ? i / p.BM : P;
-        for (int i = threadIdx.x; i < P; i += blockDim.x) p.single.expert_ids[i] = s_pick[i];
+      if (kGateUp && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)  // GEMM2 counts from zero
         for (int i = threadIdx.x; i < p.single.num_counters; i += blockDim.x) p.single.counters[i] = 0;
-        if (threadIdx.x == 0) *p.single.npp = P * p.BM;
-      }
       npp = P * p.BM;
       e = s_pick[b];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) ids[nt] = r0 + 8 * nt + g == 0 ? b : P;
     } else {
-      // The three reads are independent (one memory latency before the weights are requested,
-      // not three): block b < the grid's align blocks <= max_padded / BM, so expert_ids[b] and
-      // sorted_ids[b * BM + r] are in bounds (the align fills them past the end too).
+      // The align kernel before us wrote the ids: wait for it before reading them. The whole
+      // cluster shares blockIdx.y, so it takes the same exit decisions. The three reads are
+      // independent (one memory latency before the weights are requested, not three): block
+      // b < the grid's align blocks <= max_padded / BM, so expert_ids[b] and sorted_ids[b *
+      // BM + r] are in bounds (the align fills them past the end too).
+      asm volatile("griddepcontrol.wait;\n" ::: "memory");
       npp = __ldg(p.npp);
       e = __ldg(p.expert_ids + b);
 #pragma unroll
@@ -441,7 +443,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         const int I = p.half_groups * kMmaTileCols;
         static_cast<T*>(p.y)[static_cast<size_t>(id) * I + n] = Act<T>::from_float(v / (1.f + expf(-v)) * u);
       } else {
-        static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = p.topk_weights[id] * v;
+        const float wt = p.single.logits != nullptr ? s_wt[id] : p.topk_weights[id];
+        static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = wt * v;
       }
     }
   }

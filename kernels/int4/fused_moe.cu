@@ -179,11 +179,6 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
     st.logits = a.router_logits;
     st.experts = E;
     st.renormalize = a.renormalize;
-    st.topk_ids = ids;
-    st.topk_weights = tw;
-    st.sorted_ids = sorted;
-    st.expert_ids = eids;
-    st.npp = npp;
     st.counters = reinterpret_cast<int*>(ws + L.counters);
     st.num_counters = H / kMmaTileCols;
     st.y = a.y;

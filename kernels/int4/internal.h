@@ -47,23 +47,18 @@ inline int64_t moe_decode_grid_rows(int m, int topk, int experts, int block_m) {
 // (I % 64 == 0); else slot_out[id] = topk_weights[id] * (inter[id] W2^T) in fp32. Rows by
 // the align kernel's sorted ids (block_m rows per block, any block_m <= 128).
 // The MoE single-token path (fused_moe at m == 1 on MMA-tiled experts, block_m 8, E <= 256):
-// two launches instead of four (routing, GEMM1, GEMM2, sum). Every GEMM1 block computes the
-// token's top-k itself (one warp, the routing kernel's code: same picks and weights) and
-// takes align block b = pick b (pick order, one row each; the four-launch path orders the
-// blocks by expert, which changes no output row). GEMM1's first block writes what GEMM2
-// reads (topk ids / weights, sorted ids, expert ids, num_post_padded) and zeroes the sum
-// counters; GEMM2 runs after GEMM1 completes, and per 64-column group the last of its topk
-// blocks to finish (an atomic counter) adds the topk slot rows in slot order into y, exactly
-// as moe_sum does. Output bit-identical to the four-launch path.
+// two launches instead of four (routing, GEMM1, GEMM2, sum). Every block of both GEMMs
+// computes the token's top-k itself (one warp, the routing kernel's code: same picks and
+// weights) and takes align block b = pick b (one row; the four-launch path orders the blocks
+// by expert, which changes no output row). GEMM2 routes before waiting for GEMM1, so its
+// first weight batches stream during GEMM1's tail. GEMM1's first block zeroes the sum
+// counters; per 64-column group, the last of GEMM2's topk blocks to finish (an atomic
+// counter) adds the topk slot rows in slot order into y, exactly as moe_sum does. Output
+// bit-identical to the four-launch path.
 struct MoeSingleToken {
-  const float* logits = nullptr;  // [1, E] (GEMM1)
+  const float* logits = nullptr;  // [1, E]
   int experts = 0;
   bool renormalize = false;
-  int32_t* topk_ids = nullptr;    // [topk]      written by GEMM1's first block
-  float* topk_weights = nullptr;  // [topk]
-  int32_t* sorted_ids = nullptr;  // [topk * 8]
-  int32_t* expert_ids = nullptr;  // [topk]
-  int32_t* npp = nullptr;         // [1]
   int* counters = nullptr;        // [num_counters = H / 64], zeroed by GEMM1, counted by GEMM2
   int num_counters = 0;
   void* y = nullptr;              // [1, H] activation dtype (GEMM2)

@@ -50,8 +50,7 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
     // The single-token path's grid: one align block per pick (grid.y = topk below).
     if (m != 1 || bm != 8 || single->experts > 256 || topk > 32) return cudaErrorInvalidValue;
     p.single = *single;
-    if (gate_up) p.single.y = nullptr;  // each GEMM uses only its own fields
-    else p.single.logits = nullptr;
+    if (gate_up) p.single.y = nullptr;  // the sum is GEMM2's
   }
   const int64_t grid_y = moe_decode_grid_rows(m, topk, s.experts, bm);
   if (grid_y > 65535) return cudaErrorInvalidConfiguration;  // validate_moe_gemm refuses it first
