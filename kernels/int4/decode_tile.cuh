@@ -53,6 +53,9 @@ struct DecodeParams {
   // The MoE single-token path (internal.h): gate/up routes the token when single.logits is
   // set; down adds the slots into single.y when that is set.
   detail::MoeSingleToken single;
+  // x fragments one batch ahead in the kPrefetchX configurations (default); 0 turns it off
+  // (LOWBIT_INT4_DECODE_XPREFETCH=0, measurements).
+  int x_prefetch = 1;
 };
 
 // Per-group constants of this lane's 8 columns (16j + g + 8h, j = 0..3, h = 0..1), kept as
@@ -280,21 +283,34 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
 
   // x fragments, loaded for every row and step of the batch without predicates: rows outside
   // M (or MoE padding) read row 0 and their outputs are never stored; in the tail batch,
-  // steps past the range re-read the last one and the MMAs skip them. So every fragment is
-  // written each batch and dies with it (no register stays live across batches).
+  // steps past the range re-read the last one and the MMAs skip them. With kPrefetchX a
+  // batch's fragments are loaded (into xn) while the batch before it computes, so their L2
+  // latency hides behind those MMAs instead of stalling the warp once per batch; it costs
+  // 2 * D * NT registers, so only where that does not spill (ptxas): windows of a whole
+  // batch (G = 128 / per-channel), not the 4-warp 16-row deep tiles (3 blocks per SM).
+  // Measured on/off in one run (session 8, bf16): M = 8 / 16 up to 11% faster (70b.down M = 16
+  // 60 vs 67 us, 70b.gate_up M = 8 77 vs 84), M = 1 equal or up to 2% faster.
+  constexpr bool kPrefetchX = W == D && !(NT == 2 && D == 8 && Cfg::kMinBlocks > 1);
+  const bool prefetch_x = kPrefetchX && p.x_prefetch != 0;
   uint4 wa[D];
-  uint2 xa[D][NT];
-  auto load_x = [&](int sb, int n_in, auto full_tag) {
+  uint2 xa[D][NT], xn[D][NT];
+  auto load_x = [&](int sb, int n_in, auto full_tag) {  // into xn
     constexpr bool kFull = decltype(full_tag)::value;
 #pragma unroll
     for (int i = 0; i < D; ++i) {
       const unsigned off = 8u * static_cast<unsigned>(kFull ? sb + i : sb + min(i, n_in - 1));  // 8 words per K step
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        xa[i][nt].x = __ldg(xr[nt] + off);
-        xa[i][nt].y = __ldg(xr[nt] + off + 4u);
+        xn[i][nt].x = __ldg(xr[nt] + off);
+        xn[i][nt].y = __ldg(xr[nt] + off + 4u);
       }
     }
+  };
+  auto load_x_batch = [&](int sb) {  // the batch starting at step sb (< s1), into xn
+    if (s1 - sb >= D)
+      load_x(sb, s1 - sb, std::true_type{});
+    else
+      load_x(sb, s1 - sb, std::false_type{});
   };
   auto compute = [&](int sb, int n_in, auto full_tag) {  // n_in: steps of this batch inside the range (>= 1)
     constexpr bool kFull = decltype(full_tag)::value;
@@ -361,13 +377,19 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
 #pragma unroll
     for (int b = 0; b < S; ++b) issue(b, b);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    if (prefetch_x && nb > 0) load_x_batch(s0);
     int stage = 0;
     uint32_t phase = 0;
     for (int b = 0; b < nb; ++b) {
       const int sb = s0 + b * D, n_in = s1 - sb;
       const uint32_t st = stage0 + static_cast<uint32_t>(stage * D * 512) + 16u * lane;
       auto consume = [&](auto full_tag) {  // full batch: no per-step range tests
-        load_x(sb, n_in, full_tag);
+        if (!prefetch_x) load_x(sb, n_in, full_tag);  // this batch's, now
+#pragma unroll
+        for (int i = 0; i < D; ++i)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) xa[i][nt] = xn[i][nt];
+        if (prefetch_x && b + 1 < nb) load_x_batch(sb + D);  // the next batch's, hidden by this one's MMAs
         mbar_wait(bar0 + 8 * stage, phase);
 #pragma unroll
         for (int i = 0; i < D; ++i) wa[i] = lds128(st + 512u * i);  // tail: stale stage words, skipped
@@ -506,6 +528,15 @@ int env_warps() {
   return v;
 }
 
+// LOWBIT_INT4_DECODE_XPREFETCH=0 (read once; measurements): DecodeParams::x_prefetch off.
+int env_x_prefetch() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_XPREFETCH");
+    return e != nullptr && std::strcmp(e, "0") == 0 ? 0 : 1;
+  }();
+  return v;
+}
+
 // The largest M on 16-row tiles for dense_decode_plan() (read once; measurements):
 // LOWBIT_INT4_DECODE_ROWS16=0 gives 8 (none), else LOWBIT_INT4_DECODE_ROWS16_MAX=m (9..32),
 // else 32.
@@ -536,6 +567,7 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
       e != cudaSuccess)
     return e;
   static ClusterSchedulable known = {};
+  p.x_prefetch = env_x_prefetch();
   p.splits = schedulable_splits(kernel, gr.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                 32 * Cfg::NW, kSmem, known);
   return launch_split_clusters(kernel, p, p.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
