@@ -53,6 +53,12 @@ struct DecodeParams {
   // The MoE single-token path (internal.h): gate/up routes the token when single.logits is
   // set; down adds the slots into single.y when that is set.
   detail::MoeSingleToken single;
+  // MoE down with a short K (set by moe_decode.cu; 4-warp blocks, no split): warp w streams
+  // column group blockIdx.z * NW + w over the whole K and stores its own outputs, instead of
+  // the block's warps splitting one group's K (1-2 batches each) and reducing through shared
+  // memory. Sums over K in one warp's order: not bit-identical to the split mode (both are
+  // checked against fp64).
+  int wide = 0;
   // x fragments one batch ahead in the kPrefetchX configurations (default); 0 turns it off
   // (LOWBIT_INT4_DECODE_XPREFETCH=0, measurements).
   int x_prefetch = 1;
@@ -216,16 +222,20 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // Gate/up: warps [0, NW/2) stream the gate group, [NW/2, NW) the up group.
   constexpr int kStreamWarps = kGateUp ? NW / 2 : NW;
   const int wi = warp % kStreamWarps;
-  const int cgrp = kGateUp ? cblk + (warp / kStreamWarps) * p.half_groups : cblk;
+  const bool wide = MODE == kDecMoeDown && p.wide != 0;  // DecodeParams::wide
+  const int cgrp = wide ? cblk * NW + warp : kGateUp ? cblk + (warp / kStreamWarps) * p.half_groups : cblk;
+  const bool cvalid = !wide || cgrp < p.N / kMmaTileCols;  // wide: the last block's spare warps idle
   const int steps = p.K / kMmaTileK;
   const int gsteps = p.group_steps();
   // This warp's K steps [s0, s1) in whole batches: the block's share of the split, cut in
-  // NW pieces. Batches (and so windows) are aligned: a window never crosses a group.
+  // NW pieces (wide: all of K). Batches (and so windows) are aligned: a window never crosses
+  // a group.
   const int batches = (steps + D - 1) / D;
   const int bb0 = static_cast<int>(static_cast<long long>(split) * batches / p.splits);
   const int bb1 = static_cast<int>(static_cast<long long>(split + 1) * batches / p.splits);
-  const int wb0 = bb0 + static_cast<int>(static_cast<long long>(wi) * (bb1 - bb0) / kStreamWarps);
-  const int wb1 = bb0 + static_cast<int>(static_cast<long long>(wi + 1) * (bb1 - bb0) / kStreamWarps);
+  const int wb0 = wide ? 0 : bb0 + static_cast<int>(static_cast<long long>(wi) * (bb1 - bb0) / kStreamWarps);
+  const int wb1 = wide ? (cvalid ? batches : 0)
+                       : bb0 + static_cast<int>(static_cast<long long>(wi + 1) * (bb1 - bb0) / kStreamWarps);
   const int s0 = wb0 * D, s1 = min(wb1 * D, steps);
   const int col0 = cgrp * kMmaTileCols + g;
   const uint4* wp = qw + static_cast<size_t>(cgrp) * steps * 32 + lane;
@@ -409,6 +419,51 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     __syncthreads();  // the reduction below reuses the stages of all warps
   }
 
+  // Single-token path: the last of the topk blocks of this grid.z index (every one stored its
+  // slot rows for columns [n0, n0 + ncols); cluster rank 0 only) adds the slot rows in slot
+  // order, as moe_sum does.
+  auto single_token_sum = [&](int n0, int ncols) {
+    if constexpr (MODE == kDecMoeDown) {
+      if (p.single.y == nullptr) return;
+      __shared__ int s_last;
+      __threadfence();  // this thread's slot stores before the block's arrival
+      __syncthreads();
+      if (threadIdx.x == 0) s_last = atomicAdd(p.single.counters + cblk, 1) == p.topk - 1;
+      __syncthreads();
+      if (s_last) {
+        __threadfence();
+        const float* slot = static_cast<const float*>(p.y);
+        for (int c = threadIdx.x; c < ncols; c += 32 * NW) {
+          const int n = n0 + c;
+          float s = 0.f;
+          for (int t = 0; t < p.topk; ++t) s += __ldcg(slot + static_cast<size_t>(t) * p.N + n);
+          static_cast<T*>(p.single.y)[n] = Act<T>::from_float(s);
+        }
+      }
+    }
+  };
+  if constexpr (MODE == kDecMoeDown) {
+    if (wide) {  // each warp's sums are final: store them (no split, so no cluster)
+      if (cvalid) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const int id = s_id[8 * nt + 2 * t + (q & 1)];
+              if (id < 0) continue;
+              const int n = cgrp * kMmaTileCols + 16 * j + g + 8 * (q >> 1);
+              const float wt = p.single.logits != nullptr ? s_wt[id] : p.topk_weights[id];
+              static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = wt * tot[j][nt][q];
+            }
+      }
+      const int n0 = cblk * NW * kMmaTileCols;
+      single_token_sum(n0, min(NW * kMmaTileCols, p.N - n0));
+      return;
+    }
+  }
+
   // Warps -> block sum in warp order, then cluster ranks -> rank 0 in rank order.
   constexpr int kElems = 16 * NT;  // per lane
   static_assert(NW * kElems * 32 * 4 <= decode_smem_bytes<NT, D, S, NW>(), "reduction buffer size");
@@ -470,27 +525,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       }
     }
   }
-  if constexpr (MODE == kDecMoeDown) {
-    if (p.single.y != nullptr) {
-      // Single-token path: the last of the topk blocks of this column group (every one stored
-      // its slot row; cluster rank 0 only) adds the slot rows in slot order, as moe_sum does.
-      __shared__ int s_last;
-      __threadfence();  // this thread's slot stores before the block's arrival
-      __syncthreads();
-      if (threadIdx.x == 0) s_last = atomicAdd(p.single.counters + cblk, 1) == p.topk - 1;
-      __syncthreads();
-      if (s_last) {
-        __threadfence();
-        const float* slot = static_cast<const float*>(p.y);
-        for (int c = threadIdx.x; c < kMmaTileCols; c += 32 * NW) {
-          const int n = cblk * kMmaTileCols + c;
-          float s = 0.f;
-          for (int t = 0; t < p.topk; ++t) s += __ldcg(slot + static_cast<size_t>(t) * p.N + n);
-          static_cast<T*>(p.single.y)[n] = Act<T>::from_float(s);
-        }
-      }
-    }
-  }
+  single_token_sum(cblk * kMmaTileCols, kMmaTileCols);
   if (p.splits > 1) cluster.sync();
 }
 
@@ -602,6 +637,7 @@ template <typename T, int MODE>
 cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, DecodeGrid gr, cudaStream_t stream) {
   if (env_warps()) sh.warps = env_warps();
   if (env_splits()) sh.splits = env_splits();
+  if (p.wide) sh = {4, 1};  // the caller's grid.z counts groups of 4 column groups
   gr.splits = sh.splits;
   switch (tiles) {
     case DecodeTiles::kRows8:
