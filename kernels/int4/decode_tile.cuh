@@ -86,6 +86,12 @@ __device__ __forceinline__ void load_group(const uint16_t* scales, const uint16_
 }
 
 // Column h of a packed pair as fp32.
+// Where accumulator element q of the lane (g = lane / 4, t = lane % 4) lies in MMA tile
+// (j, nt): q & 1 picks the activation row (2t, 2t + 1 of 8-row tile nt), q >> 1 the column
+// (g, g + 8 of the 16 columns j of the 64-column group).
+__device__ __forceinline__ int frag_row(int nt, int t, int q) { return 8 * nt + 2 * t + (q & 1); }
+__device__ __forceinline__ int frag_col(int j, int g, int q) { return 16 * j + g + 8 * (q >> 1); }
+
 template <typename T>
 __device__ __forceinline__ float pair_to_float(uint32_t v, int h) {
   return Act<T>::bits_to_float(static_cast<uint16_t>(h ? v >> 16 : v & 0xFFFFu));
@@ -275,7 +281,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          // C fragment: q & 1 picks the activation row (2t, 2t+1), q >> 1 the column (g, g+8).
+          // C fragment: element q is at activation row frag_row(nt, t, q), column frag_col(j, g, q).
           const int h = q >> 1;
           const float mul = kHiX16 && h ? 16.f : 1.f;
           const float zc = kMagicF + mul * (kSym ? 8.f : pair_to_float<T>(cur.z[j], h));
@@ -451,9 +457,9 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
           for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
-              const int id = s_id[8 * nt + 2 * t + (q & 1)];
+              const int id = s_id[frag_row(nt, t, q)];
               if (id < 0) continue;
-              const int n = cgrp * kMmaTileCols + 16 * j + g + 8 * (q >> 1);
+              const int n = cgrp * kMmaTileCols + frag_col(j, g, q);
               const float wt = p.single.logits != nullptr ? s_wt[id] : p.topk_weights[id];
               static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = wt * tot[j][nt][q];
             }
@@ -508,8 +514,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     }
     const int l = e % 32, idx = e / 32;
     const int q = idx % 4, nt = (idx / 4) % NT, j = idx / (4 * NT);
-    const int mloc = 8 * nt + 2 * (l & 3) + (q & 1);  // activation row within the block's rows
-    const int n = cblk * kMmaTileCols + 16 * j + (l >> 2) + 8 * (q >> 1);
+    const int mloc = frag_row(nt, l & 3, q);  // activation row within the block's rows
+    const int n = cblk * kMmaTileCols + frag_col(j, l >> 2, q);
     if constexpr (MODE == kDecDense) {
       const int m = mtile * 8 * NT + mloc;
       if (m < p.M) static_cast<T*>(p.y)[static_cast<size_t>(m) * p.N + n] = Act<T>::from_float(v);
