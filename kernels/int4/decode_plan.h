@@ -76,4 +76,18 @@ inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int sms, int r
   return {DecodeTiles::kRows8, decode_shape(u8, 1, sms)};
 }
 
+// MoE GEMM2 (down, K = the intermediate size) in the wide mode (decode_tile.cuh,
+// DecodeParams::wide: one warp per 64-column group over the whole K, 4 groups per 4-warp
+// block) instead of a block's 4 warps splitting one group's K. `blocks` is the align blocks
+// that can hold rows (min(max_padded / BM, M * topk)), `parts` their 8/16-row parts, `groups`
+// = H / 64. Measured on H200 (session 8, docs/int4-kernels.md): wide wins once its blocks
+// fill two per SM with I <= 1536 (Qwen3-30B-A3B TP1 M = 8..128, DeepSeek-V2-Lite M >= 8), and
+// at I <= 512 even below that (split warps would get less than one batch: Qwen3 TP2 M = 1);
+// with few blocks it starves the memory system (Qwen3 TP1 M = 1: 29.8 vs 21.7 us) and with a
+// long K it loses everywhere (Mixtral).
+inline bool moe_down_wide(int k, int blocks, int experts, int parts, int groups, int sms) {
+  const int wide_blocks = (blocks < experts ? blocks : experts) * parts * plan_ceil_div(groups, 4);
+  return k <= 1536 && (k <= 512 || wide_blocks >= 2 * sms);
+}
+
 }  // namespace lowbit::int4::kern

@@ -69,17 +69,14 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   const int groups = gate_up ? p.half_groups : s.n / kMmaTileCols;
   // Planning estimate of the busy units: at most one align block per expert at decode sizes.
   const int busy = (blocks < s.experts ? blocks : s.experts) * p.parts * groups;
-  // GEMM2 with a short K (I <= 1536: Qwen3-30B-A3B, DeepSeek-V2-Lite): the split mode gives
-  // each of a block's 4 warps 1-3 batches of one column group; the wide mode gives each warp a
-  // column group's whole K (decode_tile.cuh, DecodeParams::wide), 4 groups per block, so a
-  // quarter of the warps with four times the batches each. Measured on H200 (session 8): wide
-  // wins once its blocks fill two per SM (Qwen3 TP1 M = 8..32 4-8%, DeepSeek M = 16 / 32), and
-  // at K <= 512 even below that (Qwen3 TP2 M = 1: 17.4 vs 19.3 us, split warps get < 1 batch);
-  // with few blocks it starves the memory system (Qwen3 TP1 M = 1: 29.8 vs 21.7 us).
+  // GEMM2 with a short K: each warp a column group's whole K (kern::moe_down_wide in
+  // decode_plan.h says when that pays).
   const int wide_mode = env_moe_wide();
-  const int wide_blocks = (blocks < s.experts ? blocks : s.experts) * p.parts * kern::ceil_div(groups, 4);
-  const bool wide_pays = s.k <= 1536 && (s.k <= 512 || wide_blocks >= 2 * kern::current_sm_count());
-  p.wide = !gate_up && (wide_mode == 2 || (wide_mode == 1 && wide_pays)) ? 1 : 0;
+  p.wide = !gate_up && (wide_mode == 2 ||
+                        (wide_mode == 1 && kern::moe_down_wide(s.k, blocks, s.experts, p.parts, groups,
+                                                              kern::current_sm_count())))
+               ? 1
+               : 0;
   const kern::DecodeGrid gr{1, static_cast<int>(grid_y), p.wide ? kern::ceil_div(groups, 4) : groups};
   const kern::DecodeTiles tiles = nt == 1 ? kern::DecodeTiles::kRows8 : kern::DecodeTiles::kRows16;
   const kern::DecodeShape shape = kern::decode_shape(busy, nt, kern::current_sm_count());

@@ -98,5 +98,35 @@ TEST(Int4DecodePlan, ScalesWithSmCount) {
   EXPECT_EQ(decode_shape(96, 1, 132).splits, 2);
 }
 
+// MoE GEMM2's wide mode against the session-8 measurements (docs/int4-kernels.md): blocks =
+// min(max_padded / 8, M * topk) as launch_moe_decode computes it, parts 1 (block_m 8).
+TEST(Int4DecodePlan, MoeDownWideMatchesMeasuredChoices) {
+  auto blocks = [](int m, int topk, int E) {  // moe_max_padded(m, topk, E, 8) / 8 vs pairs
+    const int maxp = (m * topk + E * 7 + 7) / 8 * 8;
+    return maxp / 8 < m * topk ? maxp / 8 : m * topk;
+  };
+  struct Case {
+    const char* shape;
+    int k, E, topk, groups, m;
+    bool wide;
+  };
+  const Case cases[] = {
+      {"qwen3.tp1", 768, 128, 8, 32, 1, false},    // 29.8 (wide) vs 21.7 us
+      {"qwen3.tp1", 768, 128, 8, 32, 8, true},     // 66.1 vs 69.1
+      {"qwen3.tp1", 768, 128, 8, 32, 16, true},    // 94.4 vs 100.1
+      {"qwen3.tp1", 768, 128, 8, 32, 128, true},   // 166.4 vs 188.2
+      {"qwen3.tp2", 384, 128, 8, 32, 1, true},     // 17.4 vs 19.4
+      {"qwen3.tp2", 384, 128, 8, 32, 16, true},    // 61.0 vs 67.8
+      {"deepseek", 1408, 64, 6, 32, 1, false},     // 45.0 vs 23.1
+      {"deepseek", 1408, 64, 6, 32, 8, true},      // 82.5 vs 81.3: the rule's one loss (1.5%)
+      {"deepseek", 1408, 64, 6, 32, 16, true},     // 99.8 vs 102.0
+      {"deepseek", 1408, 64, 6, 32, 32, true},     // 114.2 vs 122.3
+      {"mixtral", 14336, 8, 2, 64, 16, false},     // long K: 381 vs 235
+  };
+  for (const Case& c : cases)
+    EXPECT_EQ(moe_down_wide(c.k, blocks(c.m, c.topk, c.E), c.E, 1, c.groups, kH200Sms), c.wide)
+        << c.shape << " M=" << c.m;
+}
+
 }  // namespace
 }  // namespace lowbit::int4::kern
