@@ -37,40 +37,50 @@ __device__ __forceinline__ unsigned route_key(float v) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// The warp's best candidate in the strict order: each lane holds its own best (bv, bi) (or
+// (-FLT_MAX, INT_MAX) for none); the largest value key wins, then the lowest index among the
+// lanes holding it (route_before's order). Lane l only ever holds indices l + 32 j, so the
+// winner's lane is its index mod 32. Two warp reductions and one shuffle.
+__device__ __forceinline__ void warp_pick(float& bv, int& bi) {
+  const unsigned kmax = __reduce_max_sync(0xffffffffu, route_key(bv));
+  const int imin = __reduce_min_sync(0xffffffffu, route_key(bv) == kmax ? bi : INT_MAX);
+  bv = __shfl_sync(0xffffffffu, bv, imin < INT_MAX ? imin % 32 : 0);
+  bi = imin;
+}
+
 // Token m's top-k by one warp (lane = lane id): ids / weights rows m (either may be nullptr:
-// not written); ids_copy (may be nullptr, e.g. shared memory) gets the ids too. kPerLane > 0:
-// E <= 32 * kPerLane, the token's logits stay in registers (lane holds experts lane + 32 j)
-// and each pick is two warp reductions (max key, then the lowest index among the lanes
-// holding it); kPerLane = 0: any E, logits re-read per pick and shuffle reductions. Both give
-// the same picks: the first in the strict order after the previous pick (ties to the lower
-// index; NaN and values below -FLT_MAX are never picked).
+// not written); ids_copy (may be nullptr, e.g. shared memory) gets the ids too. Lane l holds
+// experts l + 32 j: kPerLane > 0 (E <= 32 * kPerLane) keeps them in registers, kPerLane = 0
+// (any E) re-reads them per pick. Each pick is the lanes' best candidates and warp_pick: the
+// first in the strict order after the previous pick (ties to the lower index; NaN and values
+// below -FLT_MAX are never picked), the same picks whatever kPerLane.
 template <int kPerLane>
 __device__ __forceinline__ void topk_token_t(const float* __restrict__ logits, int m, int E, int topk, bool renorm,
                                              int32_t* __restrict__ ids, float* __restrict__ weights, int32_t* ids_copy,
                                              int lane) {
   const float* l = logits + static_cast<size_t>(m) * E;
+  // Lane's logits: experts lane + 32 j, j < per (kPerLane > 0: all in registers, a constant
+  // trip count the compiler unrolls; 0: re-read from memory on each pass).
   constexpr int kRegs = kPerLane > 0 ? kPerLane : 1;
+  const int per = kPerLane > 0 ? kPerLane : (E + 31) / 32;
   float v[kRegs];
-  float mx = -FLT_MAX;
   if constexpr (kPerLane > 0) {
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int e = lane + 32 * j;
-      v[j] = e < E ? l[e] : -FLT_MAX;
-      mx = fmaxf(mx, v[j]);
-    }
-  } else {
-    for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
+    for (int j = 0; j < kPerLane; ++j) v[j] = lane + 32 * j < E ? l[lane + 32 * j] : -FLT_MAX;
   }
+  auto logit = [&](int j) {
+    if constexpr (kPerLane > 0) return v[j];
+    else return l[lane + 32 * j];
+  };
+  float mx = -FLT_MAX;
+#pragma unroll
+  for (int j = 0; j < per; ++j)
+    if (lane + 32 * j < E) mx = fmaxf(mx, logit(j));
   for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
   float sum = 0.f;
-  if constexpr (kPerLane > 0) {
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j)
-      if (lane + 32 * j < E) sum += expf(v[j] - mx);
-  } else {
-    for (int e = lane; e < E; e += 32) sum += expf(l[e] - mx);
-  }
+  for (int j = 0; j < per; ++j)
+    if (lane + 32 * j < E) sum += expf(logit(j) - mx);
   for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   float pv = FLT_MAX;  // previous pick (value, index); start before everything
   int pi = -1;
@@ -79,38 +89,17 @@ __device__ __forceinline__ void topk_token_t(const float* __restrict__ logits, i
   for (int s = 0; s < topk; ++s) {
     float bv = -FLT_MAX;
     int bi = INT_MAX;
-    if constexpr (kPerLane > 0) {
 #pragma unroll
-      for (int j = 0; j < kPerLane; ++j) {
-        const int e = lane + 32 * j;
-        if (e < E && route_before(pv, pi, v[j], e) && route_before(v[j], e, bv, bi)) {
-          bv = v[j];
-          bi = e;
-        }
-      }
-      // Lane candidates rank by (value, index); the value's maximum first, then the lowest
-      // index among the lanes that hold it (route_before's order).
-      const unsigned kmax = __reduce_max_sync(0xffffffffu, route_key(bv));
-      const int imin = __reduce_min_sync(0xffffffffu, route_key(bv) == kmax ? bi : INT_MAX);
-      bv = __shfl_sync(0xffffffffu, bv, imin < INT_MAX ? imin % 32 : 0);
-      bi = imin;
-    } else {
-      for (int e = lane; e < E; e += 32) {
-        const float x = l[e];
-        if (route_before(pv, pi, x, e) && route_before(x, e, bv, bi)) {
-          bv = x;
-          bi = e;
-        }
-      }
-      for (int o = 16; o > 0; o /= 2) {
-        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (route_before(ov, oi, bv, bi)) {
-          bv = ov;
-          bi = oi;
-        }
+    for (int j = 0; j < per; ++j) {
+      const int e = lane + 32 * j;
+      if (e >= E) continue;
+      const float x = logit(j);
+      if (route_before(pv, pi, x, e) && route_before(x, e, bv, bi)) {
+        bv = x;
+        bi = e;
       }
     }
+    warp_pick(bv, bi);
     if (lane == s) {
       my_w = bv;  // the logit; its weight below
       my_id = bi;
