@@ -85,13 +85,13 @@ __device__ __forceinline__ void load_group(const uint16_t* scales, const uint16_
   }
 }
 
-// Column h of a packed pair as fp32.
 // Where accumulator element q of the lane (g = lane / 4, t = lane % 4) lies in MMA tile
 // (j, nt): q & 1 picks the activation row (2t, 2t + 1 of 8-row tile nt), q >> 1 the column
 // (g, g + 8 of the 16 columns j of the 64-column group).
 __device__ __forceinline__ int frag_row(int nt, int t, int q) { return 8 * nt + 2 * t + (q & 1); }
 __device__ __forceinline__ int frag_col(int j, int g, int q) { return 16 * j + g + 8 * (q >> 1); }
 
+// Column h of a packed pair as fp32.
 template <typename T>
 __device__ __forceinline__ float pair_to_float(uint32_t v, int h) {
   return Act<T>::bits_to_float(static_cast<uint16_t>(h ? v >> 16 : v & 0xFFFFu));
@@ -428,6 +428,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // Single-token path: the last of the topk blocks of this grid.z index (every one stored its
   // slot rows for columns [n0, n0 + ncols); cluster rank 0 only) adds the slot rows in slot
   // order, as moe_sum does.
+  // Down: the routing weight of slot row id (the single-token path computed it in s_wt).
+  auto slot_weight = [&](int id) { return p.single.logits != nullptr ? s_wt[id] : p.topk_weights[id]; };
   auto single_token_sum = [&](int n0, int ncols) {
     if constexpr (MODE == kDecMoeDown) {
       if (p.single.y == nullptr) return;
@@ -460,8 +462,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
               const int id = s_id[frag_row(nt, t, q)];
               if (id < 0) continue;
               const int n = cgrp * kMmaTileCols + frag_col(j, g, q);
-              const float wt = p.single.logits != nullptr ? s_wt[id] : p.topk_weights[id];
-              static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = wt * tot[j][nt][q];
+              static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(id) * tot[j][nt][q];
             }
       }
       const int n0 = cblk * NW * kMmaTileCols;
@@ -526,8 +527,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         const int I = p.half_groups * kMmaTileCols;
         static_cast<T*>(p.y)[static_cast<size_t>(id) * I + n] = Act<T>::from_float(v / (1.f + expf(-v)) * u);
       } else {
-        const float wt = p.single.logits != nullptr ? s_wt[id] : p.topk_weights[id];
-        static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = wt * v;
+        static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(id) * v;
       }
     }
   }

@@ -172,7 +172,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   auto* slots = reinterpret_cast<float*>(ws + L.slots);
   if (a.m == 1 && bm == 8 && E <= 256 && w13.kind == KernelLayoutKind::kMmaTiled &&
       w2.kind == KernelLayoutKind::kMmaTiled && detail::moe_single_token_enabled()) {
-    // Decode of one token: routing inside GEMM1, the slot sum inside GEMM2 (internal.h).
+    // Decode of one token: routing inside both GEMMs, the slot sum inside GEMM2 (internal.h).
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, 1, a.topk, bm));
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "inter", inter, w2, 8, 1, a.topk, bm));
     detail::MoeSingleToken st;

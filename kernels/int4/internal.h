@@ -42,10 +42,6 @@ inline int64_t moe_decode_grid_rows(int m, int topk, int experts, int block_m) {
   const int part = moe_decode_part_rows(block_m);
   return (blocks < pairs ? blocks : pairs) * ((block_m + part - 1) / part);
 }
-// MoE GEMMs on MMA-tiled expert stacks (moe_decode.cu, the decode tile in its MoE modes):
-// gate_up: inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)) for w13 [E, 2I, H]
-// (I % 64 == 0); else slot_out[id] = topk_weights[id] * (inter[id] W2^T) in fp32. Rows by
-// the align kernel's sorted ids (block_m rows per block, any block_m <= 128).
 // The MoE single-token path (fused_moe at m == 1 on MMA-tiled experts, block_m 8, E <= 256):
 // two launches instead of four (routing, GEMM1, GEMM2, sum). Every block of both GEMMs
 // computes the token's top-k itself (one warp, the routing kernel's code: same picks and
@@ -65,6 +61,11 @@ struct MoeSingleToken {
 };
 // LOWBIT_INT4_MOE_SINGLE=0 turns the single-token path off (read once; measurements).
 bool moe_single_token_enabled();
+// MoE GEMMs on MMA-tiled expert stacks (moe_decode.cu, the decode tile in its MoE modes):
+// gate_up: inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)) for w13 [E, 2I, H]
+// (I % 64 == 0); else slot_out[id] = topk_weights[id] * (inter[id] W2^T) in fp32. Rows by
+// the align kernel's sorted ids (block_m rows per block, any block_m <= 128); with `single`,
+// the single-token path above (m == 1, block_m 8), which reads no sorted / expert ids.
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
                               int bm, void* out, cudaStream_t stream, const MoeSingleToken* single = nullptr);

@@ -194,8 +194,8 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{20, 4, 256, 128, 2, kPerChannel, false, DType::kBF16, 12, MoePath::kFused},
                       MoeCase{6, 16, 512, 192, 4, 64, false, DType::kBF16, 0, MoePath::kGrouped}));
 
-// The single-token path (fused_moe at M = 1 on MMA-tiled experts: routing inside GEMM1, the
-// slot sum inside GEMM2) against the four launches of the same stages (moe_route, moe_gemm1,
+// The single-token path (fused_moe at M = 1 on MMA-tiled experts: routing inside both GEMMs,
+// the slot sum inside GEMM2) against the four launches of the same stages (moe_route, moe_gemm1,
 // moe_gemm2, moe_sum) on the same weights: bit-identical outputs. Each case runs the layer
 // twice with different logits on one workspace (the sum counters must start from zero again)
 // and replays it from a CUDA graph; outputs and workspace are poisoned first.
