@@ -68,11 +68,12 @@ int schedulable_splits(Kernel kernel, int splits, unsigned tiles, unsigned grid_
 
 // Programmatic dependent launch of the decode kernel and of the MoE routing and sum kernels:
 // on unless LOWBIT_INT4_PDL=0 (read once; for measurements).
+inline bool env_on_unless_zero(const char* name) {  // a measurement switch: on unless name=0
+  const char* e = std::getenv(name);
+  return !(e != nullptr && std::strcmp(e, "0") == 0);
+}
 inline bool pdl_enabled() {
-  static const bool v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_PDL");
-    return !(e != nullptr && std::strcmp(e, "0") == 0);
-  }();
+  static const bool v = env_on_unless_zero("LOWBIT_INT4_PDL");
   return v;
 }
 

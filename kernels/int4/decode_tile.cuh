@@ -571,10 +571,7 @@ int env_warps() {
 
 // LOWBIT_INT4_DECODE_XPREFETCH=0 (read once; measurements): DecodeParams::x_prefetch off.
 int env_x_prefetch() {
-  static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_DECODE_XPREFETCH");
-    return e != nullptr && std::strcmp(e, "0") == 0 ? 0 : 1;
-  }();
+  static const int v = env_on_unless_zero("LOWBIT_INT4_DECODE_XPREFETCH") ? 1 : 0;
   return v;
 }
 

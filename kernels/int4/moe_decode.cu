@@ -7,7 +7,6 @@
 // Padding rows cost no K loop; blocks past num_post_padded exit before loading anything.
 // Called by moe_gemm1.cu / moe_gemm2.cu when the weight is MMA-tiled.
 #include <cstdlib>
-#include <cstring>
 
 #include "kernels/int4/decode_tile.cuh"
 
@@ -25,10 +24,7 @@ int env_moe_wide() {
 }
 
 bool moe_single_token_enabled() {
-  static const bool v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_MOE_SINGLE");
-    return !(e != nullptr && std::strcmp(e, "0") == 0);
-  }();
+  static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_SINGLE");
   return v;
 }
 
