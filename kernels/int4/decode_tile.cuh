@@ -305,7 +305,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // 2 * D * NT registers, so only where that does not spill (ptxas): windows of a whole
   // batch (G = 128 / per-channel), not the 4-warp 16-row deep tiles (3 blocks per SM).
   // Measured on/off in one run (session 8, bf16): M = 8 / 16 up to 11% faster (70b.down M = 16
-  // 60 vs 67 us, 70b.gate_up M = 8 77 vs 84), M = 1 equal or up to 2% faster.
+  // 60 vs 67 us, 70b.gate_up M = 8 77 vs 84), M = 1 from 3% slower (8b.qkv 8.0 vs 7.8) to 3%
+  // faster (8b.gate_up 22.6 vs 23.2).
   constexpr bool kPrefetchX = W == D && !(NT == 2 && D == 8 && Cfg::kMinBlocks > 1);
   const bool prefetch_x = kPrefetchX && p.x_prefetch != 0;
   uint4 wa[D];
