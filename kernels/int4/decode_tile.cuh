@@ -59,8 +59,8 @@ struct DecodeParams {
   // memory. Sums over K in one warp's order: not bit-identical to the split mode (both are
   // checked against fp64).
   int wide = 0;
-  // x fragments one batch ahead in the kPrefetchX configurations (default); 0 turns it off
-  // (LOWBIT_INT4_DECODE_XPREFETCH=0, measurements).
+  // x fragments ahead of their MMAs (decode_x_ahead); 0 loads each batch's at its start
+  // (x_prefetch_rule; LOWBIT_INT4_DECODE_XPREFETCH=0 for measurements).
   int x_prefetch = 1;
 };
 
@@ -73,15 +73,19 @@ struct GroupParams {
   uint32_t z[4];  // asymmetric only
 };
 
-template <typename T, bool kSym>
-__device__ __forceinline__ void load_group(const uint16_t* scales, const uint16_t* zeros, int N, int grp, int col0,
+// The MMA-tiled scale layout (mma_tiled_scale_col) stores them as 16 contiguous bytes at
+// lane_col = 64 c + 8 g of the group's row: one vector load each, in register order (a
+// column-order layout took eight 16-bit loads, merged in pairs right after they were issued,
+// so the warp waited for them there).
+template <bool kSym>
+__device__ __forceinline__ void load_group(const uint16_t* scales, const uint16_t* zeros, int N, int grp, int lane_col,
                                            GroupParams& gp) {
-  const size_t base = static_cast<size_t>(grp) * N + col0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    gp.s[j] = __ldg(scales + base + 16 * j) | static_cast<uint32_t>(__ldg(scales + base + 16 * j + 8)) << 16;
-    if constexpr (!kSym)
-      gp.z[j] = __ldg(zeros + base + 16 * j) | static_cast<uint32_t>(__ldg(zeros + base + 16 * j + 8)) << 16;
+  const size_t base = static_cast<size_t>(grp) * N + lane_col;
+  const uint4 s = __ldg(reinterpret_cast<const uint4*>(scales + base));
+  gp.s[0] = s.x, gp.s[1] = s.y, gp.s[2] = s.z, gp.s[3] = s.w;
+  if constexpr (!kSym) {
+    const uint4 z = __ldg(reinterpret_cast<const uint4*>(zeros + base));
+    gp.z[0] = z.x, gp.z[1] = z.y, gp.z[2] = z.z, gp.z[3] = z.w;
   }
 }
 
@@ -91,19 +95,32 @@ __device__ __forceinline__ void load_group(const uint16_t* scales, const uint16_
 __device__ __forceinline__ int frag_row(int nt, int t, int q) { return 8 * nt + 2 * t + (q & 1); }
 __device__ __forceinline__ int frag_col(int j, int g, int q) { return 16 * j + g + 8 * (q >> 1); }
 
+// Steps [kLo, kHi) of a batch, as a compile-time argument of the tile's lambdas.
+template <int kLo, int kHi>
+struct Steps {
+  static constexpr int lo = kLo, hi = kHi;
+};
+
 // Column h of a packed pair as fp32.
 template <typename T>
 __device__ __forceinline__ float pair_to_float(uint32_t v, int h) {
   return Act<T>::bits_to_float(static_cast<uint16_t>(h ? v >> 16 : v & 0xFFFFu));
 }
 
-// Dynamic shared memory: the warps' weight stages (S per warp, D K steps of 512 B each) and
-// their mbarriers; the block's reduction buffer reuses the stages after the K loop.
-template <int NT, int D, int S, int NW>
+// Dynamic shared memory: the warps' weight stages (S per warp, D K steps of 512 B each),
+// their mbarriers, then each stage's group scales (+ zeros) when staged (kScBytes per stage,
+// see the kernel); the block's reduction buffer reuses the stages after the K loop.
+template <int NT, int D, int S, int NW, int kScBytes>
 constexpr int decode_smem_bytes() {
   constexpr int red = NW * 16 * NT * 32 * 4;
-  constexpr int stages = NW * S * (D * 512 + 8);
+  constexpr int stages = NW * S * (D * 512 + 8 + kScBytes);
   return red > stages ? red : stages;
+}
+// Bytes of one group's scales (+ zeros) of a 64-column group in a weight stage: the kernels
+// with windows of a whole batch (W == D) stage them with the batch's words.
+template <typename Cfg, int W, bool kSym>
+constexpr int decode_stage_scale_bytes() {
+  return W == Cfg::D ? (kSym ? 1 : 2) * kMmaTileCols * 2 : 0;
 }
 
 // Weight stages: lane 0 of each warp moves a whole batch (D * 512 B, one contiguous run)
@@ -115,8 +132,11 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void mbar_init(uint32_t bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
 }
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+// The stage's one arrival, announcing the bytes its copies will complete.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
@@ -146,6 +166,36 @@ template <int NT_, int D_, int S_, int NW_, int kMinBlocks_>
 struct DecodeCfg {
   static constexpr int NT = NT_, D = D_, S = S_, NW = NW_, kMinBlocks = kMinBlocks_;
 };
+
+// How far ahead of their MMAs a configuration loads the x fragments (the loads are L2 hits
+// whose latency otherwise stalls the warp once per batch):
+// - kFull: a batch's fragments are loaded (into a second set of registers) while the batch
+//   before it computes. It costs 2 * D * NT registers, so only where that does not spill
+//   (ptxas): windows of a whole batch (G = 128 / per-channel), not the 4-warp 16-row deep
+//   tiles (3 blocks per SM). Measured on/off in one run (session 8, bf16): M = 8 / 16 up to
+//   11% faster (70b.down M = 16 60 vs 67 us, 70b.gate_up M = 8 77 vs 84), M = 1 from 3%
+//   slower (8b.qkv 8.0 vs 7.8) to 3% faster (8b.gate_up 22.6 vs 23.2).
+// - kHalf (the 4-warp 16-row deep tiles): the second half of a batch's fragments is loaded
+//   when the batch starts and the first half of the next batch's once the first half has
+//   been multiplied, each behind half a batch of MMAs, in the registers that loading the
+//   whole batch at its start takes. Launched only in split-K clusters (x_prefetch_rule).
+// - kNow: the whole batch at its start (windows shorter than a batch: G = 32 / 64).
+enum class XAhead : int { kNow = 0, kFull = 1, kHalf = 2 };
+template <typename Cfg, int W>
+constexpr XAhead decode_x_ahead() {
+  if (W != Cfg::D) return XAhead::kNow;
+  if (Cfg::NT == 2 && Cfg::D == 8 && Cfg::kMinBlocks > 1) return XAhead::kHalf;
+  return XAhead::kFull;
+}
+// DecodeParams::x_prefetch for a launch: kHalf tiles measured on / off in one run (session 9,
+// bf16, 1x H200): in clusters of 2 (70b.qkv M = 9..16, 8b.qkv M = 24 / 32) 3-7% faster
+// (70b.qkv M = 16 26.9 vs 29.0 us); alone (70b.gate_up M = 9..32, 8b.gate_up M = 32) from 6%
+// slower (70b.gate_up M = 9 119 vs 112 us) to 6% faster (M = 24 192 vs 204): off there.
+template <typename Cfg, int W>
+int x_prefetch_rule(int env_on, int splits) {
+  if (decode_x_ahead<Cfg, W>() == XAhead::kHalf && splits == 1) return 0;
+  return env_on;
+}
 
 template <typename T, typename Cfg, int W, bool kSym, int MODE>
 __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_kernel(const DecodeParams p) {
@@ -243,7 +293,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   const int wb1 = wide ? (cvalid ? batches : 0)
                        : bb0 + static_cast<int>(static_cast<long long>(wi + 1) * (bb1 - bb0) / kStreamWarps);
   const int s0 = wb0 * D, s1 = min(wb1 * D, steps);
-  const int col0 = cgrp * kMmaTileCols + g;
+  const int lane_col = cgrp * kMmaTileCols + 8 * g;  // load_group
   const uint4* wp = qw + static_cast<size_t>(cgrp) * steps * 32 + lane;
 
   // acc: the current window's sums; tot: scaled sums so far; accx: the window's sum(x).
@@ -264,17 +314,42 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   constexpr float kMagicF = Act<T>::kMagicValue;
   const uint32_t ones = Act<T>::kBf16 ? 0x3F803F80u : 0x3C003C00u;  // 1.0 pairs
   const uint32_t ones_a[4] = {ones, ones, ones, ones};
+  // Group scales (+ zeros). With windows of a whole batch (W == D: G = 128, or one group per
+  // channel) every batch lies in one group, and its 64 columns' scale row (128 B) travels in
+  // the batch's stage, copied with its words (kStagedScales): they arrive S - 1 batches
+  // ahead like the words and take no registers. Loaded into registers a group ahead instead
+  // (G = 32 / 64, several windows per batch), each a full memory latency that the next
+  // group's first fold waited for at M = 1..16 (Nsight Compute, 70b.gate_up: 13-16% of the
+  // stall samples on the first use of the registers, which also waited for the x loads
+  // issued with them).
+  constexpr bool kStagedScales = decode_stage_scale_bytes<Cfg, W, kSym>() > 0;
+  const bool grouped = p.G < p.K;
+  uint32_t sc_stage = 0;  // staged: this lane's 16 B (8 g) of the current stage's scale row
   GroupParams cur, nxt;
   int grp = s0 / gsteps;
   // Windows left in the current group (grouped weights: W divides the group's steps and the
   // warp's range starts at a batch, hence window, boundary); per-channel: one group.
-  const bool grouped = p.G < p.K;
   int wleft = grouped ? ((grp + 1) * gsteps - s0) / W : 0x7FFFFFFF;
-  if (s0 < s1) {
-    load_group<T, kSym>(scales, zeros, p.N, grp, col0, cur);
-    if ((grp + 1) * gsteps < s1) load_group<T, kSym>(scales, zeros, p.N, grp + 1, col0, nxt);
+  if (!kStagedScales && s0 < s1) {
+    load_group<kSym>(scales, zeros, p.N, grp, lane_col, cur);
+    if ((grp + 1) * gsteps < s1) load_group<kSym>(scales, zeros, p.N, grp + 1, lane_col, nxt);
   }
+  auto group_params = [&]() -> GroupParams {
+    if constexpr (kStagedScales) {
+      GroupParams gs;
+      const uint4 v = lds128(sc_stage);
+      gs.s[0] = v.x, gs.s[1] = v.y, gs.s[2] = v.z, gs.s[3] = v.w;
+      if constexpr (!kSym) {
+        const uint4 z = lds128(sc_stage + kMmaTileCols * 2);
+        gs.z[0] = z.x, gs.z[1] = z.y, gs.z[2] = z.z, gs.z[3] = z.w;
+      }
+      return gs;
+    } else {
+      return cur;
+    }
+  };
   auto fold = [&](int st_end) {  // st_end: first step after the window
+    const GroupParams gp = group_params();
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -284,55 +359,55 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
           // C fragment: element q is at activation row frag_row(nt, t, q), column frag_col(j, g, q).
           const int h = q >> 1;
           const float mul = kHiX16 && h ? 16.f : 1.f;
-          const float zc = kMagicF + mul * (kSym ? 8.f : pair_to_float<T>(cur.z[j], h));
-          const float sc = kHiX16 && h ? pair_to_float<T>(cur.s[j], h) * 0.0625f : pair_to_float<T>(cur.s[j], h);
+          const float zc = kMagicF + mul * (kSym ? 8.f : pair_to_float<T>(gp.z[j], h));
+          const float sc = kHiX16 && h ? pair_to_float<T>(gp.s[j], h) * 0.0625f : pair_to_float<T>(gp.s[j], h);
           const float d = fmaf(-zc, accx[nt][q & 1], acc[j][nt][q]);
           tot[j][nt][q] = fmaf(d, sc, tot[j][nt][q]);
         }
-    if (--wleft == 0 && st_end < s1) {  // group end: next group's constants
+    if (!kStagedScales && --wleft == 0 && st_end < s1) {  // group end: next group's constants
       ++grp;
       wleft = gsteps / W;
       cur = nxt;
-      if ((grp + 1) * gsteps < s1) load_group<T, kSym>(scales, zeros, p.N, grp + 1, col0, nxt);
+      if ((grp + 1) * gsteps < s1) load_group<kSym>(scales, zeros, p.N, grp + 1, lane_col, nxt);
     }
   };
 
   // x fragments, loaded for every row and step of the batch without predicates: rows outside
   // M (or MoE padding) read row 0 and their outputs are never stored; in the tail batch,
-  // steps past the range re-read the last one and the MMAs skip them. With kPrefetchX a
-  // batch's fragments are loaded (into xn) while the batch before it computes, so their L2
-  // latency hides behind those MMAs instead of stalling the warp once per batch; it costs
-  // 2 * D * NT registers, so only where that does not spill (ptxas): windows of a whole
-  // batch (G = 128 / per-channel), not the 4-warp 16-row deep tiles (3 blocks per SM).
-  // Measured on/off in one run (session 8, bf16): M = 8 / 16 up to 11% faster (70b.down M = 16
-  // 60 vs 67 us, 70b.gate_up M = 8 77 vs 84), M = 1 from 3% slower (8b.qkv 8.0 vs 7.8) to 3%
-  // faster (8b.gate_up 22.6 vs 23.2).
-  constexpr bool kPrefetchX = W == D && !(NT == 2 && D == 8 && Cfg::kMinBlocks > 1);
-  const bool prefetch_x = kPrefetchX && p.x_prefetch != 0;
+  // steps past the range re-read the last one and the MMAs skip them. How far ahead of
+  // their MMAs: XAhead (decode_x_ahead; x_prefetch = 0 loads each batch's at its start).
+  constexpr XAhead kXAhead = decode_x_ahead<Cfg, W>();
+  const XAhead xmode = p.x_prefetch != 0 ? kXAhead : XAhead::kNow;
+  constexpr XAhead kXNow = XAhead::kNow, kXFull = XAhead::kFull, kXHalf = XAhead::kHalf;
+  constexpr int kHalf = D / 2;
   uint4 wa[D];
   uint2 xa[D][NT], xn[D][NT];
-  auto load_x = [&](int sb, int n_in, auto full_tag) {  // into xn
+  // Steps [steps.lo, steps.hi) of the batch starting at step sb (n_in of its steps inside the
+  // range) into xs (xn or xa; a generic parameter: the array-reference type uint2 (&)[D][NT]
+  // crashed nvcc 13.0's front end here).
+  auto load_x = [&](auto steps, auto& xs, int sb, int n_in, auto full_tag) {
     constexpr bool kFull = decltype(full_tag)::value;
 #pragma unroll
-    for (int i = 0; i < D; ++i) {
+    for (int i = decltype(steps)::lo; i < decltype(steps)::hi; ++i) {
       const unsigned off = 8u * static_cast<unsigned>(kFull ? sb + i : sb + min(i, n_in - 1));  // 8 words per K step
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        xn[i][nt].x = __ldg(xr[nt] + off);
-        xn[i][nt].y = __ldg(xr[nt] + off + 4u);
+        xs[i][nt].x = __ldg(xr[nt] + off);
+        xs[i][nt].y = __ldg(xr[nt] + off + 4u);
       }
     }
   };
-  auto load_x_batch = [&](int sb) {  // the batch starting at step sb (< s1), into xn
+  auto load_x_batch = [&](auto steps, auto& xs, int sb) {  // the batch starting at step sb (< s1)
     if (s1 - sb >= D)
-      load_x(sb, s1 - sb, std::true_type{});
+      load_x(steps, xs, sb, s1 - sb, std::true_type{});
     else
-      load_x(sb, s1 - sb, std::false_type{});
+      load_x(steps, xs, sb, s1 - sb, std::false_type{});
   };
-  auto compute = [&](int sb, int n_in, auto full_tag) {  // n_in: steps of this batch inside the range (>= 1)
+  // Steps [steps.lo, steps.hi) of the batch; n_in: steps of this batch inside the range (>= 1).
+  auto compute = [&](auto steps, int sb, int n_in, auto full_tag) {
     constexpr bool kFull = decltype(full_tag)::value;
 #pragma unroll
-    for (int i = 0; i < D; ++i) {
+    for (int i = decltype(steps)::lo; i < decltype(steps)::hi; ++i) {
       if (kFull || i < n_in) {
         const bool first = i % W == 0;  // window start: zero accumulators in
         const uint32_t words[4] = {wa[i].x, wa[i].y, wa[i].z, wa[i].w};
@@ -377,6 +452,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   {
     const uint32_t stage0 = smem_addr(smem) + static_cast<uint32_t>(warp * S * D * 512);
     const uint32_t bar0 = smem_addr(smem) + static_cast<uint32_t>(NW * S * D * 512 + warp * S * 8);
+    constexpr int kScBytes = decode_stage_scale_bytes<Cfg, W, kSym>();
+    const uint32_t sc0 = smem_addr(smem) + static_cast<uint32_t>(NW * S * (D * 512 + 8) + warp * S * kScBytes);
     const char* wsrc = reinterpret_cast<const char*>(wp - lane);  // this column group's words
     const int nb = (s1 - s0 + D - 1) / D;                          // batches of this warp
     if (lane == 0)
@@ -386,31 +463,54 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     auto issue = [&](int b, int stage) {  // batch b into stage `stage` (lane 0)
       if (lane == 0 && b < nb) {
         const int sb = s0 + b * D, n = min(D, s1 - sb);
-        bulk_load(stage0 + static_cast<uint32_t>(stage * D * 512), wsrc + static_cast<size_t>(sb) * 512,
-                  static_cast<uint32_t>(n * 512), bar0 + 8 * stage);
+        const uint32_t bar = bar0 + 8 * stage;
+        mbar_arrive_expect_tx(bar, static_cast<uint32_t>(n * 512 + kScBytes));
+        bulk_copy(stage0 + static_cast<uint32_t>(stage * D * 512), wsrc + static_cast<size_t>(sb) * 512,
+                  static_cast<uint32_t>(n * 512), bar);
+        if constexpr (kStagedScales) {  // the batch's group row of this column group (16 B aligned: gemm.cu)
+          const size_t row = static_cast<size_t>(grouped ? sb / gsteps : 0) * p.N + cgrp * kMmaTileCols;
+          const uint32_t dst = sc0 + static_cast<uint32_t>(stage * kScBytes);
+          bulk_copy(dst, scales + row, kMmaTileCols * 2, bar);
+          if constexpr (!kSym) bulk_copy(dst + kMmaTileCols * 2, zeros + row, kMmaTileCols * 2, bar);
+        }
       }
     };
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #pragma unroll
     for (int b = 0; b < S; ++b) issue(b, b);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    if (prefetch_x && nb > 0) load_x_batch(s0);
+    if (nb > 0) {
+      if (kXAhead == kXFull && xmode == kXFull) load_x_batch(Steps<0, D>{}, xn, s0);
+      if (kXAhead == kXHalf && xmode == kXHalf) load_x_batch(Steps<0, kHalf>{}, xa, s0);
+    }
     int stage = 0;
     uint32_t phase = 0;
     for (int b = 0; b < nb; ++b) {
       const int sb = s0 + b * D, n_in = s1 - sb;
       const uint32_t st = stage0 + static_cast<uint32_t>(stage * D * 512) + 16u * lane;
+      sc_stage = sc0 + static_cast<uint32_t>(stage * kScBytes) + 16u * g;
       auto consume = [&](auto full_tag) {  // full batch: no per-step range tests
-        if (!prefetch_x) load_x(sb, n_in, full_tag);  // this batch's, now
+        if (kXAhead == kXHalf && xmode == kXHalf) {
+          load_x(Steps<kHalf, D>{}, xa, sb, n_in, full_tag);  // this batch's second half
+          mbar_wait(bar0 + 8 * stage, phase);
+#pragma unroll
+          for (int i = 0; i < D; ++i) wa[i] = lds128(st + 512u * i);  // tail: stale stage words, skipped
+          compute(Steps<0, kHalf>{}, sb, n_in, full_tag);
+          if (b + 1 < nb) load_x_batch(Steps<0, kHalf>{}, xa, sb + D);  // the next batch's first half
+          compute(Steps<kHalf, D>{}, sb, n_in, full_tag);
+          return;
+        }
+        if (xmode == kXNow) load_x(Steps<0, D>{}, xn, sb, n_in, full_tag);  // this batch's, now
 #pragma unroll
         for (int i = 0; i < D; ++i)
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) xa[i][nt] = xn[i][nt];
-        if (prefetch_x && b + 1 < nb) load_x_batch(sb + D);  // the next batch's, hidden by this one's MMAs
+        if (kXAhead == kXFull && xmode == kXFull && b + 1 < nb)
+          load_x_batch(Steps<0, D>{}, xn, sb + D);  // the next batch's, hidden by this one's MMAs
         mbar_wait(bar0 + 8 * stage, phase);
 #pragma unroll
         for (int i = 0; i < D; ++i) wa[i] = lds128(st + 512u * i);  // tail: stale stage words, skipped
-        compute(sb, n_in, full_tag);
+        compute(Steps<0, D>{}, sb, n_in, full_tag);
       };
       if (n_in >= D)
         consume(std::true_type{});
@@ -474,7 +574,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
 
   // Warps -> block sum in warp order, then cluster ranks -> rank 0 in rank order.
   constexpr int kElems = 16 * NT;  // per lane
-  static_assert(NW * kElems * 32 * 4 <= decode_smem_bytes<NT, D, S, NW>(), "reduction buffer size");
+  static_assert(NW * kElems * 32 * 4 <= decode_smem_bytes<NT, D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>()>(),
+                "reduction buffer size");
   auto& red = *reinterpret_cast<float(*)[NW][kElems][32]>(smem);
 #pragma unroll
   for (int j = 0; j < 4; ++j)
@@ -600,15 +701,16 @@ struct DecodeGrid {
 template <typename T, typename Cfg, int W, bool kSym, int MODE>
 cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   auto kernel = gemm_decode_kernel<T, Cfg, W, kSym, MODE>;
-  constexpr int kSmem = decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW>();
+  constexpr int kSmem =
+      decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW, decode_stage_scale_bytes<Cfg, W, kSym>()>();
   // Per function and per device: set on every launch (once per process breaks a second GPU).
   if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
       e != cudaSuccess)
     return e;
   static ClusterSchedulable known = {};
-  p.x_prefetch = env_x_prefetch();
   p.splits = schedulable_splits(kernel, gr.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                 32 * Cfg::NW, kSmem, known);
+  p.x_prefetch = x_prefetch_rule<Cfg, W>(env_x_prefetch(), p.splits);
   return launch_split_clusters(kernel, p, p.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                32 * Cfg::NW, kSmem, stream, pdl_enabled());
 }

@@ -50,7 +50,7 @@ __global__ void dequant_tiled_kernel(const uint32_t* __restrict__ qw, const uint
     for (int p = 0; p < 4; ++p) {
       int n = 0, k = 0;
       mma_tiled_coords(i % per_expert, p, K, &n, &k);
-      const size_t gi = (static_cast<size_t>(e) * NG + k / G) * N + n;
+      const size_t gi = kernel_scale_index(KernelLayoutKind::kMmaTiled, N, NG, e, k / G, n);
       *reinterpret_cast<T2*>(out + (static_cast<size_t>(e) * N + n) * K + k) =
           dequant_tiled_pair<T>(word, p, scales[gi], zeros ? zeros[gi] : Act<T>::kEight);
     }

@@ -95,8 +95,8 @@ Status validate_weights_view(const KernelWeightsView& w, const char* who) {
   if (w.kind == KernelLayoutKind::kMmaTiled) {
     LOWBIT_CHECK_ARG(s.n % kMmaTileCols == 0 && s.k % kKernelKChunk == 0,
                      "%s: MMA-tiled layout needs N %% 64 == 0 and K %% 32 == 0 (N=%d K=%d)", who, s.n, s.k);
-    if (!aligned(w.qweight, 16) || !aligned(w.scales, 2) || (w.zeros && !aligned(w.zeros, 2)))
-      return make_status(StatusCode::kMisaligned, "%s: MMA-tiled qweight must be 16 B and scales/zeros 2 B aligned", who);
+    if (!aligned(w.qweight, 16) || !aligned(w.scales, 16) || (w.zeros && !aligned(w.zeros, 16)))
+      return make_status(StatusCode::kMisaligned, "%s: MMA-tiled qweight, scales and zeros must be 16 B aligned", who);
   } else if (w.kind == KernelLayoutKind::kNPackedInterleaved) {
     LOWBIT_CHECK_ARG(s.n % 8 == 0 && s.k % kKernelKChunk == 0,
                      "%s: N-packed layout needs N %% 8 == 0 and K %% 32 == 0 (N=%d K=%d); repack as K-packed", who, s.n,

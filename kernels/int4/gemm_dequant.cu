@@ -125,8 +125,8 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int p = 0; p < 4; ++p) {
         const int nl = 16 * j + g + 8 * (p & 1), kl = 16 * i + 2 * t + 8 * (p >> 1);
-        const T2 w2 =
-            dequant_tiled_pair<T>(words[j], p, scales[gbase + nl], zeros ? zeros[gbase + nl] : Act<T>::kEight);
+        const size_t si = gbase + mma_tiled_scale_col(nl);
+        const T2 w2 = dequant_tiled_pair<T>(words[j], p, scales[si], zeros ? zeros[si] : Act<T>::kEight);
         if constexpr (kKNOut) {
           tile[kl * kLd + nl] = w2.x;
           tile[(kl + 1) * kLd + nl] = w2.y;

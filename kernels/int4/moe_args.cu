@@ -45,7 +45,8 @@ Status validate_moe_gemm(const char* who, const char* act_name, const void* act,
                      rows);
   }
   // The weight's own checks (null pointers, per-layout alignment: MMA-tiled qweight 16 B for
-  // the bulk copies, N-packed scales/zeros 16 B), then the activations' 16 B.
+  // the bulk copies and scales/zeros 16 B for the lanes' vector loads, N-packed scales/zeros
+  // 16 B), then the activations' 16 B.
   LOWBIT_RETURN_IF_ERROR(validate_weights_view(w, who));
   if (reinterpret_cast<uintptr_t>(act) % 16 != 0)
     return make_status(StatusCode::kMisaligned, "%s: %s=%p must be 16 B aligned", who, act_name, act);

@@ -124,7 +124,7 @@ Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind
   for (int e = 0; e < E; ++e)
     for (int n = 0; n < N; ++n)
       for (int g = 0; g < NG; ++g) {
-        const size_t dst = (static_cast<size_t>(e) * NG + g) * N + n;
+        const size_t dst = kernel_scale_index(kind, N, NG, e, g, n);
         out->scales[dst] = in.scales[(static_cast<size_t>(e) * N + n) * NG + g];
         if (!s.symmetric) {
           uint8_t b = in.zeros[(static_cast<size_t>(e) * ((N + 1) / 2) + n / 2) * NG + g];
@@ -190,7 +190,7 @@ Status unpack_from_kernels(const KernelWeights& in, KPackedWeights* out) {
   for (int e = 0; e < E; ++e)
     for (int n = 0; n < N; ++n)
       for (int g = 0; g < NG; ++g) {
-        const size_t src = (static_cast<size_t>(e) * NG + g) * N + n;
+        const size_t src = kernel_scale_index(in.kind, N, NG, e, g, n);
         out->scales[(static_cast<size_t>(e) * N + n) * NG + g] = in.scales[src];
         if (!s.symmetric) {
           float zf = half_bits_to_float(s.act, in.zeros[src]);
@@ -221,7 +221,7 @@ int kernel_nibble(const KernelWeights& w, int e, int n, int k) {
 
 uint16_t kernel_dequant_bits(const KernelWeights& w, int e, int n, int k) {
   const WeightShape& s = w.shape;
-  const size_t gi = (static_cast<size_t>(e) * s.num_groups() + k / s.group_len()) * s.n + n;
+  const size_t gi = kernel_scale_index(w.kind, s.n, s.num_groups(), e, k / s.group_len(), n);
   float z = s.symmetric ? 8.0f : half_bits_to_float(s.act, w.zeros[gi]);
   float sc = half_bits_to_float(s.act, w.scales[gi]);
   float d = static_cast<float>(kernel_nibble(w, e, n, k)) - z;  // small integer, exact

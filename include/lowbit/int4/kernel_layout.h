@@ -35,7 +35,12 @@
 // Both kinds store, for every (group g, column n):
 //   scales uint16 [E, NG, N]  bits of the activation dtype (NG = K/G, 1 for per-channel);
 //                             transposed from the canonical [E, N, NG] so that 8
-//                             consecutive columns' scales are one 16-byte load.
+//                             consecutive columns' scales are one 16-byte load. kMmaTiled
+//                             permutes the columns within each 64-column group
+//                             (mma_tiled_scale_col): lane 4g + t of the decode tile reads
+//                             the scales of its 8 columns (A-fragment rows 16j + g + 8h)
+//                             as one 16 B vector already in register order, with no
+//                             16-bit loads to merge after they arrive.
 //   zeros  uint16 [E, NG, N]  asymmetric only: z converted at load time to the activation
 //                             dtype (integers 0..15 are exact in fp16 and bf16), so the
 //                             kernel subtracts in the activation dtype without int->float
@@ -94,6 +99,20 @@ LOWBIT_HD void mma_tiled_coords(size_t word, int p, int K, int* n, int* k) {
   const int g = lane / 4, t = lane % 4, hi = p % 2, kh = p / 2;
   *n = kMmaTileCols * c + 16 * j + 8 * hi + g;
   *k = kMmaTileK * s + 8 * kh + 2 * t;
+}
+
+// kMmaTiled scales and zeros: column n of a 64-column group is stored at 8g + 2j + h of the
+// group's 64 entries (n % 64 = 16j + 8h + g), so that entries 8g .. 8g + 7 are the columns
+// 16j + g + 8h (j = 0..3, h = 0..1) in the order of the decode tile's GroupParams: two
+// columns per 32-bit word, h = 0 in the low half.
+LOWBIT_HD int mma_tiled_scale_col(int n) {
+  const int nl = n % kMmaTileCols, j = nl / 16, r = nl % 16;
+  return n - nl + 8 * (r % 8) + 2 * j + r / 8;
+}
+// Index of the scale (or zero) of column n, group grp, expert e in a kernel weight's
+// [E, NG, N] array.
+LOWBIT_HD size_t kernel_scale_index(KernelLayoutKind kind, int N, int NG, int e, int grp, int n) {
+  return (static_cast<size_t>(e) * NG + grp) * N + (kind == KernelLayoutKind::kMmaTiled ? mma_tiled_scale_col(n) : n);
 }
 
 // The layout a shape gets: MMA-tiled when N % 64 == 0 and K % 32 == 0 (expert stacks:

@@ -131,6 +131,51 @@ TEST(KernelLayout, MmaTiledFragmentSlots) {
   EXPECT_NE(st.message().find("MMA-tiled"), std::string::npos) << st.message();
 }
 
+// kMmaTiled scales and zeros: entries 8g .. 8g + 7 of a group's 64-column block are the
+// columns 16j + g + 8h (j = 0..3, h = 0..1) that lane 4g + t multiplies, in that order (the
+// decode tile's one 16 B load per group); the N-packed layout keeps column order. Scales and
+// zeros are a known function of (group, column).
+TEST(KernelLayout, MmaTiledScaleOrder) {
+  for (const bool sym : {true, false}) {
+    WeightShape s{2, 128, 256, 64, sym, DType::kF16};
+    KPackedWeights in = random_kpacked(s, 9);
+    const int NG = s.num_groups();
+    auto sc_of = [](int e, int grp, int n) { return static_cast<uint16_t>(0x3000 + 512 * e + 128 * grp + n); };
+    auto z_of = [](int e, int grp, int n) { return (3 * n + grp + e) & 0xF; };
+    for (int e = 0; e < s.experts; ++e)
+      for (int n = 0; n < s.n; ++n)
+        for (int grp = 0; grp < NG; ++grp) {
+          in.scales[(static_cast<size_t>(e) * s.n + n) * NG + grp] = sc_of(e, grp, n);
+          if (!sym) {
+            uint8_t& b = in.zeros[(static_cast<size_t>(e) * (s.n / 2) + n / 2) * NG + grp];
+            b = static_cast<uint8_t>((b & (0xF0 >> (4 * (n & 1)))) | (z_of(e, grp, n) << (4 * (n & 1))));
+          }
+        }
+    for (KernelLayoutKind kind : {KernelLayoutKind::kMmaTiled, KernelLayoutKind::kNPackedInterleaved}) {
+      KernelWeights kw;
+      ASSERT_TRUE(repack_for_kernels(in, &kw, static_cast<int>(kind)).ok());
+      for (int e = 0; e < s.experts; ++e)
+        for (int grp = 0; grp < NG; ++grp)
+          for (int c = 0; c < s.n / kMmaTileCols; ++c)
+            for (int g = 0; g < 8; ++g)
+              for (int j = 0; j < 4; ++j)
+                for (int h = 0; h < 2; ++h) {
+                  const int n = 64 * c + 16 * j + g + 8 * h;
+                  const size_t want = (static_cast<size_t>(e) * NG + grp) * s.n +
+                                      (kind == KernelLayoutKind::kMmaTiled ? 64 * c + 8 * g + 2 * j + h : n);
+                  ASSERT_EQ(kernel_scale_index(kind, s.n, NG, e, grp, n), want);
+                  ASSERT_EQ(kw.scales[want], sc_of(e, grp, n)) << kernel_layout_name(kind) << " n=" << n;
+                  if (!sym)
+                    ASSERT_EQ(kw.zeros[want], float_to_half_bits(s.act, static_cast<float>(z_of(e, grp, n))));
+                }
+      KPackedWeights back;
+      ASSERT_TRUE(unpack_from_kernels(kw, &back).ok());
+      EXPECT_EQ(back.scales, in.scales);
+      EXPECT_EQ(back.zeros, in.zeros);
+    }
+  }
+}
+
 TEST(KernelLayout, RejectsBadInput) {
   WeightShape s{1, 20, 64, 32, true, DType::kBF16};
   KPackedWeights in = random_kpacked(s, 3);

@@ -288,7 +288,7 @@ TEST(Int4GemmArgs, RefusedBeforeLaunch) {
   v.shape.n = 20;  // N-packed claimed for N % 8 != 0
   EXPECT_EQ(gemm(a, v, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
   // MMA-tiled weights: the N-packed-only tiled WMMA path is refused, and so are a
-  // misaligned qweight and a shape the layout cannot hold.
+  // misaligned qweight or scales and a shape the layout cannot hold.
   {
     WeightShape st{1, 128, 128, 32, true, DType::kBF16};
     KernelWeights kt;
@@ -304,6 +304,11 @@ TEST(Int4GemmArgs, RefusedBeforeLaunch) {
     KernelWeightsView vt = dt.view;
     vt.qweight = static_cast<const char*>(vt.qweight) + 4;
     EXPECT_EQ(gemm(a, vt, ws.p, ws.bytes, nullptr).code(), StatusCode::kMisaligned);
+    vt = dt.view;
+    vt.scales += 1;  // 2 B aligned: the decode tile loads a lane's 8 scales as one 16 B vector
+    const Status rs = gemm(a, vt, ws.p, ws.bytes, nullptr);
+    EXPECT_EQ(rs.code(), StatusCode::kMisaligned);
+    EXPECT_NE(rs.message().find("scales"), std::string::npos) << rs.message();
     vt = dt.view;
     vt.shape.n = 96;
     EXPECT_EQ(gemm(a, vt, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
