@@ -62,6 +62,9 @@ struct DecodeParams {
   // x fragments ahead of their MMAs (decode_x_ahead); 0 loads each batch's at its start
   // (x_prefetch_rule; LOWBIT_INT4_DECODE_XPREFETCH=0 for measurements).
   int x_prefetch = 1;
+  // Where the block lets the next kernel launch (griddepcontrol.launch_dependents; dense only,
+  // see launch()): 0 at the start, 1 once the warp's first weight batch has arrived.
+  int pdl_trigger = 0;
 };
 
 // Per-group constants of this lane's 8 columns (16j + g + 8h, j = 0..3, h = 0..1), kept as
@@ -191,6 +194,8 @@ constexpr XAhead decode_x_ahead() {
 // bf16, 1x H200): in clusters of 2 (70b.qkv M = 9..16, 8b.qkv M = 24 / 32) 3-7% faster
 // (70b.qkv M = 16 26.9 vs 29.0 us); alone (70b.gate_up M = 9..32, 8b.gate_up M = 32) from 6%
 // slower (70b.gate_up M = 9 119 vs 112 us) to 6% faster (M = 24 192 vs 204): off there.
+// Measured again with the staged scales (session 9, round E; 70b.gate_up M = 9..32, 8b.gate_up
+// M = 32): from 3% slower to 3% faster alone, still no rule to tell them apart.
 template <typename Cfg, int W>
 int x_prefetch_rule(int env_on, int splits) {
   if (decode_x_ahead<Cfg, W>() == XAhead::kHalf && splits == 1) return 0;
@@ -475,7 +480,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         }
       }
     };
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    // DecodeParams::pdl_trigger (the MoE modes always trigger here: the single-token path's
+    // GEMM2 relies on GEMM1 triggering right after its own wait).
+    const int trig = kMoe ? 0 : p.pdl_trigger;
+    if (trig == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #pragma unroll
     for (int b = 0; b < S; ++b) issue(b, b);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -493,6 +501,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         if (kXAhead == kXHalf && xmode == kXHalf) {
           load_x(Steps<kHalf, D>{}, xa, sb, n_in, full_tag);  // this batch's second half
           mbar_wait(bar0 + 8 * stage, phase);
+          if (trig == 1 && b == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #pragma unroll
           for (int i = 0; i < D; ++i) wa[i] = lds128(st + 512u * i);  // tail: stale stage words, skipped
           compute(Steps<0, kHalf>{}, sb, n_in, full_tag);
@@ -508,6 +517,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         if (kXAhead == kXFull && xmode == kXFull && b + 1 < nb)
           load_x_batch(Steps<0, D>{}, xn, sb + D);  // the next batch's, hidden by this one's MMAs
         mbar_wait(bar0 + 8 * stage, phase);
+        if (trig == 1 && b == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #pragma unroll
         for (int i = 0; i < D; ++i) wa[i] = lds128(st + 512u * i);  // tail: stale stage words, skipped
         compute(Steps<0, D>{}, sb, n_in, full_tag);
@@ -523,6 +533,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         phase ^= 1u;
       }
     }
+    if (trig == 1 && nb == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     __syncthreads();  // the reduction below reuses the stages of all warps
   }
 
@@ -651,6 +662,15 @@ int sm_count(int dev) {
   return v;
 }
 
+int current_sm_count() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    dev = 0;
+  }
+  return sm_count(dev);
+}
+
 // LOWBIT_INT4_DECODE_SPLITS=n / LOWBIT_INT4_DECODE_WARPS=4|8 (read once; measurements):
 // the split-K cluster size (clipped to 1..8 and to what the device can schedule) and the
 // block's warps instead of decode_shape()'s choice.
@@ -711,6 +731,13 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   p.splits = schedulable_splits(kernel, gr.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                 32 * Cfg::NW, kSmem, known);
   p.x_prefetch = x_prefetch_rule<Cfg, W>(env_x_prefetch(), p.splits);
+  // A grid of at most one block per SM lets the next kernel launch only once its warps' first
+  // weight batches have arrived: its blocks would otherwise take each SM's second slot at once
+  // and stream their first batches against ours. Measured (session 9, round E, 1x H200, bf16;
+  // trigger at the start vs after the first batch, twice each): 8b.down (128 blocks) M = 1 / 8
+  // 16.1 / 18.2 vs 13.8 / 15.0 us, 8b.o M = 1 / 8 7.3 / 8.3 vs 6.7 / 7.1; larger grids lose
+  // a little (8b.qkv, 192 blocks, M = 8 9.4 vs 9.8; 70b.qkv, 160, M = 8 21.0 vs 21.7).
+  p.pdl_trigger = static_cast<long long>(p.splits) * gr.y * gr.groups <= current_sm_count() ? 1 : 0;
   return launch_split_clusters(kernel, p, p.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                32 * Cfg::NW, kSmem, stream, pdl_enabled());
 }
@@ -764,15 +791,6 @@ cudaError_t launch_dtype(DType act, const DecodeParams& p, DecodeTiles tiles, De
                          cudaStream_t stream) {
   return act == DType::kF16 ? launch_t<__half, MODE>(p, tiles, sh, gr, stream)
                             : launch_t<__nv_bfloat16, MODE>(p, tiles, sh, gr, stream);
-}
-
-int current_sm_count() {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    dev = 0;
-  }
-  return sm_count(dev);
 }
 
 }  // namespace
