@@ -130,11 +130,13 @@ struct KernelWeights {
 };
 
 // Non-owning view of a KernelWeights copied to the device (what the kernels take).
+// Alignment the kernels check: N-packed qweight 4 B, scales / zeros 16 B; MMA-tiled qweight,
+// scales and zeros 16 B (bulk copies, vector loads); K-packed scales / zeros 2 B.
 struct KernelWeightsView {
   WeightShape shape;
   KernelLayoutKind kind = KernelLayoutKind::kNPackedInterleaved;
   const void* qweight = nullptr;   // uint32 [E, K, N/8], uint32 [E, N/64, K/16, 32, 4] or uint8 [E, N, K/2]
-  const uint16_t* scales = nullptr;  // [E, NG, N]
+  const uint16_t* scales = nullptr;  // [E, NG, N] (MMA-tiled: columns permuted, kernel_scale_index)
   const uint16_t* zeros = nullptr;   // [E, NG, N] or nullptr (symmetric)
 };
 
