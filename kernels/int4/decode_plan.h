@@ -72,7 +72,13 @@ inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int sms, int r
     return {DecodeTiles::kRows16Deep, {4, 1}};
   }
   const int waves16 = plan_ceil_div(u, 3 * sms), waves8 = plan_ceil_div(u8, 4 * sms);
-  if (5 * waves16 < 4 * waves8) return {DecodeTiles::kRows16Deep, {4, 1}};
+  // Past one wave, 16-row tiles alone: 8-warp blocks (one per SM, x loaded a whole batch
+  // ahead) at M = 12..16, 4-warp blocks (three per SM) otherwise. Measured with the staged
+  // scales (session 9, 70b.gate_up, 8 vs 4 warps, bf16 / fp16): M = 12 120.8 / 115.9 vs
+  // 123.6 / 121.0 us, M = 16 121.3 / 117.6 vs 132.8 / 128.9; M = 9 (rows 10-16 re-read row 0:
+  // cheap x) 119.3 vs 111.0 and M = 32 (two tiles per group) 230 vs 192.5 (8b.gate_up 72.7 vs 65.0).
+  if (5 * waves16 < 4 * waves8)
+    return {DecodeTiles::kRows16Deep, m >= 12 && m <= 16 ? DecodeShape{8, 1} : DecodeShape{4, 1}};
   return {DecodeTiles::kRows8, decode_shape(u8, 1, sms)};
 }
 

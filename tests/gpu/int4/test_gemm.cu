@@ -229,9 +229,9 @@ std::vector<GemmCase> forced_cases() {
         for (int m : {8, 16, 17}) v.push_back({m, 192, 4096, g, sym, t, GemmPath::kSkinny});
       }
   // Dense decode at M = 9..16 (dense_decode_plan): 16-row tiles under each block shape of the
-  // plan (100 / 160 / 300 column groups: 8 warps alone, 4 warps in pairs, 4 alone; 896: 4
-  // warps past one wave) and the 8-row fallback (448 groups); tail batches (K = 1072,
-  // per-channel: 67 K steps); G = 64 keeps 8-row tiles.
+  // plan (100 / 160 / 300 column groups: 8 warps alone, 4 warps in pairs, 4 alone; 896: 8
+  // warps past one wave at M = 16, 4 warps at M = 24 below) and the 8-row fallback (448
+  // groups); tail batches (K = 1072, per-channel: 67 K steps); G = 64 keeps 8-row tiles.
   for (DType t : {DType::kF16, DType::kBF16}) {
     const bool sym = t == DType::kF16;
     for (int n : {6400, 10240, 19200, 28672, 57344}) v.push_back({16, n, 1024, 128, sym, t});
