@@ -497,13 +497,16 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       const int sb = s0 + b * D, n_in = s1 - sb;
       const uint32_t st = stage0 + static_cast<uint32_t>(stage * D * 512) + 16u * lane;
       sc_stage = sc0 + static_cast<uint32_t>(stage * kScBytes) + 16u * g;
+      auto read_stage = [&] {  // the stage's words once its copies have landed
+        mbar_wait(bar0 + 8 * stage, phase);
+        if (trig == 1 && b == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#pragma unroll
+        for (int i = 0; i < D; ++i) wa[i] = lds128(st + 512u * i);  // tail: stale stage words, skipped
+      };
       auto consume = [&](auto full_tag) {  // full batch: no per-step range tests
         if (kXAhead == kXHalf && xmode == kXHalf) {
           load_x(Steps<kHalf, D>{}, xa, sb, n_in, full_tag);  // this batch's second half
-          mbar_wait(bar0 + 8 * stage, phase);
-          if (trig == 1 && b == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#pragma unroll
-          for (int i = 0; i < D; ++i) wa[i] = lds128(st + 512u * i);  // tail: stale stage words, skipped
+          read_stage();
           compute(Steps<0, kHalf>{}, sb, n_in, full_tag);
           if (b + 1 < nb) load_x_batch(Steps<0, kHalf>{}, xa, sb + D);  // the next batch's first half
           compute(Steps<kHalf, D>{}, sb, n_in, full_tag);
@@ -516,10 +519,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
           for (int nt = 0; nt < NT; ++nt) xa[i][nt] = xn[i][nt];
         if (kXAhead == kXFull && xmode == kXFull && b + 1 < nb)
           load_x_batch(Steps<0, D>{}, xn, sb + D);  // the next batch's, hidden by this one's MMAs
-        mbar_wait(bar0 + 8 * stage, phase);
-        if (trig == 1 && b == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#pragma unroll
-        for (int i = 0; i < D; ++i) wa[i] = lds128(st + 512u * i);  // tail: stale stage words, skipped
+        read_stage();
         compute(Steps<0, D>{}, sb, n_in, full_tag);
       };
       if (n_in >= D)
