@@ -6,6 +6,7 @@ The JSON carries {"rows": [...], "plot": {"x", "y", "series", "logx", "logy", "t
 """
 import json
 import sys
+import textwrap
 
 import matplotlib
 
@@ -42,7 +43,10 @@ def main(src, dst):
         ax.set_title((spec.get("title", "") + (f" — {facet}={fv}" if facet else "")).strip())
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    sub = f"{doc.get('command', '')}\n{doc.get('date', '')}  commit {doc.get('commit', '')}  {doc.get('machine', '')}"
+    # Wrapped to the figure's width (a long command or commit note was cut at both edges).
+    width = int(16 * 6.5 * len(facets))
+    lines = [doc.get("command", ""), f"{doc.get('date', '')}  commit {doc.get('commit', '')}  {doc.get('machine', '')}"]
+    sub = "\n".join(textwrap.fill(line, width) for line in lines)
     fig.suptitle(sub, fontsize=8)
     fig.tight_layout()
     fig.savefig(dst, dpi=110)
