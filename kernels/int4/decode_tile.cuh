@@ -97,6 +97,17 @@ __device__ __forceinline__ void load_group(const uint16_t* scales, const uint16_
 // (g, g + 8 of the 16 columns j of the 64-column group).
 __device__ __forceinline__ int frag_row(int nt, int t, int q) { return 8 * nt + 2 * t + (q & 1); }
 __device__ __forceinline__ int frag_col(int j, int g, int q) { return 16 * j + g + 8 * (q >> 1); }
+// f(j, nt, q) for every accumulator element of the lane (4 column tiles x NT row tiles x 4),
+// unrolled: the window fold, the wide-mode stores and the reduction buffer walk them alike.
+template <int NT, typename F>
+__device__ __forceinline__ void for_each_acc(F&& f) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) f(j, nt, q);
+}
 
 // Steps [kLo, kHi) of a batch, as a compile-time argument of the tile's lambdas.
 template <int kLo, int kHi>
@@ -355,20 +366,15 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   };
   auto fold = [&](int st_end) {  // st_end: first step after the window
     const GroupParams gp = group_params();
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          // C fragment: element q is at activation row frag_row(nt, t, q), column frag_col(j, g, q).
-          const int h = q >> 1;
-          const float mul = kHiX16 && h ? 16.f : 1.f;
-          const float zc = kMagicF + mul * (kSym ? 8.f : pair_to_float<T>(gp.z[j], h));
-          const float sc = kHiX16 && h ? pair_to_float<T>(gp.s[j], h) * 0.0625f : pair_to_float<T>(gp.s[j], h);
-          const float d = fmaf(-zc, accx[nt][q & 1], acc[j][nt][q]);
-          tot[j][nt][q] = fmaf(d, sc, tot[j][nt][q]);
-        }
+    for_each_acc<NT>([&](int j, int nt, int q) {
+      // C fragment: element q is at activation row frag_row(nt, t, q), column frag_col(j, g, q).
+      const int h = q >> 1;
+      const float mul = kHiX16 && h ? 16.f : 1.f;
+      const float zc = kMagicF + mul * (kSym ? 8.f : pair_to_float<T>(gp.z[j], h));
+      const float sc = kHiX16 && h ? pair_to_float<T>(gp.s[j], h) * 0.0625f : pair_to_float<T>(gp.s[j], h);
+      const float d = fmaf(-zc, accx[nt][q & 1], acc[j][nt][q]);
+      tot[j][nt][q] = fmaf(d, sc, tot[j][nt][q]);
+    });
     if (!kStagedScales && --wleft == 0 && st_end < s1) {  // group end: next group's constants
       ++grp;
       wleft = gsteps / W;
@@ -565,17 +571,12 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   if constexpr (MODE == kDecMoeDown) {
     if (wide) {  // each warp's sums are final: store them (no split, so no cluster)
       if (cvalid) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              const int id = s_id[frag_row(nt, t, q)];
-              if (id < 0) continue;
-              const int n = cgrp * kMmaTileCols + frag_col(j, g, q);
-              static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(id) * tot[j][nt][q];
-            }
+        for_each_acc<NT>([&](int j, int nt, int q) {
+          const int id = s_id[frag_row(nt, t, q)];
+          if (id < 0) return;
+          const int n = cgrp * kMmaTileCols + frag_col(j, g, q);
+          static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(id) * tot[j][nt][q];
+        });
       }
       const int n0 = cblk * NW * kMmaTileCols;
       single_token_sum(n0, min(NW * kMmaTileCols, p.N - n0));
@@ -588,12 +589,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   static_assert(NW * kElems * 32 * 4 <= decode_smem_bytes<NT, D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>()>(),
                 "reduction buffer size");
   auto& red = *reinterpret_cast<float(*)[NW][kElems][32]>(smem);
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) red[warp][(j * NT + nt) * 4 + q][lane] = tot[j][nt][q];
+  for_each_acc<NT>([&](int j, int nt, int q) { red[warp][(j * NT + nt) * 4 + q][lane] = tot[j][nt][q]; });
   __syncthreads();
   float* flat = &red[0][0][0];
   constexpr int kOut = kElems * 32;  // outputs per block (per stream)
@@ -737,7 +733,8 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   // trigger at the start vs after the first batch, twice each): 8b.down (128 blocks) M = 1 / 8
   // 16.1 / 18.2 vs 13.8 / 15.0 us, 8b.o M = 1 / 8 7.3 / 8.3 vs 6.7 / 7.1; larger grids lose
   // a little (8b.qkv, 192 blocks, M = 8 9.4 vs 9.8; 70b.qkv, 160, M = 8 21.0 vs 21.7).
-  p.pdl_trigger = static_cast<long long>(p.splits) * gr.y * gr.groups <= current_sm_count() ? 1 : 0;
+  if constexpr (MODE == kDecDense)  // the only mode that reads it
+    p.pdl_trigger = static_cast<long long>(p.splits) * gr.y * gr.groups <= current_sm_count() ? 1 : 0;
   return launch_split_clusters(kernel, p, p.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                32 * Cfg::NW, kSmem, stream, pdl_enabled());
 }
