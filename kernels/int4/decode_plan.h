@@ -40,7 +40,10 @@ constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps
 // column group share the weight through L2. M > 32 (forced paths only): kRows16 (batches
 // of 4, 6 stages). rows16_max: the largest M on 16-row tiles (decode_tile.cuh passes 32, or
 // what LOWBIT_INT4_DECODE_ROWS16_MAX says; LOWBIT_INT4_DECODE_ROWS16=0 passes 8: none).
-enum class DecodeTiles : int { kRows8 = 0, kRows16Deep = 1, kRows16 = 2 };
+// kRows16Shared: kRows16Deep's tile with block-shared x (DecodeCfg::XS): the block's warps
+// stream adjacent column groups over one K range and read x from shared memory that one bulk
+// copy per row fills for all of them.
+enum class DecodeTiles : int { kRows8 = 0, kRows16Deep = 1, kRows16 = 2, kRows16Shared = 3 };
 struct DensePlan {
   DecodeTiles tiles;
   DecodeShape shape;
@@ -53,7 +56,7 @@ struct DensePlan {
 // block costs ~1.25x an 8-row block (70b.gate_up, 8b.gate_up) and whole waves decide:
 // 16-row tiles only if 1.25 x their waves < the waves of the 8-row blocks (4 per SM). The
 // same rule holds at M = 17..32 (two 16-row tiles per column group; measured at M = 24, 32).
-inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int sms, int rows16_max) {
+inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int sms, int rows16_max) {
   const bool rows16 = m > 8 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   if (!rows16) {
     const int nt = m <= 32 ? 1 : 2;
@@ -80,6 +83,34 @@ inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int sms, int r
   if (5 * waves16 < 4 * waves8)
     return {DecodeTiles::kRows16Deep, m >= 12 && m <= 16 ? DecodeShape{8, 1} : DecodeShape{4, 1}};
   return {DecodeTiles::kRows8, decode_shape(u8, 1, sms)};
+}
+
+// Block-shared x, one 16-row tile (M = 9..16): 4-warp blocks (3 per SM) in split-K clusters
+// that fill one wave of them, each rank at least 2 batches of 8 K steps. steps: K / 16.
+inline DensePlan shared_x_plan(int groups, int steps, int sms) {
+  const int units = plan_ceil_div(groups, 4);
+  int splits = 3 * sms / units;
+  splits = splits < 1 ? 1 : splits > 8 ? 8 : splits;
+  while (splits > 1 && steps / 8 / splits < 2) --splits;
+  return {DecodeTiles::kRows16Shared, {4, splits}};
+}
+// The plan: unshared_decode_plan(), except at M = 9..16 with windows of 8 where that takes
+// 8-row tiles or 4-warp 16-row blocks in clusters of 2, which block-shared x tiles beat
+// (session 10, 1x H200, bf16, M = 16, round D: 8b.gate_up 31.6 vs 36.1 us, 70b.qkv 22.9 vs
+// 26.5; M = 12 in round C, same sign). Where it takes 8-warp 16-row blocks (x a whole batch
+// ahead in registers) the shared tiles lost: 70b.gate_up 134.5 vs 120.1, 70b.down 66.8 vs 55.3,
+// 8b.down 26.6 vs 18.8, 70b.o 21.8 vs 18.6, 8b.qkv 12.9 vs 10.9 (8b.o 9.4 vs 9.4).
+// xshared: 1 as above; 0 unshared_decode_plan() alone, 2 shared tiles wherever they can run
+// (LOWBIT_INT4_DECODE_XSHARED=0 / 2: measurements and tests).
+inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int steps, int sms, int rows16_max,
+                                   int xshared = 1) {
+  const DensePlan base = unshared_decode_plan(m, groups, gsteps, sms, rows16_max);
+  const bool rows16 = m > 8 && m <= 16 && m <= rows16_max && decode_window(gsteps, 8) == 8;
+  const bool four_warp_pairs =
+      base.tiles == DecodeTiles::kRows16Deep && base.shape.warps == 4 && base.shape.splits == 2;
+  if (rows16 && (xshared == 2 || (xshared == 1 && (base.tiles == DecodeTiles::kRows8 || four_warp_pairs))))
+    return shared_x_plan(groups, steps, sms);
+  return base;
 }
 
 // MoE GEMM2 (down, K = the intermediate size) in the wide mode (decode_tile.cuh,

@@ -121,14 +121,33 @@ __device__ __forceinline__ float pair_to_float(uint32_t v, int h) {
   return Act<T>::bits_to_float(static_cast<uint16_t>(h ? v >> 16 : v & 0xFFFFu));
 }
 
+// Block-shared x (DecodeCfg::XS): the block's 8 * NT activation rows of one batch (D K steps)
+// form a chunk in shared memory, one row per kXsPitch bytes (the batch's 32 B per step plus
+// 16 B, so that the 8 rows an ldmatrix phase reads fall in 8 different 16 B bank groups);
+// kXsSlots chunks in a ring, each with its mbarrier and a consumption counter.
+constexpr int kXsSlots = 4;
+template <int D>
+constexpr int xs_pitch() {
+  return D * kMmaTileK * 2 + 16;
+}
+template <int NT, int D>
+constexpr int xs_chunk_bytes() {
+  return 8 * NT * xs_pitch<D>();
+}
 // Dynamic shared memory: the warps' weight stages (S per warp, D K steps of 512 B each),
 // their mbarriers, then each stage's group scales (+ zeros) when staged (kScBytes per stage,
-// see the kernel); the block's reduction buffer reuses the stages after the K loop.
+// see the kernel), then (XS) the x chunks, their mbarriers and counters; the block's
+// reduction buffer reuses the stages after the K loop.
 template <int NT, int D, int S, int NW, int kScBytes>
+constexpr int decode_stage_region_bytes() {
+  return NW * S * (D * 512 + 8 + kScBytes);
+}
+template <int NT, int D, int S, int NW, int kScBytes, bool XS = false>
 constexpr int decode_smem_bytes() {
   constexpr int red = NW * 16 * NT * 32 * 4;
-  constexpr int stages = NW * S * (D * 512 + 8 + kScBytes);
-  return red > stages ? red : stages;
+  constexpr int stages = decode_stage_region_bytes<NT, D, S, NW, kScBytes>();
+  constexpr int all = stages + (XS ? kXsSlots * (xs_chunk_bytes<NT, D>() + 8 + 4) : 0);  // x after the stages
+  return red > all ? red : all;
 }
 // Bytes of one group's scales (+ zeros) of a 64-column group in a weight stage: the kernels
 // with windows of a whole batch (W == D) stage them with the batch's words.
@@ -165,6 +184,27 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t phase) {
         : "memory");
   } while (!done);
 }
+// One K step's x fragments from a block-shared chunk (DecodeCfg::XS): ldmatrix reads the 8 x 8
+// tiles (rows 8 nt .. 8 nt + 7, K halves 0-7 / 8-15); tile 2 nt + h is xf[nt].x (h = 0) or .y
+// (h = 1): row g, k = 2t, 2t + 1 of the half, the B fragment of m16n8k16. addr: this lane's
+// tile row (xs_lane_offset) in the chunk, plus 32 B per K step.
+template <int NT>
+__device__ __forceinline__ void ldsm_x(uint32_t addr, uint2 (&xf)[NT]) {
+  static_assert(NT == 1 || NT == 2, "one or two 8-row tiles");
+  if constexpr (NT == 2)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(xf[0].x), "=r"(xf[0].y), "=r"(xf[1].x), "=r"(xf[1].y)
+                 : "r"(addr));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(xf[0].x), "=r"(xf[0].y) : "r"(addr));
+}
+// The chunk offset of the tile row whose address lane `lane` gives ldmatrix: tile lane / 8
+// (x2: lanes 0-15 only), row lane % 8 of it.
+template <int NT, int D>
+__device__ __forceinline__ uint32_t xs_lane_offset(int lane) {
+  const int tile = (NT == 2 ? lane : lane & 15) >> 3;
+  return static_cast<uint32_t>((8 * (tile >> 1) + (lane & 7)) * xs_pitch<D>() + 16 * (tile & 1));
+}
 __device__ __forceinline__ uint4 lds128(uint32_t a) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
@@ -176,9 +216,13 @@ __device__ __forceinline__ uint4 lds128(uint32_t a) {
 // behind a run-time test at every step made the loop body several times larger and slower).
 // Cfg: NT (8-row activation tiles), D (K steps per batch), S (weight stages per warp), NW
 // (warps per block), kMinBlocks (blocks per SM the registers must allow).
-template <int NT_, int D_, int S_, int NW_, int kMinBlocks_>
+// XS: block-shared x (dense 16-row tiles, windows of a whole batch): the block's warps
+// stream NW adjacent column groups over one K range (the split's) and read x from chunks of
+// shared memory that one bulk copy per row fills once for all of them (see the kernel).
+template <int NT_, int D_, int S_, int NW_, int kMinBlocks_, bool XS_ = false>
 struct DecodeCfg {
   static constexpr int NT = NT_, D = D_, S = S_, NW = NW_, kMinBlocks = kMinBlocks_;
+  static constexpr bool XS = XS_;
 };
 
 // How far ahead of their MMAs a configuration loads the x fragments (the loads are L2 hits
@@ -197,7 +241,7 @@ struct DecodeCfg {
 enum class XAhead : int { kNow = 0, kFull = 1, kHalf = 2 };
 template <typename Cfg, int W>
 constexpr XAhead decode_x_ahead() {
-  if (W != Cfg::D) return XAhead::kNow;
+  if (W != Cfg::D || Cfg::XS) return XAhead::kNow;  // XS: x from shared memory, per step
   if (Cfg::NT == 2 && Cfg::D == 8 && Cfg::kMinBlocks > 1) return XAhead::kHalf;
   return XAhead::kFull;
 }
@@ -217,7 +261,9 @@ template <typename T, typename Cfg, int W, bool kSym, int MODE>
 __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_kernel(const DecodeParams p) {
   constexpr int NT = Cfg::NT, D = Cfg::D, S = Cfg::S, NW = Cfg::NW;
   constexpr bool kMoe = MODE != kDecDense, kGateUp = MODE == kDecMoeGateUp;
+  constexpr bool kXS = Cfg::XS;
   static_assert(D % W == 0, "windows tile the batch");
+  static_assert(!kXS || (MODE == kDecDense && W == D), "block-shared x: dense, windows of a whole batch");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int split = blockIdx.x, mtile = blockIdx.y, cblk = blockIdx.z;
@@ -295,8 +341,12 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   constexpr int kStreamWarps = kGateUp ? NW / 2 : NW;
   const int wi = warp % kStreamWarps;
   const bool wide = MODE == kDecMoeDown && p.wide != 0;  // DecodeParams::wide
-  const int cgrp = wide ? cblk * NW + warp : kGateUp ? cblk + (warp / kStreamWarps) * p.half_groups : cblk;
-  const bool cvalid = !wide || cgrp < p.N / kMmaTileCols;  // wide: the last block's spare warps idle
+  // Wide and XS: warp w streams column group blockIdx.z * NW + w; the last block's spare
+  // warps idle (XS: they still count their x chunks consumed).
+  const bool group_per_warp = wide || kXS;
+  const int cgrp_w = group_per_warp ? cblk * NW + warp : kGateUp ? cblk + (warp / kStreamWarps) * p.half_groups : cblk;
+  const bool cvalid = !group_per_warp || cgrp_w < p.N / kMmaTileCols;
+  const int cgrp = cvalid ? cgrp_w : 0;  // addresses of a spare warp: never read
   const int steps = p.K / kMmaTileK;
   const int gsteps = p.group_steps();
   // This warp's K steps [s0, s1) in whole batches: the block's share of the split, cut in
@@ -305,9 +355,13 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   const int batches = (steps + D - 1) / D;
   const int bb0 = static_cast<int>(static_cast<long long>(split) * batches / p.splits);
   const int bb1 = static_cast<int>(static_cast<long long>(split + 1) * batches / p.splits);
-  const int wb0 = wide ? 0 : bb0 + static_cast<int>(static_cast<long long>(wi) * (bb1 - bb0) / kStreamWarps);
-  const int wb1 = wide ? (cvalid ? batches : 0)
-                       : bb0 + static_cast<int>(static_cast<long long>(wi + 1) * (bb1 - bb0) / kStreamWarps);
+  // XS: every warp the block's whole share.
+  const int wb0 = wide  ? 0
+                  : kXS ? bb0
+                        : bb0 + static_cast<int>(static_cast<long long>(wi) * (bb1 - bb0) / kStreamWarps);
+  const int wb1 = wide  ? (cvalid ? batches : 0)
+                  : kXS ? bb1
+                        : bb0 + static_cast<int>(static_cast<long long>(wi + 1) * (bb1 - bb0) / kStreamWarps);
   const int s0 = wb0 * D, s1 = min(wb1 * D, steps);
   const int lane_col = cgrp * kMmaTileCols + 8 * g;  // load_group
   const uint4* wp = qw + static_cast<size_t>(cgrp) * steps * 32 + lane;
@@ -393,6 +447,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   constexpr int kHalf = D / 2;
   uint4 wa[D];
   uint2 xa[D][NT], xn[D][NT];
+  uint32_t xs_lane = 0;  // XS: this lane's ldmatrix address in the current batch's x chunk
   // Steps [steps.lo, steps.hi) of the batch starting at step sb (n_in of its steps inside the
   // range) into xs (xn or xa; a generic parameter: the array-reference type uint2 (&)[D][NT]
   // crashed nvcc 13.0's front end here).
@@ -422,6 +477,13 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       if (kFull || i < n_in) {
         const bool first = i % W == 0;  // window start: zero accumulators in
         const uint32_t words[4] = {wa[i].x, wa[i].y, wa[i].z, wa[i].w};
+        uint2 xf[NT];
+        if constexpr (kXS) {
+          ldsm_x<NT>(xs_lane + 32u * i, xf);
+        } else {
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) xf[nt] = xa[i][nt];
+        }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           uint32_t a[4];
@@ -438,17 +500,17 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
             if (first)
-              mma_m16n8k16_zc<T>(acc[j][nt], a, xa[i][nt].x, xa[i][nt].y);
+              mma_m16n8k16_zc<T>(acc[j][nt], a, xf[nt].x, xf[nt].y);
             else
-              mma_m16n8k16<T>(acc[j][nt], a, xa[i][nt].x, xa[i][nt].y);
+              mma_m16n8k16<T>(acc[j][nt], a, xf[nt].x, xf[nt].y);
           }
         }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           if (first)
-            mma_m16n8k16_zc<T>(accx[nt], ones_a, xa[i][nt].x, xa[i][nt].y);
+            mma_m16n8k16_zc<T>(accx[nt], ones_a, xf[nt].x, xf[nt].y);
           else
-            mma_m16n8k16<T>(accx[nt], ones_a, xa[i][nt].x, xa[i][nt].y);
+            mma_m16n8k16<T>(accx[nt], ones_a, xf[nt].x, xf[nt].y);
         }
       }
       // Window end (a window with at least one step in range; the tail window may be short).
@@ -467,12 +529,53 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     const uint32_t sc0 = smem_addr(smem) + static_cast<uint32_t>(NW * S * (D * 512 + 8) + warp * S * kScBytes);
     const char* wsrc = reinterpret_cast<const char*>(wp - lane);  // this column group's words
     const int nb = (s1 - s0 + D - 1) / D;                          // batches of this warp
+    // Block-shared x (XS): chunk b % kXsSlots holds batch b's rows [row0, row0 + xrows) of x.
+    // Warp 0 fills the first kXsSlots chunks after griddepcontrol.wait; each warp counts a
+    // chunk consumed after its batch b, and the warp whose count completes the block's NW
+    // refills it with batch b + kXsSlots (the counters only grow: generation b / kXsSlots
+    // expects NW * (b / kXsSlots + 1)). Rows past M are never copied (stale rows: their outputs
+    // are not stored). The refills are cp.async by the warp's 32 lanes rather than one bulk
+    // copy per row: measured faster on all eight Llama-3 shapes at M = 16 (session 10, round D:
+    // 8b.down 26.6 vs 30.3 us, 70b.gate_up 134.5 vs 144.2), the per-row bulk copies queueing
+    // behind the weight batches' and issued one lane at a time.
+    constexpr int kXsOff = decode_stage_region_bytes<NT, D, S, NW, kScBytes>();
+    constexpr int kXsChunk = xs_chunk_bytes<NT, D>();
+    const uint32_t xs0 = smem_addr(smem) + static_cast<uint32_t>(kXsOff);
+    const uint32_t xbar0 = xs0 + static_cast<uint32_t>(kXsSlots * kXsChunk);
+    int* const xcnt = reinterpret_cast<int*>(smem + kXsOff + kXsSlots * (kXsChunk + 8));
+    const int row0 = mtile * 8 * NT, xrows = min(8 * NT, p.M - row0);
     if (lane == 0)
       for (int st = 0; st < S; ++st) mbar_init(bar0 + 8 * st);
+    if (kXS && threadIdx.x == 0)
+      for (int i = 0; i < kXsSlots; ++i) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 32;\n" ::"r"(xbar0 + 8 * i) : "memory");
+        xcnt[i] = 0;
+      }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    __syncwarp();
+    if (kXS)
+      __syncthreads();  // the x chunks' barriers are the block's
+    else
+      __syncwarp();
+    auto issue_x = [&](int b) {  // batch b's x rows into its chunk (the whole calling warp)
+      if (b >= nb) return;
+      const int sb = s0 + b * D, n = min(D, s1 - sb), slot = b % kXsSlots;
+      const uint32_t chunk = xs0 + static_cast<uint32_t>(slot * kXsChunk);
+      const T* src = x + static_cast<size_t>(row0) * p.K + static_cast<size_t>(sb) * kMmaTileK;
+      // 16 B pieces: 2 per K step of a row, lane-strided over (row, piece); each lane's
+      // arrival on the chunk's barrier (32 per phase) comes once its own copies have landed.
+      for (int q = lane; q < xrows * 2 * D; q += 32) {
+        const int r = q / (2 * D), c = q % (2 * D);
+        if (c < 2 * n)
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(chunk + static_cast<uint32_t>(
+                                                                              r * xs_pitch<D>() + 16 * c)),
+                       "l"(src + static_cast<size_t>(r) * p.K + 8 * c)
+                       : "memory");
+      }
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(xbar0 + 8u * static_cast<uint32_t>(slot))
+                   : "memory");
+    };
     auto issue = [&](int b, int stage) {  // batch b into stage `stage` (lane 0)
-      if (lane == 0 && b < nb) {
+      if (lane == 0 && b < nb && cvalid) {
         const int sb = s0 + b * D, n = min(D, s1 - sb);
         const uint32_t bar = bar0 + 8 * stage;
         mbar_arrive_expect_tx(bar, static_cast<uint32_t>(n * 512 + kScBytes));
@@ -493,6 +596,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
 #pragma unroll
     for (int b = 0; b < S; ++b) issue(b, b);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    if (kXS && warp == 0)
+      for (int b = 0; b < kXsSlots; ++b) issue_x(b);
     if (nb > 0) {
       if (kXAhead == kXFull && xmode == kXFull) load_x_batch(Steps<0, D>{}, xn, s0);
       if (kXAhead == kXHalf && xmode == kXHalf) load_x_batch(Steps<0, kHalf>{}, xa, s0);
@@ -510,6 +615,14 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         for (int i = 0; i < D; ++i) wa[i] = lds128(st + 512u * i);  // tail: stale stage words, skipped
       };
       auto consume = [&](auto full_tag) {  // full batch: no per-step range tests
+        if constexpr (kXS) {
+          const int slot = b % kXsSlots;
+          xs_lane = xs0 + static_cast<uint32_t>(slot * kXsChunk) + xs_lane_offset<NT, D>(lane);
+          if (cvalid) read_stage();
+          mbar_wait(xbar0 + 8 * slot, static_cast<uint32_t>(b / kXsSlots) & 1u);
+          if (cvalid) compute(Steps<0, D>{}, sb, n_in, full_tag);
+          return;
+        }
         if (kXAhead == kXHalf && xmode == kXHalf) {
           load_x(Steps<kHalf, D>{}, xa, sb, n_in, full_tag);  // this batch's second half
           read_stage();
@@ -533,13 +646,22 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       else
         consume(std::false_type{});
       __syncwarp();  // every lane has consumed the stage before it is refilled
+      if constexpr (kXS) {  // count x chunk b consumed; the block's last warp refills it
+        int last = 0;
+        if (lane == 0) {
+          __threadfence_block();  // the warp's reads of the chunk before its count
+          last = atomicAdd(xcnt + b % kXsSlots, 1) == NW * (b / kXsSlots + 1) - 1;
+          __threadfence_block();  // every warp's count (and so its reads) before the refill
+        }
+        if (__shfl_sync(0xFFFFFFFFu, last, 0)) issue_x(b + kXsSlots);
+      }
       issue(b + S, stage);
       if (++stage == S) {
         stage = 0;
         phase ^= 1u;
       }
     }
-    if (trig == 1 && nb == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    if (trig == 1 && (nb == 0 || !cvalid)) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     __syncthreads();  // the reduction below reuses the stages of all warps
   }
 
@@ -584,64 +706,115 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     }
   }
 
-  // Warps -> block sum in warp order, then cluster ranks -> rank 0 in rank order.
+  // XS alone: each warp's sums are its column group's, final.
+  auto store_dense = [&](int m, int n, float v) {
+    if (m < p.M) static_cast<T*>(p.y)[static_cast<size_t>(m) * p.N + n] = Act<T>::from_float(v);
+  };
+  if constexpr (kXS) {
+    if (p.splits == 1) {
+      if (cvalid)
+        for_each_acc<NT>([&](int j, int nt, int q) {
+          store_dense(mtile * 8 * NT + frag_row(nt, t, q), cgrp * kMmaTileCols + frag_col(j, g, q), tot[j][nt][q]);
+        });
+      return;
+    }
+  }
+
+  // Warps -> block sum in warp order, then cluster ranks -> rank 0 in rank order (XS: each
+  // warp's group added over the ranks).
   constexpr int kElems = 16 * NT;  // per lane
-  static_assert(NW * kElems * 32 * 4 <= decode_smem_bytes<NT, D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>()>(),
+  static_assert(NW * kElems * 32 * 4 <= decode_stage_region_bytes<NT, D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>()>(),
                 "reduction buffer size");
   auto& red = *reinterpret_cast<float(*)[NW][kElems][32]>(smem);
   for_each_acc<NT>([&](int j, int nt, int q) { red[warp][(j * NT + nt) * 4 + q][lane] = tot[j][nt][q]; });
   __syncthreads();
   float* flat = &red[0][0][0];
   constexpr int kOut = kElems * 32;  // outputs per block (per stream)
-  for (int e = threadIdx.x; e < kOut; e += 32 * NW) {
-    // Stream sums in warp order; gate/up: the gate sum to red[0], the up sum to red[1] (each
-    // element is read and written by one thread only).
-    float v0 = flat[e], v1 = kGateUp ? flat[kStreamWarps * kOut + e] : 0.f;
-#pragma unroll
-    for (int w = 1; w < kStreamWarps; ++w) {
-      v0 += flat[w * kOut + e];
-      if constexpr (kGateUp) v1 += flat[(kStreamWarps + w) * kOut + e];
-    }
-    flat[e] = v0;
-    if constexpr (kGateUp) flat[kOut + e] = v1;
-  }
-  cg::cluster_group cluster = cg::this_cluster();
-  if (p.splits > 1) {
-    cluster.sync();
-    if (cluster.block_rank() != 0) {
-      cluster.sync();  // rank 0 reads our sums before we exit
-      return;
-    }
-  } else {
-    __syncthreads();
-  }
-  for (int e = threadIdx.x; e < kOut; e += 32 * NW) {
-    float v = flat[e], u = kGateUp ? flat[kOut + e] : 0.f;
-    for (int r = 1; r < p.splits; ++r) {
-      const float* rf = cluster.map_shared_rank(flat, r);
-      v += rf[e];
-      if constexpr (kGateUp) u += rf[kOut + e];
-    }
+  // Element e of a stream's block sums: lane l = e % 32 of the flat red layout, accumulator
+  // element q of tile (j, nt); its activation row within the block's rows and its column in
+  // the 64-column group.
+  auto out_pos = [&](int e, int& mloc, int& ncol) {
     const int l = e % 32, idx = e / 32;
     const int q = idx % 4, nt = (idx / 4) % NT, j = idx / (4 * NT);
-    const int mloc = frag_row(nt, l & 3, q);  // activation row within the block's rows
-    const int n = cblk * kMmaTileCols + frag_col(j, l >> 2, q);
-    if constexpr (MODE == kDecDense) {
-      const int m = mtile * 8 * NT + mloc;
-      if (m < p.M) static_cast<T*>(p.y)[static_cast<size_t>(m) * p.N + n] = Act<T>::from_float(v);
+    mloc = frag_row(nt, l & 3, q);
+    ncol = frag_col(j, l >> 2, q);
+  };
+  if constexpr (kXS) {
+    // splits > 1: rank r adds slice r of the block's NW * kOut sums over the ranks, in rank
+    // order, each thread's remote loads for an element issued together. (Rank 0 adding all
+    // of them, one remote load at a time, left the other ranks waiting at the cluster
+    // barrier for most of the kernel: Nsight Compute, 8b.o M = 16 in clusters of 8.)
+    cg::cluster_group cl = cg::this_cluster();
+    cl.sync();
+    const float* src[kClusterMaxSplits];
+#pragma unroll
+    for (int r = 0; r < kClusterMaxSplits; ++r) src[r] = r < p.splits ? cl.map_shared_rank(flat, r) : flat;
+    constexpr int kAll = NW * kOut;
+    const int per = (kAll + p.splits - 1) / p.splits;
+    const int e0 = static_cast<int>(cl.block_rank()) * per, e1 = min(kAll, e0 + per);
+    for (int e = e0 + static_cast<int>(threadIdx.x); e < e1; e += 32 * NW) {
+      float v[kClusterMaxSplits];
+#pragma unroll
+      for (int r = 0; r < kClusterMaxSplits; ++r) v[r] = r < p.splits ? src[r][e] : 0.f;
+      float sum = v[0];
+#pragma unroll
+      for (int r = 1; r < kClusterMaxSplits; ++r)
+        if (r < p.splits) sum += v[r];
+      const int grp = cblk * NW + e / kOut;
+      int mloc, ncol;
+      out_pos(e % kOut, mloc, ncol);
+      if (grp < p.N / kMmaTileCols) store_dense(mtile * 8 * NT + mloc, grp * kMmaTileCols + ncol, sum);
+    }
+    cl.sync();  // no rank exits while another reads its sums
+  } else {
+    for (int e = threadIdx.x; e < kOut; e += 32 * NW) {
+      // Stream sums in warp order; gate/up: the gate sum to red[0], the up sum to red[1] (each
+      // element is read and written by one thread only).
+      float v0 = flat[e], v1 = kGateUp ? flat[kStreamWarps * kOut + e] : 0.f;
+#pragma unroll
+      for (int w = 1; w < kStreamWarps; ++w) {
+        v0 += flat[w * kOut + e];
+        if constexpr (kGateUp) v1 += flat[(kStreamWarps + w) * kOut + e];
+      }
+      flat[e] = v0;
+      if constexpr (kGateUp) flat[kOut + e] = v1;
+    }
+    cg::cluster_group cluster = cg::this_cluster();
+    if (p.splits > 1) {
+      cluster.sync();
+      if (cluster.block_rank() != 0) {
+        cluster.sync();  // rank 0 reads our sums before we exit
+        return;
+      }
     } else {
-      const int id = s_id[mloc];
-      if (id < 0) continue;
-      if constexpr (kGateUp) {
-        const int I = p.half_groups * kMmaTileCols;
-        static_cast<T*>(p.y)[static_cast<size_t>(id) * I + n] = Act<T>::from_float(v / (1.f + expf(-v)) * u);
+      __syncthreads();
+    }
+    for (int e = threadIdx.x; e < kOut; e += 32 * NW) {
+      float v = flat[e], u = kGateUp ? flat[kOut + e] : 0.f;
+      for (int r = 1; r < p.splits; ++r) {
+        const float* rf = cluster.map_shared_rank(flat, r);
+        v += rf[e];
+        if constexpr (kGateUp) u += rf[kOut + e];
+      }
+      int mloc, ncol;  // activation row within the block's rows, column within the group
+      out_pos(e, mloc, ncol);
+      const int n = cblk * kMmaTileCols + ncol;
+      if constexpr (MODE == kDecDense) {
+        store_dense(mtile * 8 * NT + mloc, n, v);
       } else {
-        static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(id) * v;
+        const int id = s_id[mloc];
+        if (id < 0) continue;
+        if constexpr (kGateUp) {
+          const int I = p.half_groups * kMmaTileCols;
+          static_cast<T*>(p.y)[static_cast<size_t>(id) * I + n] = Act<T>::from_float(v / (1.f + expf(-v)) * u);
+        } else {
+          static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(id) * v;
+        }
       }
     }
+    single_token_sum(cblk * kMmaTileCols, kMmaTileCols);
+    if (p.splits > 1) cluster.sync();
   }
-  single_token_sum(cblk * kMmaTileCols, kMmaTileCols);
-  if (p.splits > 1) cluster.sync();
 }
 
 int sm_count(int dev) {
@@ -687,6 +860,17 @@ int env_warps() {
   return v;
 }
 
+// LOWBIT_INT4_DECODE_XSHARED=0 / 2 (read once; measurements and tests): block-shared x
+// tiles never / wherever they can run, instead of where measured faster (dense_decode_plan's
+// xshared).
+int env_x_shared() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_XSHARED");
+    return e != nullptr && (std::strcmp(e, "0") == 0 || std::strcmp(e, "2") == 0) ? std::atoi(e) : 1;
+  }();
+  return v;
+}
+
 // LOWBIT_INT4_DECODE_XPREFETCH=0 (read once; measurements): DecodeParams::x_prefetch off.
 int env_x_prefetch() {
   static const int v = env_on_unless_zero("LOWBIT_INT4_DECODE_XPREFETCH") ? 1 : 0;
@@ -718,7 +902,7 @@ template <typename T, typename Cfg, int W, bool kSym, int MODE>
 cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   auto kernel = gemm_decode_kernel<T, Cfg, W, kSym, MODE>;
   constexpr int kSmem =
-      decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW, decode_stage_scale_bytes<Cfg, W, kSym>()>();
+      decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW, decode_stage_scale_bytes<Cfg, W, kSym>(), Cfg::XS>();
   // Per function and per device: set on every launch (once per process breaks a second GPU).
   if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
       e != cudaSuccess)
@@ -773,10 +957,21 @@ cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, D
     case DecodeTiles::kRows8:
       return sh.warps == 8 ? launch_cfg<T, DecodeCfg<1, 8, 3, 8, 2>, MODE>(p, gr, stream)
                            : launch_cfg<T, DecodeCfg<1, 8, 3, 4, 4>, MODE>(p, gr, stream);
+    case DecodeTiles::kRows16Shared:  // dense only (dense_decode_plan); grid.z: blocks of NW column groups
+      if constexpr (MODE != kDecDense) {
+        return cudaErrorInvalidValue;
+      } else {
+        gr.groups = (gr.groups + sh.warps - 1) / sh.warps;
+        return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1, true>, MODE>(p, gr, stream)
+                             : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3, true>, MODE>(p, gr, stream);
+      }
     case DecodeTiles::kRows16Deep:
-      if constexpr (MODE != kDecDense) return cudaErrorInvalidValue;  // dense only (dense_decode_plan)
-      return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1>, MODE>(p, gr, stream)
-                           : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3>, MODE>(p, gr, stream);
+      if constexpr (MODE != kDecDense) {  // dense only (dense_decode_plan)
+        return cudaErrorInvalidValue;
+      } else {
+        return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1>, MODE>(p, gr, stream)
+                             : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3>, MODE>(p, gr, stream);
+      }
     default:
       return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 4, 6, 8, 1>, MODE>(p, gr, stream)
                            : launch_cfg<T, DecodeCfg<2, 4, 6, 4, 2>, MODE>(p, gr, stream);

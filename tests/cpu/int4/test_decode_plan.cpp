@@ -21,10 +21,21 @@ struct Expect {
 };
 
 std::string tiles_name(DecodeTiles t) {
-  return t == DecodeTiles::kRows8 ? "rows8" : t == DecodeTiles::kRows16Deep ? "rows16deep" : "rows16";
+  return t == DecodeTiles::kRows8        ? "rows8"
+         : t == DecodeTiles::kRows16Deep ? "rows16deep"
+         : t == DecodeTiles::kRows16     ? "rows16"
+                                         : "rows16shared";
 }
 
-TEST(Int4DecodePlan, MatchesMeasuredChoicesOnH200) {
+// The plan without block-shared x tiles (LOWBIT_INT4_DECODE_XSHARED=0).
+DensePlan plan_unshared(int m, int groups, int gsteps, int sms, int rows16_max) {
+  const DensePlan p = unshared_decode_plan(m, groups, gsteps, sms, rows16_max);
+  const DensePlan q = dense_decode_plan(m, groups, gsteps, 4096 / 16, sms, rows16_max, 0);
+  EXPECT_TRUE(p.tiles == q.tiles && p.shape.warps == q.shape.warps && p.shape.splits == q.shape.splits);
+  return p;
+}
+
+TEST(Int4DecodePlan, UnsharedMatchesMeasuredChoicesOnH200) {
   const Expect cases[] = {
       // M = 1: 8-row tiles, decode_shape() by column groups.
       {"8b.qkv", 96, 1, DecodeTiles::kRows8, 8, 2},
@@ -60,30 +71,71 @@ TEST(Int4DecodePlan, MatchesMeasuredChoicesOnH200) {
       {"8b.down", 64, 32, DecodeTiles::kRows16Deep, 8, 1},
   };
   for (const Expect& c : cases) {
-    const DensePlan p = dense_decode_plan(c.m, c.groups, kG128Steps, kH200Sms, 32);
+    const DensePlan p = plan_unshared(c.m, c.groups, kG128Steps, kH200Sms, 32);
     EXPECT_EQ(tiles_name(p.tiles), tiles_name(c.tiles)) << c.shape << " M=" << c.m;
     EXPECT_EQ(p.shape.warps, c.warps) << c.shape << " M=" << c.m;
     EXPECT_EQ(p.shape.splits, c.splits) << c.shape << " M=" << c.m;
   }
 }
 
+// Block-shared x tiles (session 10, round D, M = 16): where the unshared plan takes 8-row
+// tiles (8b.gate_up) or 4-warp 16-row blocks in pairs (70b.qkv); never where it takes 8-warp
+// blocks, past M = 16, with windows shorter than 8 or with 16-row tiles off.
+TEST(Int4DecodePlan, SharedXWhereMeasuredFaster) {
+  constexpr int k4096 = 4096 / 16, k8192 = 8192 / 16, k1024 = 1024 / 16;
+  for (int m : {9, 12, 16}) {
+    DensePlan p = dense_decode_plan(m, 448, kG128Steps, k4096, kH200Sms, 32);  // 8b.gate_up
+    EXPECT_EQ(tiles_name(p.tiles), "rows16shared") << m;
+    EXPECT_EQ(p.shape.warps, 4);
+    EXPECT_EQ(p.shape.splits, 3);  // 112 blocks of 4 groups, 3 per SM on 132 SMs
+    p = dense_decode_plan(m, 160, kG128Steps, k8192, kH200Sms, 32);  // 70b.qkv
+    EXPECT_EQ(tiles_name(p.tiles), "rows16shared") << m;
+    EXPECT_EQ(p.shape.splits, 8);  // 40 blocks: the largest cluster
+  }
+  // A short K caps the splits at 2 batches of 8 K steps per rank (8 batches: 4).
+  EXPECT_EQ(dense_decode_plan(16, 160, kG128Steps, k1024, kH200Sms, 32).shape.splits, 4);
+  EXPECT_EQ(dense_decode_plan(16, 160, 67, 67, kH200Sms, 32).shape.splits, 4);  // per-channel, K = 1072
+  // 8-warp 16-row blocks stay: 70b.gate_up at M = 12 / 16, 70b.o, 8b.down, 8b.qkv.
+  for (int m : {12, 16}) EXPECT_EQ(tiles_name(dense_decode_plan(m, 896, kG128Steps, k8192, kH200Sms, 32).tiles), "rows16deep");
+  EXPECT_EQ(tiles_name(dense_decode_plan(16, 128, kG128Steps, k8192, kH200Sms, 32).tiles), "rows16deep");
+  EXPECT_EQ(tiles_name(dense_decode_plan(16, 64, kG128Steps, 14336 / 16, kH200Sms, 32).tiles), "rows16deep");
+  EXPECT_EQ(tiles_name(dense_decode_plan(16, 96, kG128Steps, k4096, kH200Sms, 32).tiles), "rows16deep");
+  // 4-warp blocks alone (70b.gate_up at M = 9) stay unshared.
+  EXPECT_EQ(dense_decode_plan(9, 896, kG128Steps, k8192, kH200Sms, 32).shape.warps, 4);
+  EXPECT_EQ(tiles_name(dense_decode_plan(9, 896, kG128Steps, k8192, kH200Sms, 32).tiles), "rows16deep");
+  // Bounds: M <= 8 or > 16, windows of 2 / 4, rows16_max = 8, xshared off.
+  for (int m : {1, 8, 17, 24, 32})
+    EXPECT_NE(tiles_name(dense_decode_plan(m, 448, kG128Steps, k4096, kH200Sms, 32).tiles), "rows16shared") << m;
+  for (int gsteps : {2, 4})
+    EXPECT_EQ(tiles_name(dense_decode_plan(16, 448, gsteps, k4096, kH200Sms, 32).tiles), "rows8");
+  EXPECT_EQ(tiles_name(dense_decode_plan(16, 448, kG128Steps, k4096, kH200Sms, 8).tiles), "rows8");
+  EXPECT_EQ(tiles_name(dense_decode_plan(16, 448, kG128Steps, k4096, kH200Sms, 32, 0).tiles), "rows8");
+  // xshared = 2: wherever a 16-row tile can run (M = 9..16, windows of 8), any grid.
+  for (int groups : {1, 65, 96, 896}) {
+    const DensePlan p = dense_decode_plan(12, groups, kG128Steps, k1024, kH200Sms, 32, 2);
+    EXPECT_EQ(tiles_name(p.tiles), "rows16shared") << groups;
+    EXPECT_TRUE(p.shape.splits >= 1 && p.shape.splits <= 8) << groups;
+  }
+  EXPECT_EQ(tiles_name(dense_decode_plan(12, 448, 4, k1024, kH200Sms, 32, 2).tiles), "rows8");
+}
+
 TEST(Int4DecodePlan, FallbacksAndBounds) {
   // G = 32 / 64 (windows of 2 / 4) keep 8-row tiles at every M up to 32.
   for (int gsteps : {2, 4})
-    for (int m : {9, 16, 32}) EXPECT_EQ(dense_decode_plan(m, 160, gsteps, kH200Sms, 32).tiles, DecodeTiles::kRows8);
+    for (int m : {9, 16, 32}) EXPECT_EQ(plan_unshared(m, 160, gsteps, kH200Sms, 32).tiles, DecodeTiles::kRows8);
   // Per-channel (one group of any number of steps) counts as windows of 8.
-  EXPECT_EQ(dense_decode_plan(16, 160, 67, kH200Sms, 32).tiles, DecodeTiles::kRows16Deep);
+  EXPECT_EQ(plan_unshared(16, 160, 67, kH200Sms, 32).tiles, DecodeTiles::kRows16Deep);
   // rows16_max = 8 (LOWBIT_INT4_DECODE_ROWS16=0) and = 16 move the bound.
-  EXPECT_EQ(dense_decode_plan(16, 160, kG128Steps, kH200Sms, 8).tiles, DecodeTiles::kRows8);
-  EXPECT_EQ(dense_decode_plan(24, 96, kG128Steps, kH200Sms, 16).tiles, DecodeTiles::kRows8);
-  EXPECT_EQ(dense_decode_plan(16, 96, kG128Steps, kH200Sms, 16).tiles, DecodeTiles::kRows16Deep);
+  EXPECT_EQ(plan_unshared(16, 160, kG128Steps, kH200Sms, 8).tiles, DecodeTiles::kRows8);
+  EXPECT_EQ(plan_unshared(24, 96, kG128Steps, kH200Sms, 16).tiles, DecodeTiles::kRows8);
+  EXPECT_EQ(plan_unshared(16, 96, kG128Steps, kH200Sms, 16).tiles, DecodeTiles::kRows16Deep);
   // M <= 8 and M > 32 never take the deep 16-row tile.
-  EXPECT_EQ(dense_decode_plan(8, 160, kG128Steps, kH200Sms, 32).tiles, DecodeTiles::kRows8);
-  EXPECT_EQ(dense_decode_plan(33, 160, kG128Steps, kH200Sms, 32).tiles, DecodeTiles::kRows16);
+  EXPECT_EQ(plan_unshared(8, 160, kG128Steps, kH200Sms, 32).tiles, DecodeTiles::kRows8);
+  EXPECT_EQ(plan_unshared(33, 160, kG128Steps, kH200Sms, 32).tiles, DecodeTiles::kRows16);
   // Every plan is a shape the kernels are built for.
   for (int m = 1; m <= 64; ++m)
     for (int groups : {1, 3, 64, 96, 128, 160, 300, 448, 896, 2000}) {
-      const DensePlan p = dense_decode_plan(m, groups, kG128Steps, kH200Sms, 32);
+      const DensePlan p = plan_unshared(m, groups, kG128Steps, kH200Sms, 32);
       EXPECT_TRUE(p.shape.warps == 4 || p.shape.warps == 8) << m << " " << groups;
       EXPECT_TRUE(p.shape.splits == 1 || p.shape.splits == 2) << m << " " << groups;
     }
@@ -92,9 +144,9 @@ TEST(Int4DecodePlan, FallbacksAndBounds) {
 TEST(Int4DecodePlan, ScalesWithSmCount) {
   // Half the SMs: the thresholds halve (a 66-SM part sees 70b.o at M = 16 as a full wave of
   // 8-warp blocks and 96 groups at M = 1 as a medium count).
-  EXPECT_EQ(dense_decode_plan(16, 64, kG128Steps, 66, 32).shape.splits, 1);
-  EXPECT_EQ(dense_decode_plan(16, 64, kG128Steps, 66, 32).shape.warps, 8);
-  EXPECT_EQ(dense_decode_plan(16, 128, kG128Steps, 66, 32).shape.warps, 4);
+  EXPECT_EQ(plan_unshared(16, 64, kG128Steps, 66, 32).shape.splits, 1);
+  EXPECT_EQ(plan_unshared(16, 64, kG128Steps, 66, 32).shape.warps, 8);
+  EXPECT_EQ(plan_unshared(16, 128, kG128Steps, 66, 32).shape.warps, 4);
   const DecodeShape s = decode_shape(96, 1, 66);
   EXPECT_EQ(s.warps, 8);
   EXPECT_EQ(s.splits, 1);

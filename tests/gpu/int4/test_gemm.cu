@@ -228,7 +228,8 @@ std::vector<GemmCase> forced_cases() {
           v.push_back({m, 4096, 4096, g, sym, t, GemmPath::kAuto, static_cast<int>(KernelLayoutKind::kNPackedInterleaved)});
         for (int m : {8, 16, 17}) v.push_back({m, 192, 4096, g, sym, t, GemmPath::kSkinny});
       }
-  // Dense decode at M = 9..16 (dense_decode_plan): 16-row tiles under each block shape of the
+  // Dense decode at M = 9..16 (dense_decode_plan; block-shared x unless
+  // LOWBIT_INT4_DECODE_XSHARED=0): 16-row tiles under each block shape of the unshared
   // plan (100 / 160 / 300 column groups: 8 warps alone, 4 warps in pairs, 4 alone; 896: 8
   // warps past one wave at M = 16, 4 warps at M = 24 below) and the 8-row fallback (448
   // groups); tail batches (K = 1072, per-channel: 67 K steps); G = 64 keeps 8-row tiles.
@@ -238,6 +239,11 @@ std::vector<GemmCase> forced_cases() {
     v.push_back({12, 6400, 1072, kPerChannel, !sym, t});
     v.push_back({13, 10240, 1072, kPerChannel, sym, t});
     v.push_back({9, 4096, 4096, 64, !sym, t});
+    // Block-shared x tiles (kRows16Shared, 4 column groups per block; the plan takes them for
+    // 160 and 448 groups above, LOWBIT_INT4_DECODE_XSHARED=2 for every M = 9..16 case): 65
+    // groups leave the last block one group and three spare warps; a tail batch of 3 K steps.
+    v.push_back({11, 4160, 2048, 128, sym, t});
+    v.push_back({15, 4160, 1072, kPerChannel, !sym, t});
     // M = 17..32: two 16-row tiles per column group (the last one partial).
     for (int n : {4096, 10240, 57344}) v.push_back({n == 4096 ? 32 : 24, n, 1024, 128, sym, t});
     v.push_back({17, 6400, 1072, kPerChannel, !sym, t});
