@@ -218,7 +218,7 @@ __device__ __forceinline__ uint4 lds128(uint32_t a) {
 // (warps per block), kMinBlocks (blocks per SM the registers must allow).
 // XS: block-shared x (dense 16-row tiles, windows of a whole batch): the block's warps
 // stream NW adjacent column groups over one K range (the split's) and read x from chunks of
-// shared memory that one bulk copy per row fills once for all of them (see the kernel).
+// shared memory filled once for all of them (cp.async; see the kernel).
 template <int NT_, int D_, int S_, int NW_, int kMinBlocks_, bool XS_ = false>
 struct DecodeCfg {
   static constexpr int NT = NT_, D = D_, S = S_, NW = NW_, kMinBlocks = kMinBlocks_;

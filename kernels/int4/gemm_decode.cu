@@ -28,8 +28,11 @@
 // K batches, partial sums added in warp order in shared memory; grid.x = split-K blocks of
 // one thread-block cluster, added in rank order through distributed shared memory by rank
 // 0; grid.y = tiles of 8 or 16 activation rows (dense_decode_plan(); adjacent in launch
-// order, so tiles sharing a weight read it from L2); grid.z = column groups. One launch, no
-// workspace.
+// order, so tiles sharing a weight read it from L2); grid.z = column groups. Block-shared x
+// tiles (M = 9..16 where measured faster, docs/int4-kernels.md "Session 10") turn the block
+// around: warp w streams column group 4 z + w over the block's whole K range and reads x from
+// shared memory filled once for the 4 warps; split-K ranks add their sums slice by slice.
+// One launch, no workspace.
 #include "kernels/int4/decode_tile.cuh"
 
 namespace lowbit::int4::detail {
