@@ -582,7 +582,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         bulk_copy(stage0 + static_cast<uint32_t>(stage * D * 512), wsrc + static_cast<size_t>(sb) * 512,
                   static_cast<uint32_t>(n * 512), bar);
         if constexpr (kStagedScales) {  // the batch's group row of this column group (16 B aligned: gemm.cu)
-          const size_t row = static_cast<size_t>(grouped ? sb / gsteps : 0) * p.N + cgrp * kMmaTileCols;
+          const size_t row = static_cast<size_t>(sb / gsteps) * p.N + cgrp * kMmaTileCols;  // per-channel: row 0
           const uint32_t dst = sc0 + static_cast<uint32_t>(stage * kScBytes);
           bulk_copy(dst, scales + row, kMmaTileCols * 2, bar);
           if constexpr (!kSym) bulk_copy(dst + kMmaTileCols * 2, zeros + row, kMmaTileCols * 2, bar);

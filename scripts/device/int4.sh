@@ -12,6 +12,9 @@ source "$(dirname "$0")/common.sh"
 quick=()
 [ "${QUICK:-0}" = 1 ] && quick=(--quick)
 step gpu_int4_tests 120 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1
+# Every M = 9..16 decode case on the block-shared x tiles (the plan takes them for some grids).
+step gpu_int4_xshared 60 env LOWBIT_INT4_DECODE_XSHARED=2 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
+  --gtest_filter='Forced/Int4Gemm*'
 step bench_gemm 55 "$BIN/lowbit" bench gemm ${quick[@]+"${quick[@]}"} --out "$OUT/gemm"
 step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/moe"
 # Dense decode: the MMA-tiled decode kernel (default layout) next to the N-packed kernel on
@@ -28,13 +31,15 @@ step bench_prefill_paths 70 bash -c '"$0" bench gemm --m 512,2048,4096 --path cu
   "$0" bench moe --m 512,2048,8192 --path fused,grouped --reps 3 --out "$1/moe_paths";
   LOWBIT_INT4_MOE_STREAMS=4 "$0" bench moe --m 512,2048,8192 --path grouped --reps 3 --out "$1/moe_grouped4"' \
   "$BIN/lowbit" "$OUT"
-# The decode tables (bf16, fp16) and the session-8 switches off in the same round: the
-# x-fragment prefetch (LOWBIT_INT4_DECODE_XPREFETCH=0) and MoE GEMM2's wide mode
-# (LOWBIT_INT4_MOE_WIDE=0); ~25 s together.
+# The decode tables (bf16, fp16) and switches off in the same round: the x-fragment prefetch
+# (LOWBIT_INT4_DECODE_XPREFETCH=0), MoE GEMM2's wide mode (LOWBIT_INT4_MOE_WIDE=0) and the
+# block-shared x tiles at M = 9..16 (LOWBIT_INT4_DECODE_XSHARED=0); ~30 s together.
 step bench_decode 60 bash -c '"$0" bench gemm --m 1,8,12,16 --layout auto --path skinny --out "$1/gemm_decode";
   "$0" bench gemm --m 1,8,12,16 --layout auto --path skinny --dtype fp16 --out "$1/gemm_decode_fp16";
   LOWBIT_INT4_DECODE_XPREFETCH=0 "$0" bench gemm --m 1,8,12,16 --layout auto --path skinny --out "$1/gemm_decode_xoff";
-  LOWBIT_INT4_MOE_WIDE=0 "$0" bench moe --m 1,8,16,32,128 --out "$1/moe_wide_off"' "$BIN/lowbit" "$OUT"
+  LOWBIT_INT4_MOE_WIDE=0 "$0" bench moe --m 1,8,16,32,128 --out "$1/moe_wide_off";
+  LOWBIT_INT4_DECODE_XSHARED=0 "$0" bench gemm --m 9,12,16 --layout auto --path skinny --out "$1/gemm_decode_unshared"' \
+  "$BIN/lowbit" "$OUT"
 # SASS facts of the int4 kernels (tensor-core and LOP3 use, local-memory traffic).
 if command -v cuobjdump > /dev/null; then
   sass=$(mktemp /tmp/int4-sass.XXXX)
@@ -48,7 +53,7 @@ if command -v cuobjdump > /dev/null; then
 fi
 echo "=== int4 summary ==="
 printf "$summary"
-grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" | tail -5
-for f in gemm moe gemm_layouts moe_npacked prefill_seq prefill_overlap moe_paths moe_grouped4 gemm_decode gemm_decode_fp16 gemm_decode_xoff moe_wide_off; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
+grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" "$OUT/gpu_int4_xshared.log" | tail -6
+for f in gemm moe gemm_layouts moe_npacked prefill_seq prefill_overlap moe_paths moe_grouped4 gemm_decode gemm_decode_fp16 gemm_decode_xoff moe_wide_off gemm_decode_unshared; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
 grep -h "total #wrong" "$OUT"/bench_*.log
 cat "$OUT/sass_summary.txt" 2>/dev/null
