@@ -346,7 +346,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   const bool group_per_warp = wide || kXS;
   const int cgrp_w = group_per_warp ? cblk * NW + warp : kGateUp ? cblk + (warp / kStreamWarps) * p.half_groups : cblk;
   const bool cvalid = !group_per_warp || cgrp_w < p.N / kMmaTileCols;
-  const int cgrp = cvalid ? cgrp_w : 0;  // addresses of a spare warp: never read
+  const int cgrp = kXS && !cvalid ? 0 : cgrp_w;  // XS spare warps: in-bounds addresses, never read
   const int steps = p.K / kMmaTileK;
   const int gsteps = p.group_steps();
   // This warp's K steps [s0, s1) in whole batches: the block's share of the split, cut in
@@ -575,7 +575,9 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
                    : "memory");
     };
     auto issue = [&](int b, int stage) {  // batch b into stage `stage` (lane 0)
-      if (lane == 0 && b < nb && cvalid) {
+      bool active = lane == 0 && b < nb;  // (wide spare warps have no batches)
+      if constexpr (kXS) active = active && cvalid;  // (not named otherwise: a capture costs registers)
+      if (active) {
         const int sb = s0 + b * D, n = min(D, s1 - sb);
         const uint32_t bar = bar0 + 8 * stage;
         mbar_arrive_expect_tx(bar, static_cast<uint32_t>(n * 512 + kScBytes));
@@ -661,7 +663,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         phase ^= 1u;
       }
     }
-    if (trig == 1 && (nb == 0 || !cvalid)) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    if (trig == 1 && (nb == 0 || (kXS && !cvalid))) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     __syncthreads();  // the reduction below reuses the stages of all warps
   }
 
