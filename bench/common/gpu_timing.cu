@@ -1,6 +1,7 @@
 #include "bench/common/gpu_timing.cuh"
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "lowbit/detail/cuda_check.h"
@@ -100,6 +101,75 @@ Status measure_copy_bandwidth(int device, size_t bytes, double* gbps) {
   const double best_us = std::min(t_memcpy.median_us, t_kernel.median_us);
   *gbps = 2.0 * static_cast<double>(bytes) / (best_us * 1e-6) / 1e9;
   return Status::Ok();
+}
+
+namespace {
+constexpr int kReadRegions = 3;
+struct ReadArgs {
+  const uint4* p[kReadRegions];
+  size_t n[kReadRegions];  // 16 B words
+  uint32_t* out;
+};
+__global__ void stream_read_kernel(const ReadArgs a) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const size_t t = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  uint32_t acc = 0;
+#pragma unroll 1
+  for (int r = 0; r < kReadRegions; ++r) {
+    const uint4* src = a.p[r];
+    const size_t n = a.n[r];
+    size_t i = t;
+    for (; i + 3 * stride < n; i += 4 * stride) {
+      const uint4 v0 = __ldg(src + i), v1 = __ldg(src + i + stride), v2 = __ldg(src + i + 2 * stride),
+                  v3 = __ldg(src + i + 3 * stride);
+      acc ^= v0.x ^ v1.y ^ v2.z ^ v3.w;
+    }
+    for (; i < n; i += stride) acc ^= __ldg(src + i).x;
+  }
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  acc = __reduce_xor_sync(0xFFFFFFFFu, acc);
+  if ((threadIdx.x & 31) == 0) atomicXor(a.out + blockIdx.x, acc);
+}
+}  // namespace
+
+Status time_stream_read(cudaStream_t stream, const std::vector<std::vector<ReadRegion>>& copies, uint32_t* scratch,
+                        int reps, Timing* out) {
+  int dev = 0, sms = 0;
+  LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
+  LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  if (copies.empty()) return make_status(StatusCode::kInvalidArgument, "time_stream_read: no copies");
+  std::vector<ReadArgs> args;
+  for (const std::vector<ReadRegion>& c : copies) {
+    if (c.size() > static_cast<size_t>(kReadRegions))
+      return make_status(StatusCode::kInvalidArgument, "time_stream_read: %zu regions (at most %d)", c.size(),
+                         kReadRegions);
+    ReadArgs a{};
+    for (size_t r = 0; r < c.size(); ++r) {
+      if (c[r].bytes % 16 != 0 || reinterpret_cast<uintptr_t>(c[r].p) % 16 != 0)
+        return make_status(StatusCode::kMisaligned, "time_stream_read: region %zu (%p, %zu B) not 16 B aligned", r,
+                           c[r].p, c[r].bytes);
+      a.p[r] = static_cast<const uint4*>(c[r].p);
+      a.n[r] = c[r].bytes / 16;
+    }
+    a.out = scratch;
+    args.push_back(a);
+  }
+  int call = 0;
+  auto enqueue = [&](cudaStream_t s) -> Status {
+    cudaLaunchAttribute la[1];
+    la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    la[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(sms * 4));
+    cfg.blockDim = dim3(512);
+    cfg.stream = s;
+    cfg.attrs = la;
+    cfg.numAttrs = 1;
+    LOWBIT_CUDA_RETURN(cudaLaunchKernelEx(&cfg, stream_read_kernel, args[call++ % args.size()]));
+    return Status::Ok();
+  };
+  return time_in_graph(stream, enqueue, static_cast<int>(args.size()), 2, reps, out);
 }
 
 std::string machine_description() {

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "lowbit/status.h"
 
@@ -26,6 +27,20 @@ Status time_in_graph(cudaStream_t stream, const std::function<Status(cudaStream_
 // Device-to-device cudaMemcpyAsync of `bytes`, counted as bytes read + bytes written, in
 // GB/s (1e9). The ceiling that memory-bound kernels are reported against.
 Status measure_copy_bandwidth(int device, size_t bytes, double* gbps);
+
+// The zero-compute reference of a memory-bound launch: what launch latency, pipeline ramp and
+// bandwidth alone cost a kernel that reads these bytes. A kernel reads each region (16 B
+// loads, four in flight per thread; sizes multiples of 16 B) and, after griddepcontrol.wait,
+// writes one word per block; it is launched back to back as programmatic dependent launches
+// (the int4 decode kernels' pattern: loads before the wait, the result after it), copy
+// c % copies.size() at call c, timed like time_in_graph. `scratch`: one word per block of
+// device memory (sms * 4 words).
+struct ReadRegion {
+  const void* p;
+  size_t bytes;
+};
+Status time_stream_read(cudaStream_t stream, const std::vector<std::vector<ReadRegion>>& copies, uint32_t* scratch,
+                        int reps, Timing* out);
 
 // "NVIDIA H200 x2, driver 580.xx, CUDA 13.0"
 std::string machine_description();

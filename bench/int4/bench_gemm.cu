@@ -84,7 +84,8 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "bench gemm: %s\n", st.to_string().c_str());
     return 1;
   }
-  std::printf("# %s\n# copy bandwidth %.0f GB/s; %s, G=%d, %s; times are CUDA-graph medians\n",
+  std::printf("# %s\n# copy bandwidth %.0f GB/s; %s, G=%d, %s; times are CUDA-graph medians; read_us: a zero-compute "
+              "kernel reading the same int4 words and scales\n",
               lowbit::bench::machine_description().c_str(), copy_gbps, dtype_name(act), group, sym ? "sym" : "asym");
   cublasHandle_t handle;
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
@@ -98,7 +99,8 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   // %peak: TFLOP/s over the H200's dense bf16/fp16 tensor peak (989 TFLOP/s, spec sheet).
   constexpr double kPeakTflops = 989.0;
   lowbit::bench::Table table({{"shape", 20}, {"layout", 9}, {"path", 7}, {"M", 6}, {"N", 6}, {"K", 6}, {"time_us", 10},
-                              {"TFLOP/s", 8}, {"%peak", 6}, {"TB/s", 6}, {"%floor", 7}, {"cublas_us", 10},
+                              {"TFLOP/s", 8}, {"%peak", 6}, {"TB/s", 6}, {"%floor", 7}, {"read_us", 8}, {"%read", 6},
+                              {"cublas_us", 10},
                               {"speedup", 8}, {"#wrong", 7}});
   table.print_header();
   nlohmann::json rows = nlohmann::json::array();
@@ -115,6 +117,22 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     for (int c = 1; c < copies; ++c) {
       extra.push_back(std::make_unique<DevInt4>(ws, 1000u + sh.n + 17u * c, scale));
       w4.push_back(extra.back().get());
+    }
+    // The zero-compute reference: a kernel streaming the same int4 words and scales (same
+    // rotation, programmatic launches like the decode kernel's); %read = read_us / time_us.
+    lowbit::bench::Timing tread{};
+    {
+      std::vector<std::vector<lowbit::bench::ReadRegion>> regions;
+      for (DevInt4* d : w4) {
+        regions.push_back({{d->q.p, d->q.bytes}, {d->s.p, d->s.bytes}});
+        if (!sym) regions.back().push_back({d->z.p, d->z.bytes});
+      }
+      DevBuf scratch(size_t{4} << 14);
+      st = lowbit::bench::time_stream_read(stream, regions, scratch.as<uint32_t>(), reps, &tread);
+      if (!st.ok()) {
+        std::fprintf(stderr, "bench gemm: read reference for %s: %s\n", sh.name, st.to_string().c_str());
+        return 1;
+      }
     }
     const size_t wbf_bytes = static_cast<size_t>(sh.n) * sh.k * 2;
     const int bcopies = rotation_copies(wbf_bytes, 8);
@@ -209,7 +227,8 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
           const double peak = 100.0 * tflops / kPeakTflops;
           table.print_row({sh.name, kernel_layout_name(kind), gemm_path_name(path), std::to_string(m),
                            std::to_string(sh.n), std::to_string(sh.k), fmt(t4.median_us, 1), fmt(tflops, 1),
-                           fmt(peak, 1), fmt(tbs, 2), fmt(pct, 1), fmt(tb.median_us, 1), fmt(speedup, 2),
+                           fmt(peak, 1), fmt(tbs, 2), fmt(pct, 1), fmt(tread.median_us, 1),
+                           fmt(100.0 * tread.median_us / t4.median_us, 1), fmt(tb.median_us, 1), fmt(speedup, 2),
                            std::to_string(wrong)});
           rows.push_back({{"shape", sh.name},
                           {"layout", kernel_layout_name(kind)},
@@ -224,6 +243,8 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
                           {"tbps", tbs},
                           {"pct_floor", pct},
                           {"floor_us", floor_us},
+                          {"read_us", tread.median_us},
+                          {"pct_read", 100.0 * tread.median_us / t4.median_us},
                           {"cublas_us", tb.median_us},
                           {"cublas_tflops", flops / (tb.median_us * 1e6)},
                           {"speedup", speedup},
@@ -240,6 +261,9 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   nlohmann::json rec = lowbit::bench::run_record(argv, "bench gemm");
   rec["copy_gbps"] = copy_gbps;
   rec["floor"] = "bytes(int4 weights + scales (+zeros) + x + y) / copy bandwidth";
+  rec["read"] =
+      "read_us: a zero-compute kernel reading the same int4 weights and scales (programmatic launches, same rotation); "
+      "%read = read_us / time_us";
   lowbit::bench::write_results(out, rec, rows, table.markdown(),
                                {{"x", "M"}, {"y", "speedup"}, {"series", "shape"}, {"logx", true}, {"logy", true},
                                 {"title", "int4 GEMM speedup over cuBLAS bf16"}});
