@@ -41,8 +41,8 @@ constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps
 // of 4, 6 stages). rows16_max: the largest M on 16-row tiles (decode_tile.cuh passes 32, or
 // what LOWBIT_INT4_DECODE_ROWS16_MAX says; LOWBIT_INT4_DECODE_ROWS16=0 passes 8: none).
 // kRows16Shared: kRows16Deep's tile with block-shared x (DecodeCfg::XS): the block's warps
-// stream adjacent column groups over one K range and read x from shared memory that one bulk
-// copy per row fills for all of them.
+// stream adjacent column groups over one K range and read x from shared memory that cp.async
+// fills once for all of them.
 enum class DecodeTiles : int { kRows8 = 0, kRows16Deep = 1, kRows16 = 2, kRows16Shared = 3 };
 struct DensePlan {
   DecodeTiles tiles;

@@ -122,7 +122,7 @@ __device__ __forceinline__ float pair_to_float(uint32_t v, int h) {
 }
 
 // Block-shared x (DecodeCfg::XS): the block's 8 * NT activation rows of one batch (D K steps)
-// form a chunk in shared memory, one row per kXsPitch bytes (the batch's 32 B per step plus
+// form a chunk in shared memory, one row per xs_pitch() bytes (the batch's 32 B per step plus
 // 16 B, so that the 8 rows an ldmatrix phase reads fall in 8 different 16 B bank groups);
 // kXsSlots chunks in a ring, each with its mbarrier and a consumption counter.
 constexpr int kXsSlots = 4;
@@ -138,14 +138,14 @@ constexpr int xs_chunk_bytes() {
 // their mbarriers, then each stage's group scales (+ zeros) when staged (kScBytes per stage,
 // see the kernel), then (XS) the x chunks, their mbarriers and counters; the block's
 // reduction buffer reuses the stages after the K loop.
-template <int NT, int D, int S, int NW, int kScBytes>
+template <int D, int S, int NW, int kScBytes>
 constexpr int decode_stage_region_bytes() {
   return NW * S * (D * 512 + 8 + kScBytes);
 }
 template <int NT, int D, int S, int NW, int kScBytes, bool XS = false>
 constexpr int decode_smem_bytes() {
   constexpr int red = NW * 16 * NT * 32 * 4;
-  constexpr int stages = decode_stage_region_bytes<NT, D, S, NW, kScBytes>();
+  constexpr int stages = decode_stage_region_bytes<D, S, NW, kScBytes>();
   constexpr int all = stages + (XS ? kXsSlots * (xs_chunk_bytes<NT, D>() + 8 + 4) : 0);  // x after the stages
   return red > all ? red : all;
 }
@@ -184,25 +184,21 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t phase) {
         : "memory");
   } while (!done);
 }
-// One K step's x fragments from a block-shared chunk (DecodeCfg::XS): ldmatrix reads the 8 x 8
-// tiles (rows 8 nt .. 8 nt + 7, K halves 0-7 / 8-15); tile 2 nt + h is xf[nt].x (h = 0) or .y
-// (h = 1): row g, k = 2t, 2t + 1 of the half, the B fragment of m16n8k16. addr: this lane's
-// tile row (xs_lane_offset) in the chunk, plus 32 B per K step.
-template <int NT>
-__device__ __forceinline__ void ldsm_x(uint32_t addr, uint2 (&xf)[NT]) {
-  static_assert(NT == 1 || NT == 2, "one or two 8-row tiles");
-  if constexpr (NT == 2)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(xf[0].x), "=r"(xf[0].y), "=r"(xf[1].x), "=r"(xf[1].y)
-                 : "r"(addr));
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(xf[0].x), "=r"(xf[0].y) : "r"(addr));
+// One K step's x fragments of both 8-row tiles from a block-shared chunk (DecodeCfg::XS, 16-row
+// tiles): ldmatrix reads the four 8 x 8 tiles (rows 8 nt .. 8 nt + 7, K halves 0-7 / 8-15);
+// tile 2 nt + h is xf[nt].x (h = 0) or .y (h = 1): row g, k = 2t, 2t + 1 of the half, the B
+// fragment of m16n8k16. addr: this lane's tile row (xs_lane_offset) in the chunk, plus 32 B
+// per K step.
+__device__ __forceinline__ void ldsm_x(uint32_t addr, uint2 (&xf)[2]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(xf[0].x), "=r"(xf[0].y), "=r"(xf[1].x), "=r"(xf[1].y)
+               : "r"(addr));
 }
-// The chunk offset of the tile row whose address lane `lane` gives ldmatrix: tile lane / 8
-// (x2: lanes 0-15 only), row lane % 8 of it.
-template <int NT, int D>
+// The chunk offset of the tile row whose address lane `lane` gives ldmatrix: tile lane / 8,
+// row lane % 8 of it.
+template <int D>
 __device__ __forceinline__ uint32_t xs_lane_offset(int lane) {
-  const int tile = (NT == 2 ? lane : lane & 15) >> 3;
+  const int tile = lane >> 3;
   return static_cast<uint32_t>((8 * (tile >> 1) + (lane & 7)) * xs_pitch<D>() + 16 * (tile & 1));
 }
 __device__ __forceinline__ uint4 lds128(uint32_t a) {
@@ -263,7 +259,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   constexpr bool kMoe = MODE != kDecDense, kGateUp = MODE == kDecMoeGateUp;
   constexpr bool kXS = Cfg::XS;
   static_assert(D % W == 0, "windows tile the batch");
-  static_assert(!kXS || (MODE == kDecDense && W == D), "block-shared x: dense, windows of a whole batch");
+  static_assert(!kXS || (MODE == kDecDense && W == D && NT == 2),
+                "block-shared x: dense 16-row tiles, windows of a whole batch");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int split = blockIdx.x, mtile = blockIdx.y, cblk = blockIdx.z;
@@ -479,7 +476,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         const uint32_t words[4] = {wa[i].x, wa[i].y, wa[i].z, wa[i].w};
         uint2 xf[NT];
         if constexpr (kXS) {
-          ldsm_x<NT>(xs_lane + 32u * i, xf);
+          ldsm_x(xs_lane + 32u * i, xf);
         } else {
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) xf[nt] = xa[i][nt];
@@ -538,7 +535,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     // copy per row: measured faster on all eight Llama-3 shapes at M = 16 (session 10, round D:
     // 8b.down 26.6 vs 30.3 us, 70b.gate_up 134.5 vs 144.2), the per-row bulk copies queueing
     // behind the weight batches' and issued one lane at a time.
-    constexpr int kXsOff = decode_stage_region_bytes<NT, D, S, NW, kScBytes>();
+    constexpr int kXsOff = decode_stage_region_bytes<D, S, NW, kScBytes>();
     constexpr int kXsChunk = xs_chunk_bytes<NT, D>();
     const uint32_t xs0 = smem_addr(smem) + static_cast<uint32_t>(kXsOff);
     const uint32_t xbar0 = xs0 + static_cast<uint32_t>(kXsSlots * kXsChunk);
@@ -619,7 +616,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       auto consume = [&](auto full_tag) {  // full batch: no per-step range tests
         if constexpr (kXS) {
           const int slot = b % kXsSlots;
-          xs_lane = xs0 + static_cast<uint32_t>(slot * kXsChunk) + xs_lane_offset<NT, D>(lane);
+          xs_lane = xs0 + static_cast<uint32_t>(slot * kXsChunk) + xs_lane_offset<D>(lane);
           if (cvalid) read_stage();
           mbar_wait(xbar0 + 8 * slot, static_cast<uint32_t>(b / kXsSlots) & 1u);
           if (cvalid) compute(Steps<0, D>{}, sb, n_in, full_tag);
@@ -725,7 +722,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // Warps -> block sum in warp order, then cluster ranks -> rank 0 in rank order (XS: each
   // warp's group added over the ranks).
   constexpr int kElems = 16 * NT;  // per lane
-  static_assert(NW * kElems * 32 * 4 <= decode_stage_region_bytes<NT, D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>()>(),
+  static_assert(NW * kElems * 32 * 4 <= decode_stage_region_bytes<D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>()>(),
                 "reduction buffer size");
   auto& red = *reinterpret_cast<float(*)[NW][kElems][32]>(smem);
   for_each_acc<NT>([&](int j, int nt, int q) { red[warp][(j * NT + nt) * 4 + q][lane] = tot[j][nt][q]; });
