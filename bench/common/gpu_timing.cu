@@ -133,11 +133,8 @@ __global__ void stream_read_kernel(const ReadArgs a) {
 }
 }  // namespace
 
-Status time_stream_read(cudaStream_t stream, const std::vector<std::vector<ReadRegion>>& copies, uint32_t* scratch,
-                        int reps, Timing* out) {
-  int dev = 0, sms = 0;
-  LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
-  LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+Status time_stream_read(cudaStream_t stream, const std::vector<std::vector<ReadRegion>>& copies, int reps,
+                        Timing* out) {
   if (copies.empty()) return make_status(StatusCode::kInvalidArgument, "time_stream_read: no copies");
   std::vector<ReadArgs> args;
   for (const std::vector<ReadRegion>& c : copies) {
@@ -152,16 +149,22 @@ Status time_stream_read(cudaStream_t stream, const std::vector<std::vector<ReadR
       a.p[r] = static_cast<const uint4*>(c[r].p);
       a.n[r] = c[r].bytes / 16;
     }
-    a.out = scratch;
     args.push_back(a);
   }
+  int dev = 0, sms = 0;
+  LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
+  LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const unsigned blocks = static_cast<unsigned>(sms * 4);
+  uint32_t* scratch = nullptr;  // one word per block
+  LOWBIT_CUDA_RETURN(cudaMalloc(&scratch, blocks * sizeof(uint32_t)));
+  for (ReadArgs& a : args) a.out = scratch;
   int call = 0;
   auto enqueue = [&](cudaStream_t s) -> Status {
     cudaLaunchAttribute la[1];
     la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     la[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(sms * 4));
+    cfg.gridDim = dim3(blocks);
     cfg.blockDim = dim3(512);
     cfg.stream = s;
     cfg.attrs = la;
@@ -169,7 +172,9 @@ Status time_stream_read(cudaStream_t stream, const std::vector<std::vector<ReadR
     LOWBIT_CUDA_RETURN(cudaLaunchKernelEx(&cfg, stream_read_kernel, args[call++ % args.size()]));
     return Status::Ok();
   };
-  return time_in_graph(stream, enqueue, static_cast<int>(args.size()), 2, reps, out);
+  const Status st = time_in_graph(stream, enqueue, static_cast<int>(args.size()), 2, reps, out);
+  cudaFree(scratch);
+  return st;
 }
 
 std::string machine_description() {

@@ -33,14 +33,13 @@ Status measure_copy_bandwidth(int device, size_t bytes, double* gbps);
 // loads, four in flight per thread; sizes multiples of 16 B) and, after griddepcontrol.wait,
 // writes one word per block; it is launched back to back as programmatic dependent launches
 // (the int4 decode kernels' pattern: loads before the wait, the result after it), copy
-// c % copies.size() at call c, timed like time_in_graph. `scratch`: one word per block of
-// device memory (sms * 4 words).
+// c % copies.size() at call c, timed like time_in_graph.
 struct ReadRegion {
   const void* p;
   size_t bytes;
 };
-Status time_stream_read(cudaStream_t stream, const std::vector<std::vector<ReadRegion>>& copies, uint32_t* scratch,
-                        int reps, Timing* out);
+Status time_stream_read(cudaStream_t stream, const std::vector<std::vector<ReadRegion>>& copies, int reps,
+                        Timing* out);
 
 // "NVIDIA H200 x2, driver 580.xx, CUDA 13.0"
 std::string machine_description();

@@ -127,8 +127,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
         regions.push_back({{d->q.p, d->q.bytes}, {d->s.p, d->s.bytes}});
         if (!sym) regions.back().push_back({d->z.p, d->z.bytes});
       }
-      DevBuf scratch(size_t{4} << 14);
-      st = lowbit::bench::time_stream_read(stream, regions, scratch.as<uint32_t>(), reps, &tread);
+      st = lowbit::bench::time_stream_read(stream, regions, reps, &tread);
       if (!st.ok()) {
         std::fprintf(stderr, "bench gemm: read reference for %s: %s\n", sh.name, st.to_string().c_str());
         return 1;
