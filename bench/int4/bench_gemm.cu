@@ -44,14 +44,15 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   const bool sym = !args.has("asym");
   const int reps = static_cast<int>(args.get_int("reps", 10));
   const std::string out = args.get("out", "docs/benchmarks/gemm");
-  // --path auto,skinny,tiled,cublas: one row per path (forced; skinny only up to M = 512).
+  // --path auto,skinny,tiled,cublas,pipelined: one row per path (forced; skinny only up to M = 512,
+  // pipelined only on the MMA-tiled layout).
   std::vector<GemmPath> paths;
   for (const std::string& p : args.get_list("path", {"auto"})) {
     GemmPath g = GemmPath::kAuto;
-    for (GemmPath c : {GemmPath::kAuto, GemmPath::kSkinny, GemmPath::kTiled, GemmPath::kDequantCublas})
+    for (GemmPath c : {GemmPath::kAuto, GemmPath::kSkinny, GemmPath::kTiled, GemmPath::kDequantCublas, GemmPath::kPipelined})
       if (p == gemm_path_name(c)) g = c;
     if (p != gemm_path_name(g)) {
-      std::fprintf(stderr, "bench gemm: unknown --path %s (auto, skinny, tiled, cublas)\n", p.c_str());
+      std::fprintf(stderr, "bench gemm: unknown --path %s (auto, skinny, tiled, cublas, pipelined)\n", p.c_str());
       return 2;
     }
     paths.push_back(g);
@@ -165,7 +166,8 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
         bool have_tb = false;
         for (GemmPath path : paths) {
           if (path == GemmPath::kSkinny && m > 512) continue;
-          if (path == GemmPath::kTiled && kind == KernelLayoutKind::kMmaTiled) continue;  // needs N-packed
+          if (path == GemmPath::kTiled && kind == KernelLayoutKind::kMmaTiled) continue;       // needs N-packed
+          if (path == GemmPath::kPipelined && kind != KernelLayoutKind::kMmaTiled) continue;   // needs MMA-tiled
           size_t wsb = 0;
           (void)gemm_workspace_size(ws, m, &wsb, path);
           DevBuf work(wsb);

@@ -1,6 +1,7 @@
 // Dense W4A16 GEMM entry point: validation, workspace sizing, kernel choice.
-//   MMA-tiled layout (dense default), M below the cuBLAS crossover -> gemm_decode.cu
-//   MMA-tiled layout, larger M                  -> gemm_dequant.cu (slab from the tiled words)
+//   MMA-tiled layout (dense default): tiled_auto_path() (pipelined_plan.h) picks
+//     gemm_decode.cu (M <= 16, up to 32 on small weights), gemm_pipelined.cu (M = 17..192),
+//     gemm_dequant.cu (slab from the tiled words; small weights from M = 65, all above 192)
 //   N-packed layout, M <  128 (64 when K < 8192) -> gemm_skinny.cu (streaming, split-K, mma)
 //   N-packed layout, larger M                    -> gemm_dequant.cu (dequantize to a slab + cuBLAS)
 //   gemm_tc.cu (tiled WMMA) only when forced (GemmPath::kTiled)
@@ -11,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/int4/internal.h"
+#include "kernels/int4/pipelined_plan.h"
 #include "lowbit/detail/cuda_check.h"
 
 namespace lowbit::int4 {
@@ -40,25 +42,24 @@ GemmPath env_path() {
     if (std::strcmp(e, "skinny") == 0) return GemmPath::kSkinny;
     if (std::strcmp(e, "tiled") == 0) return GemmPath::kTiled;
     if (std::strcmp(e, "cublas") == 0) return GemmPath::kDequantCublas;
+    if (std::strcmp(e, "pipelined") == 0) return GemmPath::kPipelined;
     return GemmPath::kAuto;
   }();
   return v;
 }
-// kAuto on the MMA-tiled layout: the decode kernel up to kTiledDecodeMaxM rows, dequant +
-// cuBLAS above (measured on H200, docs/int4-kernels.md: the decode kernel wins at M <= 32 on
-// every Llama-3 projection; at M = 48 cuBLAS on the slab wins or ties on 6 of 8, since the
-// decode kernel re-reads the weight per 16-row tile).
-constexpr int kTiledDecodeMaxM = 32;
-// The path gemm() takes for a weight of this layout with K inputs at this M.
-GemmPath resolve(GemmPath requested, int m, int k, KernelLayoutKind kind) {
+// The path gemm() takes for a weight of this layout and shape at this M (kAuto on the
+// MMA-tiled layout: tiled_auto_path() of pipelined_plan.h).
+GemmPath resolve(GemmPath requested, int m, int n, int k, KernelLayoutKind kind) {
   const bool tiled = kind == KernelLayoutKind::kMmaTiled;
   if (requested == GemmPath::kAuto) {
     requested = env_path();
     if (requested == GemmPath::kSkinny && m > kSkinnyMaxM) requested = GemmPath::kAuto;
-    if (requested == GemmPath::kTiled && tiled) requested = GemmPath::kAuto;  // N-packed only
+    if (requested == GemmPath::kTiled && tiled) requested = GemmPath::kAuto;        // N-packed only
+    if (requested == GemmPath::kPipelined && !tiled) requested = GemmPath::kAuto;   // MMA-tiled only
   }
   if (requested != GemmPath::kAuto) return requested;
-  const bool big = tiled ? m > kTiledDecodeMaxM : m >= kDequantMinM || (m >= kDequantMinMShortK && k < kShortK);
+  if (tiled) return kern::tiled_auto_path(m, n, k);
+  const bool big = m >= kDequantMinM || (m >= kDequantMinMShortK && k < kShortK);
   return big ? GemmPath::kDequantCublas : GemmPath::kSkinny;
 }
 size_t path_need(const WeightShape& shape, GemmPath p, int m) {
@@ -76,6 +77,7 @@ const char* gemm_path_name(GemmPath p) {
     case GemmPath::kSkinny: return "skinny";
     case GemmPath::kTiled: return "tiled";
     case GemmPath::kDequantCublas: return "cublas";
+    case GemmPath::kPipelined: return "pipelined";
   }
   return "?";
 }
@@ -122,8 +124,8 @@ Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmP
   // Either word layout the shape allows (a dense weight may be forced N-packed).
   const bool tiled = kernel_layout_for(shape) == KernelLayoutKind::kMmaTiled;
   auto need_at = [&](int mm) {
-    const size_t b = path_need(shape, resolve(path, mm, shape.k, KernelLayoutKind::kNPackedInterleaved), mm);
-    const size_t bt = tiled ? path_need(shape, resolve(path, mm, shape.k, KernelLayoutKind::kMmaTiled), mm) : 0;
+    const size_t b = path_need(shape, resolve(path, mm, shape.n, shape.k, KernelLayoutKind::kNPackedInterleaved), mm);
+    const size_t bt = tiled ? path_need(shape, resolve(path, mm, shape.n, shape.k, KernelLayoutKind::kMmaTiled), mm) : 0;
     return b > bt ? b : bt;
   };
   const int top = m < kSkinnyMaxM ? m : kSkinnyMaxM;
@@ -138,12 +140,12 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
   LOWBIT_CHECK_ARG(a.m >= 1, "int4::gemm: m=%d must be >= 1", a.m);
   LOWBIT_CHECK_ARG(a.expert >= 0 && a.expert < w.shape.experts, "int4::gemm: expert=%d outside [0, %d)", a.expert,
                    w.shape.experts);
-  LOWBIT_CHECK_ARG(static_cast<int>(a.path) <= static_cast<int>(GemmPath::kDequantCublas),
+  LOWBIT_CHECK_ARG(static_cast<int>(a.path) <= static_cast<int>(GemmPath::kPipelined),
                    "int4::gemm: unknown path %d", static_cast<int>(a.path));
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   if (w.kind == KernelLayoutKind::kKPacked) {
-    LOWBIT_CHECK_ARG(a.path == GemmPath::kAuto, "int4::gemm: path %s needs the N-packed layout (this weight is K-packed)",
-                     gemm_path_name(a.path));
+    LOWBIT_CHECK_ARG(a.path == GemmPath::kAuto, "int4::gemm: path %s needs the %s layout (this weight is K-packed)",
+                     gemm_path_name(a.path), a.path == GemmPath::kPipelined ? "MMA-tiled" : "N-packed");
     if (!aligned(a.x, 2) || !aligned(a.y, 2))
       return make_status(StatusCode::kMisaligned, "int4::gemm: x and y must be 2 B aligned");
     LOWBIT_CUDA_RETURN(detail::launch_gemm_kpacked(a.x, a.y, a.m, w, a.expert, st));
@@ -152,16 +154,22 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
   if (!aligned(a.x, 16) || !aligned(a.y, 16))
     return make_status(StatusCode::kMisaligned, "int4::gemm: x=%p and y=%p must be 16 B aligned (16 B vector access)",
                        a.x, a.y);
-  const GemmPath path = resolve(a.path, a.m, w.shape.k, w.kind);
+  const GemmPath path = resolve(a.path, a.m, w.shape.n, w.shape.k, w.kind);
   if (w.kind == KernelLayoutKind::kMmaTiled) {
     LOWBIT_CHECK_ARG(path != GemmPath::kTiled, "int4::gemm: path tiled needs the N-packed layout (this weight is %s)",
                      kernel_layout_name(w.kind));
     if (path == GemmPath::kDequantCublas)
       return detail::gemm_dequant_cublas(a.x, a.y, a.m, w, a.expert, workspace, workspace_bytes, st);
+    if (path == GemmPath::kPipelined) {
+      LOWBIT_CUDA_RETURN(detail::launch_gemm_pipelined(a.x, a.y, a.m, w, a.expert, st));
+      return Status::Ok();
+    }
     LOWBIT_CHECK_ARG(a.m <= kSkinnyMaxM, "int4::gemm: the decode path serves M <= %d (m=%d)", kSkinnyMaxM, a.m);
     LOWBIT_CUDA_RETURN(detail::launch_gemm_decode(a.x, a.y, a.m, w, a.expert, st));
     return Status::Ok();
   }
+  LOWBIT_CHECK_ARG(path != GemmPath::kPipelined, "int4::gemm: path pipelined needs the MMA-tiled layout (this weight is %s)",
+                   kernel_layout_name(w.kind));
   if (path == GemmPath::kTiled) {
     LOWBIT_CUDA_RETURN(detail::launch_gemm_tc(a.x, a.y, a.m, w, a.expert, st));
     return Status::Ok();

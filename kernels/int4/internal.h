@@ -69,6 +69,9 @@ bool moe_single_token_enabled();
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
                               int bm, void* out, cudaStream_t stream, const MoeSingleToken* single = nullptr);
+// Pipelined GEMM on the MMA-tiled layout (gemm_pipelined.cu): any m >= 1, no workspace.
+cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
+                                  cudaStream_t stream);
 cudaError_t launch_gemm_tc(const void* x, void* y, int m, const KernelWeightsView& w, int expert, cudaStream_t stream);
 cudaError_t launch_gemm_kpacked(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                 cudaStream_t stream);

@@ -2,8 +2,9 @@
 # INT4 component on the H200 machine (uses GPU 0 only): GPU tests (dequant bit-exact, GEMM
 # vs fp64, MoE routing/align exact, fused MoE vs reference, argument checks), then
 # `lowbit bench gemm` (Llama-3 8B/70B projections, M = 1,8,16,32,128,512,2048,8192, ~15 s) and
-# `lowbit bench moe` (Qwen3-30B-A3B TP1/TP2, Mixtral-8x7B, DeepSeek-V2-Lite, same M set), then
-# the prefill paths/schedules side by side (bench_prefill_paths).
+# `lowbit bench moe` (Qwen3-30B-A3B TP1/TP2, Mixtral-8x7B, DeepSeek-V2-Lite, same M set), the
+# batched-decode paths side by side (bench_gemm_medium), then the prefill paths/schedules side
+# by side (bench_prefill_paths).
 # QUICK=1: the benches' --quick subsets (M = 1,16,256,4096 dense; 1,16,128,2048 MoE).
 # Env: BIN (built binaries), OUT (results). Budget: under 4 minutes (step limits below).
 set -uo pipefail
@@ -17,6 +18,10 @@ step gpu_int4_xshared 60 env LOWBIT_INT4_DECODE_XSHARED=2 "$BIN/lowbit_tests_gpu
   --gtest_filter='Forced/Int4Gemm*'
 step bench_gemm 55 "$BIN/lowbit" bench gemm ${quick[@]+"${quick[@]}"} --out "$OUT/gemm"
 step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/moe"
+# Batched decode / short prefill on the MMA-tiled layout: kAuto next to each path forced (the
+# decode kernel, the pipelined kernel, dequant + cuBLAS), M = 24..256 (tiled_auto_path).
+step bench_gemm_medium 40 "$BIN/lowbit" bench gemm --m 24,32,48,64,96,128,192,256 --layout auto \
+  --path auto,skinny,pipelined,cublas --reps 5 --out "$OUT/gemm_medium"
 # Dense decode: the MMA-tiled decode kernel (default layout) next to the N-packed kernel on
 # the same weights (--layout npacked), M = 1..32.
 step bench_gemm_layouts 40 "$BIN/lowbit" bench gemm --m 1,8,16,32 --layout auto,npacked --path skinny --out "$OUT/gemm_layouts"
@@ -44,7 +49,7 @@ step bench_decode 60 bash -c '"$0" bench gemm --m 1,8,12,16 --layout auto --path
 if command -v cuobjdump > /dev/null; then
   sass=$(mktemp /tmp/int4-sass.XXXX)
   cuobjdump --dump-sass "$BIN/lowbit_tests_gpu_int4" > "$sass" 2>&1
-  for k in gemm_tc_kernel gemm_skinny_tc_kernel gemm_decode_kernel kern16skinny_tc_kernel; do  # the last: decode tile (MoE)
+  for k in gemm_tc_kernel gemm_skinny_tc_kernel gemm_decode_kernel gemm_pipelined_kernel kern16skinny_tc_kernel; do  # the last: decode tile (MoE)
     awk -v k="$k" '/Function :/ {on = index($0, k) > 0} on' "$sass" > "$sass.k"
     echo "sass $k: HMMA=$(grep -c HMMA "$sass.k") LOP3=$(grep -c LOP3 "$sass.k") LDL/STL=$(grep -cE 'LDL|STL' "$sass.k")"
   done | tee "$OUT/sass_summary.txt"
@@ -54,6 +59,6 @@ fi
 echo "=== int4 summary ==="
 printf "$summary"
 grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" "$OUT/gpu_int4_xshared.log" | tail -6
-for f in gemm moe gemm_layouts moe_npacked prefill_seq prefill_overlap moe_paths moe_grouped4 gemm_decode gemm_decode_fp16 gemm_decode_xoff moe_wide_off gemm_decode_unshared; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
+for f in gemm moe gemm_medium gemm_layouts moe_npacked prefill_seq prefill_overlap moe_paths moe_grouped4 gemm_decode gemm_decode_fp16 gemm_decode_xoff moe_wide_off gemm_decode_unshared; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
 grep -h "total #wrong" "$OUT"/bench_*.log
 cat "$OUT/sass_summary.txt" 2>/dev/null

@@ -232,21 +232,42 @@ std::vector<GemmCase> forced_cases() {
   // LOWBIT_INT4_DECODE_XSHARED=0): 16-row tiles under each block shape of the unshared
   // plan (100 / 160 / 300 column groups: 8 warps alone, 4 warps in pairs, 4 alone; 896: 8
   // warps past one wave at M = 16, 4 warps at M = 24 below) and the 8-row fallback (448
-  // groups); tail batches (K = 1072, per-channel: 67 K steps); G = 64 keeps 8-row tiles.
+  // groups); tail batches (per-channel, K = 1120 / 1056: 70 / 66 K steps, batches of 8 and a
+  // tail of 6 / 2; the layout is forced so that a K the MMA-tiled layout cannot hold fails
+  // the test instead of silently taking the K-packed kernel); G = 64 keeps 8-row tiles.
+  constexpr int kTiled = static_cast<int>(KernelLayoutKind::kMmaTiled);
   for (DType t : {DType::kF16, DType::kBF16}) {
     const bool sym = t == DType::kF16;
     for (int n : {6400, 10240, 19200, 28672, 57344}) v.push_back({16, n, 1024, 128, sym, t});
-    v.push_back({12, 6400, 1072, kPerChannel, !sym, t});
-    v.push_back({13, 10240, 1072, kPerChannel, sym, t});
+    v.push_back({12, 6400, 1120, kPerChannel, !sym, t, GemmPath::kAuto, kTiled});
+    v.push_back({13, 10240, 1056, kPerChannel, sym, t, GemmPath::kAuto, kTiled});
     v.push_back({9, 4096, 4096, 64, !sym, t});
     // Block-shared x tiles (kRows16Shared, 4 column groups per block; the plan takes them for
     // 160 and 448 groups above, LOWBIT_INT4_DECODE_XSHARED=2 for every M = 9..16 case): 65
-    // groups leave the last block one group and three spare warps; a tail batch of 3 K steps.
+    // groups leave the last block one group and three spare warps; a tail batch of 2 K steps.
     v.push_back({11, 4160, 2048, 128, sym, t});
-    v.push_back({15, 4160, 1072, kPerChannel, !sym, t});
+    v.push_back({15, 4160, 1056, kPerChannel, !sym, t, GemmPath::kAuto, kTiled});
     // M = 17..32: two 16-row tiles per column group (the last one partial).
     for (int n : {4096, 10240, 57344}) v.push_back({n == 4096 ? 32 : 24, n, 1024, 128, sym, t});
-    v.push_back({17, 6400, 1072, kPerChannel, !sym, t});
+    v.push_back({17, 6400, 1120, kPerChannel, !sym, t, GemmPath::kAuto, kTiled});
+  }
+  // The pipelined kernel (MMA-tiled layout): row tiles of 16 / 32 / 64 and several of them
+  // (M = 65, 200: partial last tiles), one column group (three idle warps per block), 65
+  // groups (the last block one group), K % 64 == 32 (70 K steps, per-channel; K = 96 with
+  // G = 32: partial last stages; G = 32 stages span two scale groups), split-K clusters (small
+  // N, long K) and none (large N), every G, sym / asym, both dtypes.
+  for (int g : {32, 64, 128, kPerChannel})
+    for (bool sym : {true, false})
+      for (DType t : {DType::kF16, DType::kBF16}) {
+        for (int m : {1, 17, 64, 200}) v.push_back({m, 4160, g == kPerChannel ? 1120 : 2048, g, sym, t, GemmPath::kPipelined});
+        for (int m : {5, 33}) v.push_back({m, 64, g == 32 || g == kPerChannel ? 96 : 2 * g, g, sym, t, GemmPath::kPipelined});
+      }
+  // kAuto takes the pipelined kernel on a weight of 64 Mi elements at M = 100 (tiled_auto_path).
+  v.push_back({100, 8192, 8192, 128, true, DType::kBF16});
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    v.push_back({24, 192, 14336, 128, true, t, GemmPath::kPipelined});
+    v.push_back({65, 4096, 4096, 64, false, t, GemmPath::kPipelined});
+    v.push_back({128, 28672, 1024, 128, true, t, GemmPath::kPipelined});
   }
   // Expert stacks may be forced into the MMA-tiled layout: expert 0 and a split K range.
   v.push_back({5, 128, 96, 32, false, DType::kBF16, GemmPath::kAuto, static_cast<int>(KernelLayoutKind::kMmaTiled)});
@@ -284,6 +305,12 @@ TEST(Int4GemmArgs, RefusedBeforeLaunch) {
   b = a;
   b.x = static_cast<char*>(x.p) + 2;
   EXPECT_EQ(gemm(b, dw.view, ws.p, ws.bytes, nullptr).code(), StatusCode::kMisaligned);
+  b = a;
+  b.path = GemmPath::kPipelined;  // this stack of two experts with N = 64 is N-packed
+  ASSERT_EQ(dw.view.kind, KernelLayoutKind::kNPackedInterleaved);
+  const Status rp = gemm(b, dw.view, ws.p, ws.bytes, nullptr);
+  EXPECT_EQ(rp.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(rp.message().find("MMA-tiled"), std::string::npos) << rp.message();
   KernelWeightsView v = dw.view;
   v.zeros = nullptr;  // asymmetric without zeros
   EXPECT_EQ(gemm(a, v, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
@@ -302,6 +329,8 @@ TEST(Int4GemmArgs, RefusedBeforeLaunch) {
     ASSERT_EQ(kt.kind, KernelLayoutKind::kMmaTiled);
     DevWeights dt(kt);
     GemmArgs c = a;
+    EXPECT_TRUE(gemm(c, dt.view, ws.p, ws.bytes, nullptr).ok());
+    c.path = GemmPath::kPipelined;
     EXPECT_TRUE(gemm(c, dt.view, ws.p, ws.bytes, nullptr).ok());
     c.path = GemmPath::kTiled;
     const Status r = gemm(c, dt.view, ws.p, ws.bytes, nullptr);

@@ -1,0 +1,445 @@
+// Pipelined W4A16 GEMM on the MMA-tiled layout (kernel_layout.h, kMmaTiled) for batched
+// decode and short prefill (M = 17..~256; any M works): y^T = W x^T with mma.sync m16n8k16,
+// the weight's columns as the MMA's 16 rows and up to 64 activation rows as its n8 tiles.
+//
+// Why this kernel: the decode kernel (gemm_decode.cu) is built for M <= 16. It keeps the
+// group scale out of the MMA (fp32 window sums, folded per group) and reads x per warp, so
+// its registers and its L2 traffic grow with M; past 32 rows it re-reads the weight per
+// 16-row tile, and the dequant + cuBLAS path pays a whole extra pass over the weight. Here a
+// block of 4 warps takes 4 adjacent 64-column groups and one tile of 16 / 32 / 64 rows, and
+// a multistage cp.async pipeline (4 stages of 4 K steps: weights, x rows, scales, zeros)
+// feeds every warp from shared memory: each weight word is unpacked once per row tile, each
+// x element is read from L2 once per block and shared by its 4 warps (ldmatrix, padded
+// pitch), and one word's A fragment serves BM / 8 MMAs.
+//
+// Numerics: each A-fragment pair is dequantized to the contract's weight, round((q - z) * s)
+// in the activation dtype ((magic + q) - (magic + z) exact, one rounded multiply:
+// dequant_pair of common.cuh, bit-identical to the CPU contract), and the MMAs accumulate
+// the exact products in fp32. Sums run in a fixed order (K steps in one warp, then split-K
+// ranks in rank order), so runs are bit-identical; outputs differ from the fp64 reference
+// only by fp32 accumulation and the final rounding (tests/gpu/int4/test_gemm.cu).
+//
+// Work split (pipelined_plan.h): grid.x = col tiles x row tiles x split-K ranks, ranks
+// fastest (one thread-block cluster), then the row tiles of one column tile (adjacent in
+// launch order, so they share the weight through L2). Split-K ranks add their fp32 tiles
+// through distributed shared memory, each rank a slice of the outputs, in rank order.
+// One launch, no workspace.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+
+#include "kernels/int4/cluster_launch.cuh"
+#include "kernels/int4/common.cuh"
+#include "kernels/int4/internal.h"
+#include "kernels/int4/pipelined_plan.h"
+
+namespace cg = cooperative_groups;
+
+namespace lowbit::int4 {
+namespace kern {
+namespace {
+
+struct PipeParams {
+  const uint4* qw = nullptr;        // the expert's MMA-tiled words [N/64, K/16, 32 lanes] x 16 B
+  const uint16_t* scales = nullptr; // the expert's [NG, N] (columns permuted per 64-group)
+  const uint16_t* zeros = nullptr;  // same, or nullptr (symmetric)
+  const void* x = nullptr;          // [M, K] activation dtype
+  void* y = nullptr;                // [M, N] activation dtype
+  int M = 0, N = 0, K = 0;
+  int gsteps = 0;       // K steps per scale group (K / 16 for per-channel)
+  int ksteps = 0;       // K / 16
+  int split_steps = 0;  // K steps per split-K rank (multiple of kPipeStageSteps)
+  int splits = 1, row_tiles = 1;
+};
+
+// Shared memory of one stage, in bytes: the 4 warps' weights (4 K steps x 512 B each), the
+// tile's x rows (4 K steps x 32 B, padded to 144 B so that the 8 rows one ldmatrix phase
+// reads fall in 8 different 16 B bank groups), and per warp two scale rows and two zero rows
+// of 64 columns (G = 32: a stage spans two groups; else one).
+constexpr int kXPitch = kPipeStageSteps * 32 + 16;
+template <int BM>
+struct PipeSmem {
+  static constexpr int kW = 0;
+  static constexpr int kX = kPipeWarps * kPipeStageSteps * 512;
+  static constexpr int kS = kX + BM * kXPitch;
+  static constexpr int kZ = kS + kPipeWarps * 2 * 128;
+  static constexpr int kStage = kZ + kPipeWarps * 2 * 128;
+  // Epilogue: the block's fp32 sums [BM rows][256 columns], 4 floats of padding per row
+  // (fragment stores of a warp then hit 32 different banks); reuses the stages.
+  static constexpr int kEpiPitch = kPipeCols + 4;
+  static constexpr int kEpi = BM * kEpiPitch * 4;
+  static constexpr int kTotal = kStage * kPipeStages > kEpi ? kStage * kPipeStages : kEpi;
+};
+
+__device__ __forceinline__ uint32_t pipe_smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void pipe_cp16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void pipe_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void pipe_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ uint4 pipe_lds128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+  return v;
+}
+// B fragments of two n8 tiles (rows r0 .. r0 + 15 of the stage's x, one K step): ldmatrix
+// matrix i = lane / 8 is rows r0 + 8 (i / 2) .. + 7, K half i % 2; b[2 * (i / 2) + (i % 2)].
+__device__ __forceinline__ void pipe_ldsm_x4(uint32_t addr, uint32_t& b0, uint32_t& b1, uint32_t& b2, uint32_t& b3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
+               : "r"(addr));
+}
+
+// Two fp32 sums rounded to the activation dtype, the first in the low half.
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+  using T2 = typename Act<T>::T2;
+  T2 v;
+  v.x = Act<T>::from_float(lo);
+  v.y = Act<T>::from_float(hi);
+  return as_bits(v);
+}
+
+// A lane's shared-memory offsets within a stage (see the kernel).
+struct PipeLane {
+  uint32_t w, x, s, z_minus_s;
+  uint32_t g32_slot;  // 128 when a stage spans two scale groups (G = 32): steps 2, 3 read the second row
+};
+
+// Scale and magic + z of this lane's 8 columns (16j + g + 8h) as register pairs (both halves
+// one column's value): sc[j][h], mz[j][h].
+template <typename T, bool kSym>
+__device__ __forceinline__ void pipe_group(uint32_t addr, uint32_t z_minus_s, typename Act<T>::T2 (&sc)[4][2],
+                                           typename Act<T>::T2 (&mz)[4][2]) {
+  using T2 = typename Act<T>::T2;
+  const uint4 sv = pipe_lds128(addr);
+  const uint32_t sw[4] = {sv.x, sv.y, sv.z, sv.w};
+  uint32_t zw[4] = {0, 0, 0, 0};
+  if constexpr (!kSym) {
+    const uint4 zv = pipe_lds128(addr + z_minus_s);
+    zw[0] = zv.x, zw[1] = zv.y, zw[2] = zv.z, zw[3] = zv.w;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    sc[j][0] = bits_as<T2>(__byte_perm(sw[j], 0, 0x1010));
+    sc[j][1] = bits_as<T2>(__byte_perm(sw[j], 0, 0x3232));
+    if constexpr (kSym) {
+      mz[j][0] = mz[j][1] = magic_plus_zero<T>(sym_zero_pair<T>());
+    } else {
+      mz[j][0] = magic_plus_zero<T>(__byte_perm(zw[j], 0, 0x1010));
+      mz[j][1] = magic_plus_zero<T>(__byte_perm(zw[j], 0, 0x3232));
+    }
+  }
+}
+
+// NS K steps of one stage for this warp: per step, the B fragments of all NT n8 tiles
+// (ldmatrix), the 4 weight words (one per 16-column tile j), each unpacked into its A
+// fragment (dequant_pair: the contract's rounded weight) and multiplied into NT
+// accumulators. Scales are (re)read at steps 0 and 2 without a test: G = 32 switches rows,
+// otherwise the same row is read again.
+template <typename T, int NT, int NS, bool kSym>
+__device__ __forceinline__ void pipe_stage(float (&acc)[4][NT][4], uint32_t st, const PipeLane& ln) {
+  typename Act<T>::T2 sc[4][2], mz[4][2];
+#pragma unroll
+  for (int s = 0; s < NS; ++s) {
+    if (s == 0) pipe_group<T, kSym>(st + ln.s, ln.z_minus_s, sc, mz);
+    if (s == 2) pipe_group<T, kSym>(st + ln.s + ln.g32_slot, ln.z_minus_s, sc, mz);
+    uint32_t b[NT][2];
+#pragma unroll
+    for (int q = 0; q < NT / 2; ++q)
+      pipe_ldsm_x4(st + ln.x + static_cast<uint32_t>(q * 16 * kXPitch + s * 32), b[2 * q][0], b[2 * q][1],
+                   b[2 * q + 1][0], b[2 * q + 1][1]);
+    const uint4 wv = pipe_lds128(st + ln.w + static_cast<uint32_t>(s * 512));
+    const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t a[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) a[r] = as_bits(dequant_pair<T>(words[j], r, mz[j][r & 1], sc[j][r & 1]));
+#pragma unroll
+      for (int n = 0; n < NT; ++n) mma_m16n8k16<T>(acc[j][n], a, b[n][0], b[n][1]);
+    }
+  }
+}
+
+template <typename T, int BM, bool kSym>
+__global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(const PipeParams p) {
+  using L = PipeSmem<BM>;
+  constexpr int NT = BM / 8;  // n8 tiles
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int rank = static_cast<int>(blockIdx.x % p.splits);
+  const int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
+  const int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
+  const int group = ct * kPipeWarps + warp;  // this warp's 64-column group
+  const bool wvalid = group < p.N / 64;
+  const int m0 = rt * BM;
+  const int s_begin = rank * p.split_steps;
+  const int s_end = min(p.ksteps, s_begin + p.split_steps);
+  const int nstages = s_begin < s_end ? (s_end - s_begin + kPipeStageSteps - 1) / kPipeStageSteps : 0;
+  const uint32_t sbase = pipe_smem_addr(smem);
+  const T* __restrict__ x = static_cast<const T*>(p.x);
+
+  // Weights, scales and zeros of stage `it` (this warp's group only; no dependence on the
+  // previous kernel, so the first stages are requested before griddepcontrol.wait).
+  auto load_weights = [&](int it) {
+    if (!wvalid) return;
+    const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
+    const uint32_t st = sbase + static_cast<uint32_t>((it % kPipeStages) * L::kStage);
+    const uint4* src = p.qw + (static_cast<size_t>(group) * p.ksteps + s0) * 32 + lane;
+#pragma unroll
+    for (int s = 0; s < kPipeStageSteps; ++s)
+      if (s < ns) pipe_cp16(st + L::kW + static_cast<uint32_t>((warp * kPipeStageSteps + s) * 512 + lane * 16), src + 32 * s);
+    // Lanes 0-7: scale row of the stage's first group, 8-15 its second (G = 32 only),
+    // 16-23 / 24-31: the zero rows.
+    const int slot = (lane >> 3) & 1;
+    const bool zrow = lane >= 16;
+    const int groups_here = (p.gsteps == 2 && ns > 2) ? 2 : 1;
+    if (slot < groups_here && (!kSym || !zrow)) {
+      const size_t grp = static_cast<size_t>(s0 / p.gsteps + slot);
+      const uint16_t* base = zrow ? p.zeros : p.scales;
+      pipe_cp16(st + static_cast<uint32_t>((zrow ? L::kZ : L::kS) + (warp * 2 + slot) * 128 + (lane & 7) * 16),
+                base + grp * p.N + static_cast<size_t>(group) * 64 + (lane & 7) * 8);
+    }
+  };
+  // x rows m0 .. m0 + BM - 1 of stage `it` (rows past M re-read row M - 1; never stored).
+  auto load_x = [&](int it) {
+    const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
+    const uint32_t st = sbase + static_cast<uint32_t>((it % kPipeStages) * L::kStage + L::kX);
+#pragma unroll
+    for (int i = tid; i < BM * 2 * kPipeStageSteps; i += 32 * kPipeWarps) {
+      const int r = i / (2 * kPipeStageSteps), c = i % (2 * kPipeStageSteps);
+      if (c < 2 * ns) {
+        const int row = min(m0 + r, p.M - 1);
+        pipe_cp16(st + static_cast<uint32_t>(r * kXPitch + c * 16), x + static_cast<size_t>(row) * p.K + s0 * 16 + c * 8);
+      }
+    }
+  };
+
+#pragma unroll
+  for (int i = 0; i < kPipeStages - 1; ++i)
+    if (i < nstages) load_weights(i);
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < kPipeStages - 1; ++i) {
+    if (i < nstages) load_x(i);
+    pipe_commit();  // group i: stage i's x (and, in group 0, the first stages' weights)
+  }
+
+  float acc[4][NT][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][n][e] = 0.f;
+
+  // This lane's addresses in a stage: its 16 B of the warp's weight step, its ldmatrix row
+  // (matrix lane / 8 = rows 8 (i / 2) .. + 7 of a 16-row pair, K half i % 2), and its 16 B of
+  // the warp's scale / zero rows (entries 8g .. 8g + 7: columns 16j + g + 8h).
+  const PipeLane ln{static_cast<uint32_t>(L::kW + warp * kPipeStageSteps * 512 + lane * 16),
+                    static_cast<uint32_t>(L::kX + (8 * (lane >> 4) + (lane & 7)) * kXPitch + 16 * ((lane >> 3) & 1)),
+                    static_cast<uint32_t>(L::kS + warp * 256 + g * 16), static_cast<uint32_t>(L::kZ - L::kS),
+                    p.gsteps == 2 ? 128u : 0u};
+
+  for (int it = 0; it < nstages; ++it) {
+    pipe_wait<kPipeStages - 2>();
+    __syncthreads();  // stage it landed for every thread; stage it - 1 is free for refilling
+    {
+      const int nx = it + kPipeStages - 1;
+      if (nx < nstages) {
+        load_weights(nx);
+        load_x(nx);
+      }
+      pipe_commit();
+    }
+    if (!wvalid) continue;
+    const uint32_t st = sbase + static_cast<uint32_t>((it % kPipeStages) * L::kStage);
+    // Whole stages have no per-step tests (so the compiler can overlap a step's shared-memory
+    // loads with the previous step's MMAs); only the last stage of K may hold 2 steps.
+    if (s_end - (s_begin + it * kPipeStageSteps) >= kPipeStageSteps)
+      pipe_stage<T, NT, kPipeStageSteps, kSym>(acc, st, ln);
+    else
+      pipe_stage<T, NT, 2, kSym>(acc, st, ln);
+  }
+  pipe_wait<0>();
+  __syncthreads();  // every warp is done with the stages: the epilogue reuses them
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+
+  // Fragment (j, n): rows (columns of W) 16j + g (+8), activation rows 8n + 2t (+1).
+  float* epi = reinterpret_cast<float*>(smem);
+  if (wvalid) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        const int col = warp * 64 + 16 * j + g, row = 8 * n + 2 * t;
+        epi[row * L::kEpiPitch + col] = acc[j][n][0];
+        epi[(row + 1) * L::kEpiPitch + col] = acc[j][n][1];
+        epi[row * L::kEpiPitch + col + 8] = acc[j][n][2];
+        epi[(row + 1) * L::kEpiPitch + col + 8] = acc[j][n][3];
+      }
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  if (p.splits > 1)
+    cluster.sync();
+  else
+    __syncthreads();
+  // Rank r stores every splits-th chunk of 8 outputs, the ranks' sums added in rank order.
+  T* __restrict__ y = static_cast<T*>(p.y);
+  for (int i = rank * 32 * kPipeWarps + tid; i < BM * (kPipeCols / 8); i += 32 * kPipeWarps * p.splits) {
+    const int r = i / (kPipeCols / 8), c8 = (i % (kPipeCols / 8)) * 8;
+    const int row = m0 + r, col = ct * kPipeCols + c8;
+    if (row >= p.M || col >= p.N) continue;
+    const float* local = epi + r * L::kEpiPitch + c8;
+    // Every rank's 8 values are requested before any is added (one remote latency, not one
+    // per rank), then summed in rank order.
+    float4 part[kPipeMaxSplits][2];
+#pragma unroll
+    for (int q = 0; q < kPipeMaxSplits; ++q)
+      if (q < p.splits) {
+        const float* src = p.splits > 1 ? cluster.map_shared_rank(local, q) : local;
+        part[q][0] = *reinterpret_cast<const float4*>(src);
+        part[q][1] = *reinterpret_cast<const float4*>(src + 4);
+      }
+    float v[8] = {part[0][0].x, part[0][0].y, part[0][0].z, part[0][0].w,
+                  part[0][1].x, part[0][1].y, part[0][1].z, part[0][1].w};
+#pragma unroll
+    for (int q = 1; q < kPipeMaxSplits; ++q)
+      if (q < p.splits) {
+        const float f[8] = {part[q][0].x, part[q][0].y, part[q][0].z, part[q][0].w,
+                            part[q][1].x, part[q][1].y, part[q][1].z, part[q][1].w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] += f[e];
+      }
+    uint32_t out[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] = pack_pair<T>(v[2 * e], v[2 * e + 1]);
+    *reinterpret_cast<uint4*>(y + static_cast<size_t>(row) * p.N + col) = make_uint4(out[0], out[1], out[2], out[3]);
+  }
+  if (p.splits > 1) cluster.sync();  // no rank leaves while another still reads its tile
+}
+
+// Clusters of s blocks of `kernel` the current device runs at once (cached per device and s;
+// 0 when it cannot run them at all).
+template <typename Kernel>
+int active_clusters(Kernel kernel, int s, unsigned threads, size_t smem,
+                    std::atomic<int> (&cache)[kClusterMaxDevices][kPipeMaxSplits + 1]) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (dev < 0 || dev >= kClusterMaxDevices) dev = kClusterMaxDevices - 1;
+  std::atomic<int>& c = cache[dev][s];
+  int n = c.load(std::memory_order_relaxed);
+  if (n == 0) {
+    cudaLaunchAttribute la;
+    const cudaLaunchConfig_t cfg = split_cluster_config(&la, s, 1, 1, 1, threads, smem, nullptr);
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n < 1) {
+      (void)cudaGetLastError();
+      n = -1;
+    }
+    c.store(n, std::memory_order_relaxed);
+  }
+  return n > 0 ? n : 0;
+}
+
+// Measurement knobs (read once): LOWBIT_INT4_PIPE_ROWS=16|32|64 forces the rows per block
+// tile, LOWBIT_INT4_PIPE_SPLITS=1..8 the split-K ranks (both: any M, same sums up to order).
+int env_int_once(const char* name, int lo, int hi) {
+  const char* e = std::getenv(name);
+  const int v = e != nullptr ? std::atoi(e) : 0;
+  return v >= lo && v <= hi ? v : 0;
+}
+int env_pipe_rows() {
+  static const int v = [] {
+    const int r = env_int_once("LOWBIT_INT4_PIPE_ROWS", 16, 64);
+    return r == 16 || r == 32 || r == 64 ? r : 0;
+  }();
+  return v;
+}
+int env_pipe_splits() {
+  static const int v = env_int_once("LOWBIT_INT4_PIPE_SPLITS", 1, kPipeMaxSplits);
+  return v;
+}
+
+template <typename T, int BM, bool kSym>
+cudaError_t launch_typed(const PipeParams& prm, int sms, cudaStream_t stream) {
+  auto kernel = gemm_pipelined_kernel<T, BM, kSym>;
+  constexpr size_t kSmem = PipeSmem<BM>::kTotal;
+  constexpr unsigned kThreads = 32 * kPipeWarps;
+  // Once per instantiation: the shared-memory opt-in and the resident blocks per SM (the
+  // wave the plan fills).
+  static std::atomic<int> per_sm{0};
+  int nb = per_sm.load(std::memory_order_relaxed);
+  if (nb == 0) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kernel, kThreads, kSmem);
+    if (e != cudaSuccess) return e;
+    if (nb < 1) return cudaErrorInvalidConfiguration;
+    per_sm.store(nb, std::memory_order_relaxed);
+  }
+  const int forced = env_pipe_splits();
+  PipePlan pl = pipelined_plan(prm.M, prm.N, prm.K, BM, sms, nb, kPipeMaxSplits, forced);
+  const unsigned tiles = static_cast<unsigned>(pl.row_tiles * pl.col_tiles);
+  // Split-K clusters must all be resident at once, or a second wave doubles the time (clusters
+  // of 6 with 2 blocks per SM do not tile the GPCs: 70b.qkv at M = 64 ran 75 us against 59
+  // with 32-row tiles): fewer ranks until the device holds every cluster.
+  static std::atomic<int> clusters[kClusterMaxDevices][kPipeMaxSplits + 1] = {};
+  while (pl.splits > 1 && static_cast<int>(tiles) > active_clusters(kernel, pl.splits, kThreads, kSmem, clusters))
+    pl = pipelined_plan(prm.M, prm.N, prm.K, BM, sms, nb, pl.splits - 1, forced);
+  PipeParams q = prm;
+  q.splits = pl.splits;
+  q.split_steps = pl.split_steps;
+  q.row_tiles = pl.row_tiles;
+  return launch_split_clusters(kernel, q, pl.splits, tiles, 1, 1, kThreads, kSmem, stream, pdl_enabled());
+}
+
+template <typename T, bool kSym>
+cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
+  const int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows(prm.M);
+  if (bm == 16) return launch_typed<T, 16, kSym>(prm, sms, stream);
+  if (bm == 32) return launch_typed<T, 32, kSym>(prm, sms, stream);
+  return launch_typed<T, 64, kSym>(prm, sms, stream);
+}
+
+}  // namespace
+}  // namespace kern
+
+namespace detail {
+
+cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
+                                  cudaStream_t stream) {
+  const WeightShape& s = w.shape;
+  kern::PipeParams p;
+  p.qw = static_cast<const uint4*>(w.qweight) + static_cast<size_t>(expert) * s.k * (s.n / 8) / 4;
+  const size_t so = static_cast<size_t>(expert) * s.num_groups() * s.n;
+  p.scales = w.scales + so;
+  p.zeros = w.zeros ? w.zeros + so : nullptr;
+  p.x = x;
+  p.y = y;
+  p.M = m;
+  p.N = s.n;
+  p.K = s.k;
+  p.ksteps = s.k / kMmaTileK;
+  p.gsteps = s.group_len() / kMmaTileK;
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return cudaGetLastError();
+  const bool sym = p.zeros == nullptr;
+  if (s.act == DType::kBF16)
+    return sym ? kern::launch_rows<__nv_bfloat16, true>(p, sms, stream)
+               : kern::launch_rows<__nv_bfloat16, false>(p, sms, stream);
+  return sym ? kern::launch_rows<__half, true>(p, sms, stream) : kern::launch_rows<__half, false>(p, sms, stream);
+}
+
+}  // namespace detail
+}  // namespace lowbit::int4

@@ -1,0 +1,79 @@
+// Launch plan of the pipelined W4A16 GEMM (gemm_pipelined.cu): host-only arithmetic, kept in
+// a header so that the CPU tests check it without a device.
+#pragma once
+
+#include <cstdint>
+
+#include "lowbit/int4/kernels.h"
+
+namespace lowbit::int4::kern {
+
+constexpr int kPipeWarps = 4;         // warps per block, one 64-column group each
+constexpr int kPipeCols = 64 * kPipeWarps;
+constexpr int kPipeStages = 4;        // shared-memory stages (3 in flight while one is computed)
+constexpr int kPipeStageSteps = 4;    // K steps of 16 per stage
+constexpr int kPipeMaxSplits = 8;     // split-K ranks form one portable thread-block cluster
+constexpr int kPipeMinRankSteps = 16; // K steps a split-K rank streams at least (4 stages)
+
+struct PipePlan {
+  int bm = 0;          // activation rows per block tile: 16, 32 or 64
+  int row_tiles = 0;   // ceil(M / bm)
+  int col_tiles = 0;   // ceil(N / 256)
+  int splits = 1;      // split-K ranks (cluster size along grid.x)
+  int split_steps = 0; // K steps per rank, a multiple of kPipeStageSteps
+};
+
+// Rows per block tile: the smallest of 16 / 32 / 64 that holds M; larger M: tiles of 64 unless
+// the last one would be at most half full (M % 64 in 1..32), then tiles of 32 (measured at
+// M = 96: faster on all eight Llama-3 projections; at 48, 64 and 128 the 64-row tiles).
+inline int pipelined_rows(int m) {
+  if (m <= 16) return 16;
+  if (m <= 32) return 32;
+  const int tail = m % 64;
+  return tail != 0 && tail <= 32 ? 32 : 64;
+}
+
+// Tiles of bm rows (16 / 32 / 64). Split-K only while the blocks fit one wave (blocks_per_sm
+// resident per SM: the kernel's occupancy), each rank streaming at least kPipeMinRankSteps,
+// and at most max_splits (the cluster size the device can co-schedule); forced_splits > 0
+// (a measurement knob) takes that many ranks instead, within max_splits and one step per rank.
+// Rank ranges are whole stages, so no rank is left empty.
+inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_per_sm,
+                               int max_splits = kPipeMaxSplits, int forced_splits = 0) {
+  PipePlan p;
+  p.bm = bm;
+  p.row_tiles = (m + bm - 1) / bm;
+  p.col_tiles = (n / 64 + kPipeWarps - 1) / kPipeWarps;
+  const int ksteps = k / 16;
+  const int cap = max_splits < kPipeMaxSplits ? (max_splits < 1 ? 1 : max_splits) : kPipeMaxSplits;
+  int splits = 1;
+  if (forced_splits > 0) {
+    splits = forced_splits < cap ? forced_splits : cap;
+  } else {
+    const long long units = static_cast<long long>(p.row_tiles) * p.col_tiles;
+    const long long wave = static_cast<long long>(blocks_per_sm > 0 ? blocks_per_sm : 1) * (sms > 0 ? sms : 1);
+    while (splits < cap && units * (splits + 1) <= wave && ksteps / (splits + 1) >= kPipeMinRankSteps) ++splits;
+  }
+  const int per = (ksteps + splits - 1) / splits;
+  p.split_steps = (per + kPipeStageSteps - 1) / kPipeStageSteps * kPipeStageSteps;
+  p.splits = (ksteps + p.split_steps - 1) / p.split_steps;
+  return p;
+}
+
+// kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight
+// Llama-3 projections at M = 16..512 (docs/int4-kernels.md, "Session 11"): the decode kernel
+// up to 16 rows; the pipelined kernel at 33..64 rows, and at 17..32 and 65..192 rows on
+// weights of at least 64 Mi elements (on smaller ones the decode kernel, resp. the dequant +
+// cuBLAS path, was faster: fewer blocks than SMs leave the pipelined kernel latency-bound);
+// dequant + cuBLAS above 192 rows (tensor-core rate: mma.sync against cuBLAS's wgmma).
+constexpr int64_t kPipeBigWeight = int64_t{64} << 20;
+inline GemmPath tiled_auto_path(int m, int n, int k) {
+  const bool big = static_cast<int64_t>(n) * k >= kPipeBigWeight;
+  if (m <= 16) return GemmPath::kSkinny;
+  if (m <= 32) return big ? GemmPath::kPipelined : GemmPath::kSkinny;
+  if (m <= 64) return GemmPath::kPipelined;
+  if (m <= 192) return big ? GemmPath::kPipelined : GemmPath::kDequantCublas;
+  return GemmPath::kDequantCublas;
+}
+
+}  // namespace lowbit::int4::kern

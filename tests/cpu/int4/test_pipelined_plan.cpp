@@ -1,0 +1,100 @@
+// The pipelined GEMM's launch plan (kernels/int4/pipelined_plan.h): row tiles, split-K ranks
+// that fit one wave and cover K in whole stages with no empty rank, and the cluster cap.
+#include <gtest/gtest.h>
+
+#include "kernels/int4/pipelined_plan.h"
+
+namespace lowbit::int4::kern {
+namespace {
+
+constexpr int kH200Sms = 132;
+
+TEST(Int4PipelinedPlan, RowTilesAndRankRanges) {
+  for (int m : {1, 16, 17, 32, 33, 64, 65, 128, 200, 512, 8192})
+    for (int n : {64, 192, 4096, 4160, 6144, 28672, 57344})
+      for (int k : {96, 1072, 4096, 14336})
+        for (int sms : {1, 78, kH200Sms})
+          for (int per_sm : {1, 2, 3})
+          for (int cap : {1, 2, 8}) {
+            const PipePlan p = pipelined_plan(m, n, k, pipelined_rows(m), sms, per_sm, cap);
+            SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n << " k=" << k << " sms=" << sms << " per_sm=" << per_sm
+                                              << " cap=" << cap);
+            EXPECT_EQ(p.bm, m <= 16 ? 16 : m <= 32 || (m % 64 != 0 && m % 64 <= 32) ? 32 : 64);
+            EXPECT_EQ(p.row_tiles, (m + p.bm - 1) / p.bm);
+            EXPECT_EQ(p.col_tiles, (n / 64 + 3) / 4);
+            EXPECT_GE(p.splits, 1);
+            EXPECT_LE(p.splits, cap);
+            EXPECT_LE(p.splits, kPipeMaxSplits);
+            EXPECT_EQ(p.split_steps % kPipeStageSteps, 0);
+            const int ksteps = k / 16;
+            EXPECT_GE(p.splits * p.split_steps, ksteps);        // K covered
+            EXPECT_LT((p.splits - 1) * p.split_steps, ksteps);  // the last rank has steps
+            if (p.splits > 1) {
+              EXPECT_LE(static_cast<long long>(p.row_tiles) * p.col_tiles * p.splits, static_cast<long long>(per_sm) * sms);
+              EXPECT_GE(p.split_steps, kPipeMinRankSteps);
+            }
+          }
+}
+
+TEST(Int4PipelinedPlan, LlamaShapesOnH200) {
+  // Two resident blocks per SM (BM = 64: 213-224 registers, 78 KB of stages).
+  // llama3-8b.o at M = 64: 16 blocks of 256 columns -> 8 ranks of 32 K steps (128 blocks).
+  PipePlan p = pipelined_plan(64, 4096, 4096, 64, kH200Sms, 2);
+  EXPECT_EQ(p.splits, 8);
+  EXPECT_EQ(p.split_steps, 32);
+  // llama3-8b.gate_up at M = 64: 112 blocks -> 2 ranks (224 blocks in one wave of 264).
+  p = pipelined_plan(64, 28672, 4096, 64, kH200Sms, 2);
+  EXPECT_EQ(p.splits, 2);
+  EXPECT_EQ(p.split_steps, 128);
+  // llama3-70b.gate_up: 224 blocks already fill the wave; M = 512: 8 row tiles, no split.
+  EXPECT_EQ(pipelined_plan(64, 57344, 8192, 64, kH200Sms, 2).splits, 1);
+  p = pipelined_plan(512, 28672, 4096, 64, kH200Sms, 2);
+  EXPECT_EQ(p.row_tiles, 8);
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(p.split_steps, 256);
+}
+
+TEST(Int4PipelinedPlan, RowsPerTile) {
+  EXPECT_EQ(pipelined_rows(1), 16);
+  EXPECT_EQ(pipelined_rows(17), 32);
+  EXPECT_EQ(pipelined_rows(33), 64);
+  EXPECT_EQ(pipelined_rows(64), 64);
+  EXPECT_EQ(pipelined_rows(65), 32);   // the last 64-row tile would hold one row
+  EXPECT_EQ(pipelined_rows(96), 32);   // ... half its rows: 3 x 32 measured faster than 2 x 64
+  EXPECT_EQ(pipelined_rows(97), 64);
+  EXPECT_EQ(pipelined_rows(128), 64);
+  EXPECT_EQ(pipelined_rows(8192), 64);
+}
+
+// kAuto on MMA-tiled weights: the measured crossovers of the eight Llama-3 projections.
+TEST(Int4PipelinedPlan, TiledAutoPath) {
+  struct Case {
+    int n, k;
+  };
+  const Case o8{4096, 4096}, down8{4096, 14336}, gate_up8{28672, 4096}, o70{8192, 8192}, gate_up70{57344, 8192};
+  for (const Case& c : {o8, down8, gate_up8, o70, gate_up70}) {
+    const bool big = static_cast<int64_t>(c.n) * c.k >= kPipeBigWeight;
+    EXPECT_EQ(tiled_auto_path(1, c.n, c.k), GemmPath::kSkinny);
+    EXPECT_EQ(tiled_auto_path(16, c.n, c.k), GemmPath::kSkinny);
+    EXPECT_EQ(tiled_auto_path(24, c.n, c.k), big ? GemmPath::kPipelined : GemmPath::kSkinny);
+    EXPECT_EQ(tiled_auto_path(64, c.n, c.k), GemmPath::kPipelined);
+    EXPECT_EQ(tiled_auto_path(128, c.n, c.k), big ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path(256, c.n, c.k), GemmPath::kDequantCublas);
+  }
+  EXPECT_FALSE(static_cast<int64_t>(down8.n) * down8.k >= kPipeBigWeight);  // 58.7 Mi: small
+  EXPECT_TRUE(static_cast<int64_t>(o70.n) * o70.k >= kPipeBigWeight);      // 64 Mi: big
+}
+
+TEST(Int4PipelinedPlan, ForcedSplitsWithinTheCap) {
+  // The knob's ranks, capped by the cluster size and by one stage per rank.
+  PipePlan p = pipelined_plan(64, 57344, 8192, 64, kH200Sms, 2, kPipeMaxSplits, 4);
+  EXPECT_EQ(p.splits, 4);
+  EXPECT_EQ(p.split_steps, 128);
+  EXPECT_EQ(pipelined_plan(64, 4096, 4096, 64, kH200Sms, 2, 2, 8).splits, 2);
+  p = pipelined_plan(64, 64, 96, 64, kH200Sms, 2, kPipeMaxSplits, 8);  // 6 K steps: 2 ranks of 4 + 2
+  EXPECT_EQ(p.splits, 2);
+  EXPECT_EQ(p.split_steps, 4);
+}
+
+}  // namespace
+}  // namespace lowbit::int4::kern
