@@ -61,18 +61,20 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
 }
 
 // kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight
-// Llama-3 projections at M = 16..512 (docs/int4-kernels.md, "Session 11"): the decode kernel
-// up to 16 rows; the pipelined kernel at 33..64 rows, and at 17..32 and 65..192 rows on
-// weights of at least 64 Mi elements (on smaller ones the decode kernel, resp. the dequant +
-// cuBLAS path, was faster: fewer blocks than SMs leave the pipelined kernel latency-bound);
-// dequant + cuBLAS above 192 rows (tensor-core rate: mma.sync against cuBLAS's wgmma).
+// Llama-3 projections at M = 16..256 (docs/int4-kernels.md, "Session 11"): the decode kernel
+// up to 16 rows, and up to 32 on weights under 64 Mi elements; the pipelined kernel at 33..64
+// rows, at 17..32 and 129..192 on weights of >= 64 Mi elements, at 65..128 on weights of >= 24
+// Mi elements (below that, llama3-8b.o, dequant + cuBLAS won); dequant + cuBLAS otherwise
+// (above 192 rows: mma.sync against cuBLAS's wgmma on the dequantized slab).
 constexpr int64_t kPipeBigWeight = int64_t{64} << 20;
+constexpr int64_t kPipeMidWeight = int64_t{24} << 20;
 inline GemmPath tiled_auto_path(int m, int n, int k) {
-  const bool big = static_cast<int64_t>(n) * k >= kPipeBigWeight;
+  const int64_t elems = static_cast<int64_t>(n) * k;
   if (m <= 16) return GemmPath::kSkinny;
-  if (m <= 32) return big ? GemmPath::kPipelined : GemmPath::kSkinny;
+  if (m <= 32) return elems >= kPipeBigWeight ? GemmPath::kPipelined : GemmPath::kSkinny;
   if (m <= 64) return GemmPath::kPipelined;
-  if (m <= 192) return big ? GemmPath::kPipelined : GemmPath::kDequantCublas;
+  if (m <= 128) return elems >= kPipeMidWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
+  if (m <= 192) return elems >= kPipeBigWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
   return GemmPath::kDequantCublas;
 }
 

@@ -73,16 +73,20 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
   };
   const Case o8{4096, 4096}, down8{4096, 14336}, gate_up8{28672, 4096}, o70{8192, 8192}, gate_up70{57344, 8192};
   for (const Case& c : {o8, down8, gate_up8, o70, gate_up70}) {
-    const bool big = static_cast<int64_t>(c.n) * c.k >= kPipeBigWeight;
+    const int64_t elems = static_cast<int64_t>(c.n) * c.k;
+    const bool big = elems >= kPipeBigWeight, mid = elems >= kPipeMidWeight;
     EXPECT_EQ(tiled_auto_path(1, c.n, c.k), GemmPath::kSkinny);
     EXPECT_EQ(tiled_auto_path(16, c.n, c.k), GemmPath::kSkinny);
     EXPECT_EQ(tiled_auto_path(24, c.n, c.k), big ? GemmPath::kPipelined : GemmPath::kSkinny);
     EXPECT_EQ(tiled_auto_path(64, c.n, c.k), GemmPath::kPipelined);
-    EXPECT_EQ(tiled_auto_path(128, c.n, c.k), big ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path(128, c.n, c.k), mid ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path(192, c.n, c.k), big ? GemmPath::kPipelined : GemmPath::kDequantCublas);
     EXPECT_EQ(tiled_auto_path(256, c.n, c.k), GemmPath::kDequantCublas);
   }
-  EXPECT_FALSE(static_cast<int64_t>(down8.n) * down8.k >= kPipeBigWeight);  // 58.7 Mi: small
-  EXPECT_TRUE(static_cast<int64_t>(o70.n) * o70.k >= kPipeBigWeight);      // 64 Mi: big
+  EXPECT_EQ(tiled_auto_path(128, o8.n, o8.k), GemmPath::kDequantCublas);   // 16 Mi: dequant + cuBLAS
+  EXPECT_EQ(tiled_auto_path(128, down8.n, down8.k), GemmPath::kPipelined);  // 56 Mi
+  EXPECT_EQ(tiled_auto_path(192, down8.n, down8.k), GemmPath::kDequantCublas);
+  EXPECT_EQ(tiled_auto_path(24, o70.n, o70.k), GemmPath::kPipelined);       // 64 Mi: big
 }
 
 TEST(Int4PipelinedPlan, ForcedSplitsWithinTheCap) {
