@@ -55,22 +55,30 @@ struct PipeParams {
 };
 
 // Shared memory of one stage, in bytes: the 4 warps' weights (4 K steps x 512 B each), the
-// tile's x rows (4 K steps x 32 B, padded to 144 B so that the 8 rows one ldmatrix phase
-// reads fall in 8 different 16 B bank groups), and per warp two scale rows and two zero rows
-// of 64 columns (G = 32: a stage spans two groups; else one).
+// tile's x rows (4 K steps x 32 B), and per warp two scale rows and two zero rows of 64
+// columns (G = 32: a stage spans two groups; else one). mma.sync (kWg false): x rows padded to
+// 144 B so that the 8 rows one ldmatrix phase reads fall in 8 different 16 B bank groups, 4
+// stages, 3 ahead. wgmma (kWg): x rows of 128 B in the 128 B swizzle (16 B chunk c of row r at
+// chunk c ^ (r % 8)) that the B descriptor names, the tile 1024 B aligned; 5 stages, 3 ahead
+// (the stage computed two iterations ago may still be read by its last wgmma group).
 constexpr int kXPitch = kPipeStageSteps * 32 + 16;
-template <int BM>
+template <int BM, bool kWg>
 struct PipeSmem {
+  static constexpr int kStages = kWg ? 5 : kPipeStages;
+  static constexpr int kAhead = kPipeStages - 1;
+  static constexpr int kPitch = kWg ? kPipeStageSteps * 32 : kXPitch;
   static constexpr int kW = 0;
-  static constexpr int kX = kPipeWarps * kPipeStageSteps * 512;
-  static constexpr int kS = kX + BM * kXPitch;
+  static constexpr int kX = kPipeWarps * kPipeStageSteps * 512;  // 8 KB: 1024 B aligned
+  static constexpr int kS = kX + BM * kPitch;
   static constexpr int kZ = kS + kPipeWarps * 2 * 128;
-  static constexpr int kStage = kZ + kPipeWarps * 2 * 128;
+  static constexpr int kStage = kZ + kPipeWarps * 2 * 128;  // kWg, BM = 64: 18 KB, 1024 B aligned
   // Epilogue: the block's fp32 sums [BM rows][256 columns], 4 floats of padding per row
   // (fragment stores of a warp then hit 32 different banks); reuses the stages.
   static constexpr int kEpiPitch = kPipeCols + 4;
   static constexpr int kEpi = BM * kEpiPitch * 4;
-  static constexpr int kTotal = kStage * kPipeStages > kEpi ? kStage * kPipeStages : kEpi;
+  static constexpr int kAlign = kWg ? 1024 : 0;  // slack to align the dynamic smem base
+  static constexpr int kTotal = (kStage * kStages > kEpi ? kStage * kStages : kEpi) + kAlign;
+  static_assert(!kWg || (kStage % 1024 == 0 && BM == 64), "wgmma stages: 1024 B aligned x tiles, 64 rows");
 };
 
 __device__ __forceinline__ uint32_t pipe_smem_addr(const void* p) {
@@ -169,9 +177,109 @@ __device__ __forceinline__ void pipe_stage(float (&acc)[4][NT][4], uint32_t st, 
   }
 }
 
-template <typename T, int BM, bool kSym>
+// ---- wgmma (sm_90a) ----------------------------------------------------------------------
+// One warpgroup (the block's 4 warps) multiplies a 64-column group by the x tile: A (64
+// weight columns x 16 K) from registers, warp w holding columns 16w .. 16w + 15 in the
+// mma.m16n8k16 A-fragment layout (so warp w dequantizes word j = w of each lane's 16 B), B
+// (16 K x 64 rows of x, K-major) from the stage's swizzled x tile through a descriptor.
+__device__ __forceinline__ uint32_t pipe_lds32(uint32_t a) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// K-major B with the 128 B swizzle: start >> 4, leading byte offset 1 (unused when swizzled),
+// stride byte offset 1024 >> 4 (8 rows of 128 B), layout type 1 (128 B swizzle).
+__device__ __forceinline__ uint64_t wg_desc(uint32_t smem_addr) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+#define LOWBIT_WG_D32(d)                                                                                          \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),      \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),   \
+      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),   \
+      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),   \
+      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+#define LOWBIT_WG_ASM(TY)                                                                                          \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY                                                          \
+  " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,"  \
+  "%29,%30,%31}, {%32,%33,%34,%35}, %36, 1, 1, 1, 0;\n"
+template <typename T>
+__device__ __forceinline__ void wg_mma(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc) {
+  if constexpr (Act<T>::kBf16) {
+    asm volatile(LOWBIT_WG_ASM("bf16")
+                 : LOWBIT_WG_D32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  } else {
+    asm volatile(LOWBIT_WG_ASM("f16")
+                 : LOWBIT_WG_D32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  }
+}
+#undef LOWBIT_WG_ASM
+#undef LOWBIT_WG_D32
+
+// Scale and magic + z of this warp's two columns (16w + g, 16w + g + 8) of group c.
+template <typename T, bool kSym>
+__device__ __forceinline__ void wg_group(uint32_t addr, uint32_t z_minus_s, typename Act<T>::T2 (&sc)[2],
+                                         typename Act<T>::T2 (&mz)[2]) {
+  using T2 = typename Act<T>::T2;
+  const uint32_t sw = pipe_lds32(addr);
+  sc[0] = bits_as<T2>(__byte_perm(sw, 0, 0x1010));
+  sc[1] = bits_as<T2>(__byte_perm(sw, 0, 0x3232));
+  if constexpr (kSym) {
+    mz[0] = mz[1] = magic_plus_zero<T>(sym_zero_pair<T>());
+  } else {
+    const uint32_t zw = pipe_lds32(addr + z_minus_s);
+    mz[0] = magic_plus_zero<T>(__byte_perm(zw, 0, 0x1010));
+    mz[1] = magic_plus_zero<T>(__byte_perm(zw, 0, 0x3232));
+  }
+}
+
+// NS K steps of one stage for the warpgroup: per step, each warp dequantizes word w of its
+// lane for the ng valid groups into one of two register sets (the other may still feed the
+// previous step's wgmmas), then the ng wgmmas are issued as one group; at most one group
+// stays in flight. ln.w: this lane's word w in group 0's first step; ln.s: its scale word.
+template <typename T, int NS, bool kSym>
+__device__ __forceinline__ void wg_stage(float (&acc)[4][8][4], uint32_t st, const PipeLane& ln, int ng,
+                                         uint32_t x_tile) {
+  typename Act<T>::T2 sc[4][2], mz[4][2];
+  uint32_t a[2][4][4];
+#pragma unroll
+  for (int s = 0; s < NS; ++s) {
+    if (s == 0 || s == 2) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        if (c < ng)
+          wg_group<T, kSym>(st + ln.s + static_cast<uint32_t>(c * 256) + (s == 2 ? ln.g32_slot : 0u), ln.z_minus_s,
+                            sc[c], mz[c]);
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      if (c < ng) {
+        const uint32_t word = pipe_lds32(st + ln.w + static_cast<uint32_t>((c * kPipeStageSteps + s) * 512));
+#pragma unroll
+        for (int r = 0; r < 4; ++r) a[s & 1][c][r] = as_bits(dequant_pair<T>(word, r, mz[c][r & 1], sc[c][r & 1]));
+      }
+    wg_fence();
+    const uint64_t desc = wg_desc(x_tile + static_cast<uint32_t>(s * 32));
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      if (c < ng) wg_mma<T>(acc[c], a[s & 1][c], desc);
+    wg_commit();
+    wg_wait<1>();
+  }
+}
+
+template <typename T, int BM, bool kSym, bool kWg>
 __global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(const PipeParams p) {
-  using L = PipeSmem<BM>;
+  using L = PipeSmem<BM, kWg>;
   constexpr int NT = BM / 8;  // n8 tiles
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -184,7 +292,9 @@ __global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(cons
   const int s_begin = rank * p.split_steps;
   const int s_end = min(p.ksteps, s_begin + p.split_steps);
   const int nstages = s_begin < s_end ? (s_end - s_begin + kPipeStageSteps - 1) / kPipeStageSteps : 0;
-  const uint32_t sbase = pipe_smem_addr(smem);
+  // wgmma's swizzled x tiles need 1024 B aligned stages (L::kAlign bytes of slack).
+  const uint32_t sbase = kWg ? (pipe_smem_addr(smem) + 1023u) & ~1023u : pipe_smem_addr(smem);
+  unsigned char* const sgen = smem + (sbase - pipe_smem_addr(smem));
   const T* __restrict__ x = static_cast<const T*>(p.x);
 
   // Weights, scales and zeros of stage `it` (this warp's group only; no dependence on the
@@ -192,7 +302,7 @@ __global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(cons
   auto load_weights = [&](int it) {
     if (!wvalid) return;
     const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
-    const uint32_t st = sbase + static_cast<uint32_t>((it % kPipeStages) * L::kStage);
+    const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage);
     const uint4* src = p.qw + (static_cast<size_t>(group) * p.ksteps + s0) * 32 + lane;
 #pragma unroll
     for (int s = 0; s < kPipeStageSteps; ++s)
@@ -212,23 +322,24 @@ __global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(cons
   // x rows m0 .. m0 + BM - 1 of stage `it` (rows past M re-read row M - 1; never stored).
   auto load_x = [&](int it) {
     const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
-    const uint32_t st = sbase + static_cast<uint32_t>((it % kPipeStages) * L::kStage + L::kX);
+    const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage + L::kX);
 #pragma unroll
     for (int i = tid; i < BM * 2 * kPipeStageSteps; i += 32 * kPipeWarps) {
       const int r = i / (2 * kPipeStageSteps), c = i % (2 * kPipeStageSteps);
       if (c < 2 * ns) {
         const int row = min(m0 + r, p.M - 1);
-        pipe_cp16(st + static_cast<uint32_t>(r * kXPitch + c * 16), x + static_cast<size_t>(row) * p.K + s0 * 16 + c * 8);
+        const int chunk = kWg ? (c ^ (r & 7)) : c;  // wgmma: the 128 B swizzle
+        pipe_cp16(st + static_cast<uint32_t>(r * L::kPitch + chunk * 16), x + static_cast<size_t>(row) * p.K + s0 * 16 + c * 8);
       }
     }
   };
 
 #pragma unroll
-  for (int i = 0; i < kPipeStages - 1; ++i)
+  for (int i = 0; i < L::kAhead; ++i)
     if (i < nstages) load_weights(i);
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #pragma unroll
-  for (int i = 0; i < kPipeStages - 1; ++i) {
+  for (int i = 0; i < L::kAhead; ++i) {
     if (i < nstages) load_x(i);
     pipe_commit();  // group i: stage i's x (and, in group 0, the first stages' weights)
   }
@@ -241,46 +352,65 @@ __global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(cons
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[j][n][e] = 0.f;
 
-  // This lane's addresses in a stage: its 16 B of the warp's weight step, its ldmatrix row
-  // (matrix lane / 8 = rows 8 (i / 2) .. + 7 of a 16-row pair, K half i % 2), and its 16 B of
-  // the warp's scale / zero rows (entries 8g .. 8g + 7: columns 16j + g + 8h).
-  const PipeLane ln{static_cast<uint32_t>(L::kW + warp * kPipeStageSteps * 512 + lane * 16),
-                    static_cast<uint32_t>(L::kX + (8 * (lane >> 4) + (lane & 7)) * kXPitch + 16 * ((lane >> 3) & 1)),
-                    static_cast<uint32_t>(L::kS + warp * 256 + g * 16), static_cast<uint32_t>(L::kZ - L::kS),
-                    p.gsteps == 2 ? 128u : 0u};
+  // This lane's addresses in a stage. mma.sync: its 16 B of the warp's weight step, its
+  // ldmatrix row (matrix lane / 8 = rows 8 (i / 2) .. + 7 of a 16-row pair, K half i % 2), and
+  // its 16 B of the warp's scale / zero rows (entries 8g .. 8g + 7: columns 16j + g + 8h).
+  // wgmma: word w of its 16 B in group 0 and the scale word of columns 16w + g (+ 8).
+  const PipeLane ln = kWg ? PipeLane{static_cast<uint32_t>(L::kW + lane * 16 + warp * 4), 0u,
+                                     static_cast<uint32_t>(L::kS + g * 16 + warp * 4),
+                                     static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u}
+                          : PipeLane{static_cast<uint32_t>(L::kW + warp * kPipeStageSteps * 512 + lane * 16),
+                                     static_cast<uint32_t>(L::kX + (8 * (lane >> 4) + (lane & 7)) * kXPitch +
+                                                           16 * ((lane >> 3) & 1)),
+                                     static_cast<uint32_t>(L::kS + warp * 256 + g * 16),
+                                     static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u};
+  // wgmma: the warpgroup multiplies every valid 64-column group of the block together.
+  const int ng = min(kPipeWarps, p.N / 64 - ct * kPipeWarps);
 
   for (int it = 0; it < nstages; ++it) {
-    pipe_wait<kPipeStages - 2>();
-    __syncthreads();  // stage it landed for every thread; stage it - 1 is free for refilling
+    pipe_wait<L::kAhead - 1>();
+    if constexpr (kWg) fence_proxy_async();  // this thread's x copies, visible to wgmma's reads
+    __syncthreads();  // stage it landed for every thread; the stage refilled below is free
     {
-      const int nx = it + kPipeStages - 1;
+      const int nx = it + L::kAhead;
       if (nx < nstages) {
         load_weights(nx);
         load_x(nx);
       }
       pipe_commit();
     }
-    if (!wvalid) continue;
-    const uint32_t st = sbase + static_cast<uint32_t>((it % kPipeStages) * L::kStage);
+    const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage);
     // Whole stages have no per-step tests (so the compiler can overlap a step's shared-memory
     // loads with the previous step's MMAs); only the last stage of K may hold 2 steps.
-    if (s_end - (s_begin + it * kPipeStageSteps) >= kPipeStageSteps)
-      pipe_stage<T, NT, kPipeStageSteps, kSym>(acc, st, ln);
-    else
-      pipe_stage<T, NT, 2, kSym>(acc, st, ln);
+    const bool whole = s_end - (s_begin + it * kPipeStageSteps) >= kPipeStageSteps;
+    if constexpr (kWg) {
+      if (whole)
+        wg_stage<T, kPipeStageSteps, kSym>(acc, st, ln, ng, st + L::kX);
+      else
+        wg_stage<T, 2, kSym>(acc, st, ln, ng, st + L::kX);
+    } else {
+      if (!wvalid) continue;
+      if (whole)
+        pipe_stage<T, NT, kPipeStageSteps, kSym>(acc, st, ln);
+      else
+        pipe_stage<T, NT, 2, kSym>(acc, st, ln);
+    }
   }
+  if constexpr (kWg) wg_wait<0>();
   pipe_wait<0>();
   __syncthreads();  // every warp is done with the stages: the epilogue reuses them
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
-  // Fragment (j, n): rows (columns of W) 16j + g (+8), activation rows 8n + 2t (+1).
-  float* epi = reinterpret_cast<float*>(smem);
-  if (wvalid) {
+  // Fragment (j, n): rows (columns of W) 16j + g (+8) of the warp's group, activation rows
+  // 8n + 2t (+1); wgmma: group j, the warp's rows 16w + g (+8).
+  float* epi = reinterpret_cast<float*>(sgen);
+  if (kWg || wvalid) {
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
-        const int col = warp * 64 + 16 * j + g, row = 8 * n + 2 * t;
+        if (kWg && j >= ng) continue;
+        const int col = kWg ? 64 * j + 16 * warp + g : warp * 64 + 16 * j + g, row = 8 * n + 2 * t;
         epi[row * L::kEpiPitch + col] = acc[j][n][0];
         epi[(row + 1) * L::kEpiPitch + col] = acc[j][n][1];
         epi[row * L::kEpiPitch + col + 8] = acc[j][n][2];
@@ -366,15 +496,19 @@ int env_pipe_rows() {
   }();
   return v;
 }
+int env_pipe_wgmma() {  // LOWBIT_INT4_PIPE_WGMMA=1: 64-row tiles on wgmma (experimental)
+  static const int v = env_int_once("LOWBIT_INT4_PIPE_WGMMA", 1, 1);
+  return v;
+}
 int env_pipe_splits() {
   static const int v = env_int_once("LOWBIT_INT4_PIPE_SPLITS", 1, kPipeMaxSplits);
   return v;
 }
 
-template <typename T, int BM, bool kSym>
+template <typename T, int BM, bool kSym, bool kWg>
 cudaError_t launch_typed(const PipeParams& prm, int sms, cudaStream_t stream) {
-  auto kernel = gemm_pipelined_kernel<T, BM, kSym>;
-  constexpr size_t kSmem = PipeSmem<BM>::kTotal;
+  auto kernel = gemm_pipelined_kernel<T, BM, kSym, kWg>;
+  constexpr size_t kSmem = PipeSmem<BM, kWg>::kTotal;
   constexpr unsigned kThreads = 32 * kPipeWarps;
   // Once per instantiation: the shared-memory opt-in and the resident blocks per SM (the
   // wave the plan fills).
@@ -406,9 +540,10 @@ cudaError_t launch_typed(const PipeParams& prm, int sms, cudaStream_t stream) {
 template <typename T, bool kSym>
 cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
   const int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows(prm.M);
-  if (bm == 16) return launch_typed<T, 16, kSym>(prm, sms, stream);
-  if (bm == 32) return launch_typed<T, 32, kSym>(prm, sms, stream);
-  return launch_typed<T, 64, kSym>(prm, sms, stream);
+  if (bm == 16) return launch_typed<T, 16, kSym, false>(prm, sms, stream);
+  if (bm == 32) return launch_typed<T, 32, kSym, false>(prm, sms, stream);
+  if (env_pipe_wgmma()) return launch_typed<T, 64, kSym, true>(prm, sms, stream);
+  return launch_typed<T, 64, kSym, false>(prm, sms, stream);
 }
 
 }  // namespace

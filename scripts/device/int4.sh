@@ -16,6 +16,10 @@ step gpu_int4_tests 120 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1
 # Every M = 9..16 decode case on the block-shared x tiles (the plan takes them for some grids).
 step gpu_int4_xshared 60 env LOWBIT_INT4_DECODE_XSHARED=2 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
   --gtest_filter='Forced/Int4Gemm*'
+# The pipelined kernel's 64-row tiles on wgmma (LOWBIT_INT4_PIPE_WGMMA=1, experimental: measured
+# slower than mma.sync, docs/int4-kernels.md "Session 11"): its forced cases.
+step gpu_int4_pipe_wgmma 60 env LOWBIT_INT4_PIPE_WGMMA=1 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
+  --gtest_filter='Forced/Int4Gemm*pipelined*:Forced/*M100_N8192*'
 step bench_gemm 55 "$BIN/lowbit" bench gemm ${quick[@]+"${quick[@]}"} --out "$OUT/gemm"
 step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/moe"
 # Batched decode / short prefill on the MMA-tiled layout: kAuto next to each path forced (the
@@ -58,7 +62,7 @@ if command -v cuobjdump > /dev/null; then
 fi
 echo "=== int4 summary ==="
 printf "$summary"
-grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" "$OUT/gpu_int4_xshared.log" | tail -6
+grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" "$OUT/gpu_int4_xshared.log" "$OUT/gpu_int4_pipe_wgmma.log" | tail -9
 for f in gemm moe gemm_medium gemm_layouts moe_npacked prefill_seq prefill_overlap moe_paths moe_grouped4 gemm_decode gemm_decode_fp16 gemm_decode_xoff moe_wide_off gemm_decode_unshared; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
 grep -h "total #wrong" "$OUT"/bench_*.log
 cat "$OUT/sass_summary.txt" 2>/dev/null
