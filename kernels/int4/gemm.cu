@@ -1,7 +1,7 @@
 // Dense W4A16 GEMM entry point: validation, workspace sizing, kernel choice.
 //   MMA-tiled layout (dense default): tiled_auto_path() (pipelined_plan.h) picks
-//     gemm_decode.cu (M <= 16, up to 32 on small weights), gemm_pipelined.cu (M = 17..192),
-//     gemm_dequant.cu (slab from the tiled words; small weights from M = 65, all above 192)
+//     gemm_decode.cu (M <= 16, up to 32 on small weights), gemm_pipelined.cu (M = 17..256 by
+//     weight size), gemm_dequant.cu (slab from the tiled words; larger M)
 //   N-packed layout, M <  128 (64 when K < 8192) -> gemm_skinny.cu (streaming, split-K, mma)
 //   N-packed layout, larger M                    -> gemm_dequant.cu (dequantize to a slab + cuBLAS)
 //   gemm_tc.cu (tiled WMMA) only when forced (GemmPath::kTiled)
@@ -58,7 +58,7 @@ GemmPath resolve(GemmPath requested, int m, int n, int k, KernelLayoutKind kind)
     if (requested == GemmPath::kPipelined && !tiled) requested = GemmPath::kAuto;   // MMA-tiled only
   }
   if (requested != GemmPath::kAuto) return requested;
-  if (tiled) return kern::tiled_auto_path(m, n, k);
+  if (tiled) return kern::tiled_auto_path(m, n, k, detail::pipelined_uses_wgmma());
   const bool big = m >= kDequantMinM || (m >= kDequantMinMShortK && k < kShortK);
   return big ? GemmPath::kDequantCublas : GemmPath::kSkinny;
 }

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 
 #include "kernels/int4/cluster_launch.cuh"
 #include "kernels/int4/common.cuh"
@@ -62,6 +63,8 @@ struct PipeParams {
 // chunk c ^ (r % 8)) that the B descriptor names, the tile 1024 B aligned; 5 stages, 3 ahead
 // (the stage computed two iterations ago may still be read by its last wgmma group).
 constexpr int kXPitch = kPipeStageSteps * 32 + 16;
+constexpr int kWgGroups = 2;  // column groups per warpgroup (wgmma)
+__host__ __device__ constexpr int pipe_threads(bool wg) { return wg ? 64 * kPipeWarps : 32 * kPipeWarps; }
 template <int BM, bool kWg>
 struct PipeSmem {
   static constexpr int kStages = kWg ? 5 : kPipeStages;
@@ -78,7 +81,7 @@ struct PipeSmem {
   static constexpr int kEpi = BM * kEpiPitch * 4;
   static constexpr int kAlign = kWg ? 1024 : 0;  // slack to align the dynamic smem base
   static constexpr int kTotal = (kStage * kStages > kEpi ? kStage * kStages : kEpi) + kAlign;
-  static_assert(!kWg || (kStage % 1024 == 0 && BM == 64), "wgmma stages: 1024 B aligned x tiles, 64 rows");
+  static_assert(!kWg || (kStage % 1024 == 0 && (BM == 64 || BM == 128)), "wgmma: 1024 B aligned x tiles of 64 / 128 rows");
 };
 
 __device__ __forceinline__ uint32_t pipe_smem_addr(const void* p) {
@@ -178,6 +181,10 @@ __device__ __forceinline__ void pipe_stage(float (&acc)[4][NT][4], uint32_t st, 
 }
 
 // ---- wgmma (sm_90a) ----------------------------------------------------------------------
+// Two warpgroups per block, each on 2 of the block's 4 column groups against the shared x tile:
+// 64 accumulator registers per thread instead of 128, so two blocks (16 warps) fit an SM; with
+// one warpgroup on all 4 groups (8 warps per SM) the dequantization chains left the tensor
+// cores idle (round Q, docs/int4-kernels.md).
 // One warpgroup (the block's 4 warps) multiplies a 64-column group by the x tile: A (64
 // weight columns x 16 K) from registers, warp w holding columns 16w .. 16w + 15 in the
 // mma.m16n8k16 A-fragment layout (so warp w dequantizes word j = w of each lane's 16 B), B
@@ -187,11 +194,21 @@ __device__ __forceinline__ uint32_t pipe_lds32(uint32_t a) {
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a));
   return v;
 }
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_fence() {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit() {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
 template <int N>
 __device__ __forceinline__ void wg_wait() {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
 }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // K-major B with the 128 B swizzle: start >> 4, leading byte offset 1 (unused when swizzled),
@@ -200,30 +217,56 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t smem_addr) {
   return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
          (uint64_t{1} << 62);
 }
-#define LOWBIT_WG_D32(d)                                                                                          \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),      \
-      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),   \
-      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),   \
-      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),   \
+#define LOWBIT_WG_D8(d) \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
+      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), \
+      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
       "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-#define LOWBIT_WG_ASM(TY)                                                                                          \
-  "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY                                                          \
-  " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,"  \
-  "%29,%30,%31}, {%32,%33,%34,%35}, %36, 1, 1, 1, 0;\n"
-template <typename T>
-__device__ __forceinline__ void wg_mma(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc) {
-  if constexpr (Act<T>::kBf16) {
-    asm volatile(LOWBIT_WG_ASM("bf16")
-                 : LOWBIT_WG_D32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+#define LOWBIT_WG_ASM8(TY) \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" \
+  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24," \
+  "%25,%26,%27,%28,%29,%30,%31" \
+  "}, {%32,%33,%34,%35}, %36, 1, 1, 1, 0;\n"
+#define LOWBIT_WG_D16(d) \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
+      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), \
+      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
+      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), \
+      "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), \
+      "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), \
+      "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), \
+      "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), \
+      "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+#define LOWBIT_WG_ASM16(TY) \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" \
+  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24," \
+  "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46," \
+  "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63" \
+  "}, {%64,%65,%66,%67}, %68, 1, 1, 1, 0;\n"
+// d (+)= A x B for one 64-column group: NT = 8 (64 x rows) or 16 (128 x rows).
+template <typename T, int NT>
+__device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t desc) {
+  static_assert(NT == 8 || NT == 16, "wgmma tiles of 64 or 128 rows");
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (NT == 8 && Act<T>::kBf16) {
+    asm volatile(LOWBIT_WG_ASM8("bf16") : LOWBIT_WG_D8(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  } else if constexpr (NT == 8) {
+    asm volatile(LOWBIT_WG_ASM8("f16") : LOWBIT_WG_D8(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  } else if constexpr (Act<T>::kBf16) {
+    asm volatile(LOWBIT_WG_ASM16("bf16") : LOWBIT_WG_D16(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
   } else {
-    asm volatile(LOWBIT_WG_ASM("f16")
-                 : LOWBIT_WG_D32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+    asm volatile(LOWBIT_WG_ASM16("f16") : LOWBIT_WG_D16(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
   }
+#else
+  __trap();  // not sm_90a code: the host never launches the wgmma tiles then (pipe_wgmma_ok)
+#endif
 }
-#undef LOWBIT_WG_ASM
-#undef LOWBIT_WG_D32
+#undef LOWBIT_WG_ASM8
+#undef LOWBIT_WG_ASM16
+#undef LOWBIT_WG_D8
+#undef LOWBIT_WG_D16
 
 // Scale and magic + z of this warp's two columns (16w + g, 16w + g + 8) of group c.
 template <typename T, bool kSym>
@@ -242,47 +285,52 @@ __device__ __forceinline__ void wg_group(uint32_t addr, uint32_t z_minus_s, type
   }
 }
 
-// NS K steps of one stage for the warpgroup: per step, each warp dequantizes word w of its
-// lane for the ng valid groups into one of two register sets (the other may still feed the
-// previous step's wgmmas), then the ng wgmmas are issued as one group; at most one group
-// stays in flight. ln.w: this lane's word w in group 0's first step; ln.s: its scale word.
-template <typename T, int NS, bool kSym>
-__device__ __forceinline__ void wg_stage(float (&acc)[4][8][4], uint32_t st, const PipeLane& ln, int ng,
+// NS K steps of one stage for a warpgroup: per step, each warp dequantizes word w of its lane
+// for the warpgroup's kWgGroups groups into one of two register sets (the other may still feed
+// the previous step's wgmmas), then their wgmmas are issued as one group; at most one group
+// stays in flight. Groups past N (the last column tile) are computed from whatever their stage
+// holds and never stored: no branch splits the step (branches around the groups left the
+// dequantization chains unscheduled across them). ln.w: this lane's word w in group 0's first
+// step; ln.s: its scale word.
+template <typename T, int NT, int NS, bool kSym>
+__device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_t st, const PipeLane& ln,
                                          uint32_t x_tile) {
-  typename Act<T>::T2 sc[4][2], mz[4][2];
-  uint32_t a[2][4][4];
+  typename Act<T>::T2 sc[kWgGroups][2], mz[kWgGroups][2];
+  uint32_t a[2][kWgGroups][4];
 #pragma unroll
   for (int s = 0; s < NS; ++s) {
     if (s == 0 || s == 2) {
 #pragma unroll
-      for (int c = 0; c < 4; ++c)
-        if (c < ng)
-          wg_group<T, kSym>(st + ln.s + static_cast<uint32_t>(c * 256) + (s == 2 ? ln.g32_slot : 0u), ln.z_minus_s,
-                            sc[c], mz[c]);
+      for (int c = 0; c < kWgGroups; ++c)
+        wg_group<T, kSym>(st + ln.s + static_cast<uint32_t>(c * 256) + (s == 2 ? ln.g32_slot : 0u), ln.z_minus_s,
+                          sc[c], mz[c]);
     }
 #pragma unroll
-    for (int c = 0; c < 4; ++c)
-      if (c < ng) {
-        const uint32_t word = pipe_lds32(st + ln.w + static_cast<uint32_t>((c * kPipeStageSteps + s) * 512));
+    for (int c = 0; c < kWgGroups; ++c) {
+      const uint32_t word = pipe_lds32(st + ln.w + static_cast<uint32_t>((c * kPipeStageSteps + s) * 512));
 #pragma unroll
-        for (int r = 0; r < 4; ++r) a[s & 1][c][r] = as_bits(dequant_pair<T>(word, r, mz[c][r & 1], sc[c][r & 1]));
-      }
+      for (int r = 0; r < 4; ++r) a[s & 1][c][r] = as_bits(dequant_pair<T>(word, r, mz[c][r & 1], sc[c][r & 1]));
+    }
     wg_fence();
     const uint64_t desc = wg_desc(x_tile + static_cast<uint32_t>(s * 32));
 #pragma unroll
-    for (int c = 0; c < 4; ++c)
-      if (c < ng) wg_mma<T>(acc[c], a[s & 1][c], desc);
+    for (int c = 0; c < kWgGroups; ++c) wg_mma<T, NT>(acc[c], a[s & 1][c], desc);
     wg_commit();
     wg_wait<1>();
   }
 }
 
 template <typename T, int BM, bool kSym, bool kWg>
-__global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(const PipeParams p) {
+__global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) gemm_pipelined_kernel(const PipeParams p) {
   using L = PipeSmem<BM, kWg>;
   constexpr int NT = BM / 8;  // n8 tiles
+  constexpr int kThreads = pipe_threads(kWg);
   extern __shared__ __align__(128) unsigned char smem[];
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  // wgmma: warpgroup wgi = warp / 4 multiplies groups 2 wgi, 2 wgi + 1; warps 0-3 load the
+  // weights of group `warp` as in the mma.sync kernel.
+  const int warp = (tid >> 5) & (kPipeWarps - 1), wgi = tid >> 7;
+  const bool loader = !kWg || wgi == 0;
   const int rank = static_cast<int>(blockIdx.x % p.splits);
   const int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
   const int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
@@ -300,7 +348,7 @@ __global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(cons
   // Weights, scales and zeros of stage `it` (this warp's group only; no dependence on the
   // previous kernel, so the first stages are requested before griddepcontrol.wait).
   auto load_weights = [&](int it) {
-    if (!wvalid) return;
+    if (!wvalid || !loader) return;
     const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
     const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage);
     const uint4* src = p.qw + (static_cast<size_t>(group) * p.ksteps + s0) * 32 + lane;
@@ -324,7 +372,7 @@ __global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(cons
     const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
     const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage + L::kX);
 #pragma unroll
-    for (int i = tid; i < BM * 2 * kPipeStageSteps; i += 32 * kPipeWarps) {
+    for (int i = tid; i < BM * 2 * kPipeStageSteps; i += kThreads) {
       const int r = i / (2 * kPipeStageSteps), c = i % (2 * kPipeStageSteps);
       if (c < 2 * ns) {
         const int row = min(m0 + r, p.M - 1);
@@ -344,9 +392,10 @@ __global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(cons
     pipe_commit();  // group i: stage i's x (and, in group 0, the first stages' weights)
   }
 
-  float acc[4][NT][4];
+  constexpr int kAccGroups = kWg ? kWgGroups : 4;
+  float acc[kAccGroups][NT][4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j)
+  for (int j = 0; j < kAccGroups; ++j)
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
@@ -356,15 +405,16 @@ __global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(cons
   // ldmatrix row (matrix lane / 8 = rows 8 (i / 2) .. + 7 of a 16-row pair, K half i % 2), and
   // its 16 B of the warp's scale / zero rows (entries 8g .. 8g + 7: columns 16j + g + 8h).
   // wgmma: word w of its 16 B in group 0 and the scale word of columns 16w + g (+ 8).
-  const PipeLane ln = kWg ? PipeLane{static_cast<uint32_t>(L::kW + lane * 16 + warp * 4), 0u,
-                                     static_cast<uint32_t>(L::kS + g * 16 + warp * 4),
+  const PipeLane ln = kWg ? PipeLane{static_cast<uint32_t>(L::kW + wgi * kWgGroups * kPipeStageSteps * 512 +
+                                                           lane * 16 + warp * 4),
+                                     0u, static_cast<uint32_t>(L::kS + wgi * kWgGroups * 256 + g * 16 + warp * 4),
                                      static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u}
                           : PipeLane{static_cast<uint32_t>(L::kW + warp * kPipeStageSteps * 512 + lane * 16),
                                      static_cast<uint32_t>(L::kX + (8 * (lane >> 4) + (lane & 7)) * kXPitch +
                                                            16 * ((lane >> 3) & 1)),
                                      static_cast<uint32_t>(L::kS + warp * 256 + g * 16),
                                      static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u};
-  // wgmma: the warpgroup multiplies every valid 64-column group of the block together.
+  // wgmma: the warpgroups multiply the block's 4 groups (ng of them are stored).
   const int ng = min(kPipeWarps, p.N / 64 - ct * kPipeWarps);
 
   for (int it = 0; it < nstages; ++it) {
@@ -385,9 +435,9 @@ __global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(cons
     const bool whole = s_end - (s_begin + it * kPipeStageSteps) >= kPipeStageSteps;
     if constexpr (kWg) {
       if (whole)
-        wg_stage<T, kPipeStageSteps, kSym>(acc, st, ln, ng, st + L::kX);
+        wg_stage<T, NT, kPipeStageSteps, kSym>(acc, st, ln, st + L::kX);
       else
-        wg_stage<T, 2, kSym>(acc, st, ln, ng, st + L::kX);
+        wg_stage<T, NT, 2, kSym>(acc, st, ln, st + L::kX);
     } else {
       if (!wvalid) continue;
       if (whole)
@@ -406,11 +456,11 @@ __global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(cons
   float* epi = reinterpret_cast<float*>(sgen);
   if (kWg || wvalid) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < kAccGroups; ++j)
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
-        if (kWg && j >= ng) continue;
-        const int col = kWg ? 64 * j + 16 * warp + g : warp * 64 + 16 * j + g, row = 8 * n + 2 * t;
+        if (kWg && kWgGroups * wgi + j >= ng) continue;
+        const int col = kWg ? 64 * (kWgGroups * wgi + j) + 16 * warp + g : warp * 64 + 16 * j + g, row = 8 * n + 2 * t;
         epi[row * L::kEpiPitch + col] = acc[j][n][0];
         epi[(row + 1) * L::kEpiPitch + col] = acc[j][n][1];
         epi[row * L::kEpiPitch + col + 8] = acc[j][n][2];
@@ -424,7 +474,7 @@ __global__ void __launch_bounds__(32 * kPipeWarps, 1) gemm_pipelined_kernel(cons
     __syncthreads();
   // Rank r stores every splits-th chunk of 8 outputs, the ranks' sums added in rank order.
   T* __restrict__ y = static_cast<T*>(p.y);
-  for (int i = rank * 32 * kPipeWarps + tid; i < BM * (kPipeCols / 8); i += 32 * kPipeWarps * p.splits) {
+  for (int i = rank * kThreads + tid; i < BM * (kPipeCols / 8); i += kThreads * p.splits) {
     const int r = i / (kPipeCols / 8), c8 = (i % (kPipeCols / 8)) * 8;
     const int row = m0 + r, col = ct * kPipeCols + c8;
     if (row >= p.M || col >= p.N) continue;
@@ -482,8 +532,9 @@ int active_clusters(Kernel kernel, int s, unsigned threads, size_t smem,
   return n > 0 ? n : 0;
 }
 
-// Measurement knobs (read once): LOWBIT_INT4_PIPE_ROWS=16|32|64 forces the rows per block
-// tile, LOWBIT_INT4_PIPE_SPLITS=1..8 the split-K ranks (both: any M, same sums up to order).
+// Measurement knobs (read once): LOWBIT_INT4_PIPE_ROWS=16|32|64|128 forces the rows per block
+// tile (128: wgmma only), LOWBIT_INT4_PIPE_SPLITS=1..8 the split-K ranks,
+// LOWBIT_INT4_PIPE_WGMMA=0 keeps every tile on mma.sync (all: any M, same sums up to order).
 int env_int_once(const char* name, int lo, int hi) {
   const char* e = std::getenv(name);
   const int v = e != nullptr ? std::atoi(e) : 0;
@@ -491,13 +542,16 @@ int env_int_once(const char* name, int lo, int hi) {
 }
 int env_pipe_rows() {
   static const int v = [] {
-    const int r = env_int_once("LOWBIT_INT4_PIPE_ROWS", 16, 64);
-    return r == 16 || r == 32 || r == 64 ? r : 0;
+    const int r = env_int_once("LOWBIT_INT4_PIPE_ROWS", 16, 128);
+    return r == 16 || r == 32 || r == 64 || r == 128 ? r : 0;
   }();
   return v;
 }
-int env_pipe_wgmma() {  // LOWBIT_INT4_PIPE_WGMMA=1: 64-row tiles on wgmma (experimental)
-  static const int v = env_int_once("LOWBIT_INT4_PIPE_WGMMA", 1, 1);
+int env_pipe_wgmma() {  // LOWBIT_INT4_PIPE_WGMMA=0: mma.sync only (64-row tiles at most)
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_PIPE_WGMMA");
+    return e != nullptr && std::strcmp(e, "0") == 0 ? 0 : 1;
+  }();
   return v;
 }
 int env_pipe_splits() {
@@ -509,7 +563,7 @@ template <typename T, int BM, bool kSym, bool kWg>
 cudaError_t launch_typed(const PipeParams& prm, int sms, cudaStream_t stream) {
   auto kernel = gemm_pipelined_kernel<T, BM, kSym, kWg>;
   constexpr size_t kSmem = PipeSmem<BM, kWg>::kTotal;
-  constexpr unsigned kThreads = 32 * kPipeWarps;
+  constexpr unsigned kThreads = pipe_threads(kWg);
   // Once per instantiation: the shared-memory opt-in and the resident blocks per SM (the
   // wave the plan fills).
   static std::atomic<int> per_sm{0};
@@ -537,12 +591,35 @@ cudaError_t launch_typed(const PipeParams& prm, int sms, cudaStream_t stream) {
   return launch_split_clusters(kernel, q, pl.splits, tiles, 1, 1, kThreads, kSmem, stream, pdl_enabled());
 }
 
+// wgmma tiles: built for sm_90a (LOWBIT_SM90A, CMakeLists.txt) and running on compute
+// capability 9.0, unless LOWBIT_INT4_PIPE_WGMMA=0.
+bool pipe_wgmma_ok() {
+#if defined(LOWBIT_SM90A)
+  static const bool v = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return major == 9 && minor == 0 && env_pipe_wgmma() != 0;
+  }();
+  return v;
+#else
+  return false;
+#endif
+}
+
 template <typename T, bool kSym>
 cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
-  const int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows(prm.M);
+  const bool wg = pipe_wgmma_ok();
+  int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows(prm.M, wg);
+  if (bm == 128 && !wg) bm = 64;
   if (bm == 16) return launch_typed<T, 16, kSym, false>(prm, sms, stream);
   if (bm == 32) return launch_typed<T, 32, kSym, false>(prm, sms, stream);
-  if (env_pipe_wgmma()) return launch_typed<T, 64, kSym, true>(prm, sms, stream);
+  if (bm == 128) return launch_typed<T, 128, kSym, true>(prm, sms, stream);
+  if (wg) return launch_typed<T, 64, kSym, true>(prm, sms, stream);
   return launch_typed<T, 64, kSym, false>(prm, sms, stream);
 }
 
@@ -550,6 +627,8 @@ cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
 }  // namespace kern
 
 namespace detail {
+
+bool pipelined_uses_wgmma() { return kern::pipe_wgmma_ok(); }
 
 cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                   cudaStream_t stream) {

@@ -70,6 +70,9 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
                               int bm, void* out, cudaStream_t stream, const MoeSingleToken* single = nullptr);
 // Pipelined GEMM on the MMA-tiled layout (gemm_pipelined.cu): any m >= 1, no workspace.
+// pipelined_uses_wgmma(): whether its 64 / 128-row tiles run on wgmma here (sm_90a build, a
+// compute capability 9.0 device, LOWBIT_INT4_PIPE_WGMMA not 0); kAuto's crossovers depend on it.
+bool pipelined_uses_wgmma();
 cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                   cudaStream_t stream);
 cudaError_t launch_gemm_tc(const void* x, void* y, int m, const KernelWeightsView& w, int expert, cudaStream_t stream);

@@ -23,12 +23,15 @@ struct PipePlan {
   int split_steps = 0; // K steps per rank, a multiple of kPipeStageSteps
 };
 
-// Rows per block tile: the smallest of 16 / 32 / 64 that holds M; larger M: tiles of 64 unless
-// the last one would be at most half full (M % 64 in 1..32), then tiles of 32 (measured at
-// M = 96: faster on all eight Llama-3 projections; at 48, 64 and 128 the 64-row tiles).
-inline int pipelined_rows(int m) {
+// Rows per block tile. With wgmma (sm_90a): 16 / 32 (mma.sync) up to 32 rows, 64 up to 64,
+// then 128 (measured on H200, docs/int4-kernels.md "Session 11": 128-row wgmma tiles faster
+// than 64-row ones at M = 128 on all eight Llama-3 projections, slower at 64). mma.sync only:
+// tiles of 64 unless the last one would be at most half full (M % 64 in 1..32), then 32.
+inline int pipelined_rows(int m, bool wgmma) {
   if (m <= 16) return 16;
   if (m <= 32) return 32;
+  if (m <= 64) return 64;
+  if (wgmma) return 128;
   const int tail = m % 64;
   return tail != 0 && tail <= 32 ? 32 : 64;
 }
@@ -61,18 +64,26 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
 }
 
 // kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight
-// Llama-3 projections at M = 16..256 (docs/int4-kernels.md, "Session 11"): the decode kernel
-// up to 16 rows, and up to 32 on weights under 64 Mi elements; the pipelined kernel at 33..64
-// rows, at 17..32 and 129..192 on weights of >= 64 Mi elements, at 65..128 on weights of >= 24
-// Mi elements (below that, llama3-8b.o, dequant + cuBLAS won); dequant + cuBLAS otherwise
-// (above 192 rows: mma.sync against cuBLAS's wgmma on the dequantized slab).
+// Llama-3 projections at M = 16..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel
+// up to 16 rows, and up to 32 on weights under 64 Mi elements; the pipelined kernel at 33..128
+// rows, at 17..32 on weights of >= 64 Mi elements and at 129..256 on >= 48 Mi (with its wgmma
+// tiles: below that, llama3-8b.qkv / o, dequant + cuBLAS won at M = 256); dequant + cuBLAS
+// otherwise (M = 512: faster on all eight). Without wgmma (not sm_90a, or
+// LOWBIT_INT4_PIPE_WGMMA=0) the mma.sync tiles' measured crossovers apply: 65..128 rows on
+// >= 24 Mi elements, 129..192 on >= 64 Mi.
 constexpr int64_t kPipeBigWeight = int64_t{64} << 20;
 constexpr int64_t kPipeMidWeight = int64_t{24} << 20;
-inline GemmPath tiled_auto_path(int m, int n, int k) {
+constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
+inline GemmPath tiled_auto_path(int m, int n, int k, bool wgmma) {
   const int64_t elems = static_cast<int64_t>(n) * k;
   if (m <= 16) return GemmPath::kSkinny;
   if (m <= 32) return elems >= kPipeBigWeight ? GemmPath::kPipelined : GemmPath::kSkinny;
   if (m <= 64) return GemmPath::kPipelined;
+  if (wgmma) {
+    if (m <= 128) return GemmPath::kPipelined;
+    if (m <= 256) return elems >= kPipeWgWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
+    return GemmPath::kDequantCublas;
+  }
   if (m <= 128) return elems >= kPipeMidWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
   if (m <= 192) return elems >= kPipeBigWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
   return GemmPath::kDequantCublas;

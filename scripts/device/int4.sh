@@ -16,16 +16,19 @@ step gpu_int4_tests 120 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1
 # Every M = 9..16 decode case on the block-shared x tiles (the plan takes them for some grids).
 step gpu_int4_xshared 60 env LOWBIT_INT4_DECODE_XSHARED=2 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
   --gtest_filter='Forced/Int4Gemm*'
-# The pipelined kernel's 64-row tiles on wgmma (LOWBIT_INT4_PIPE_WGMMA=1, experimental: measured
-# slower than mma.sync, docs/int4-kernels.md "Session 11"): its forced cases.
-step gpu_int4_pipe_wgmma 60 env LOWBIT_INT4_PIPE_WGMMA=1 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
+# The pipelined kernel with every tile on mma.sync (LOWBIT_INT4_PIPE_WGMMA=0; by default its 64-
+# and 128-row tiles run on wgmma): its forced cases.
+step gpu_int4_pipe_mma 60 env LOWBIT_INT4_PIPE_WGMMA=0 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
   --gtest_filter='Forced/Int4Gemm*pipelined*:Forced/*M100_N8192*'
 step bench_gemm 55 "$BIN/lowbit" bench gemm ${quick[@]+"${quick[@]}"} --out "$OUT/gemm"
 step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/moe"
 # Batched decode / short prefill on the MMA-tiled layout: kAuto next to each path forced (the
-# decode kernel, the pipelined kernel, dequant + cuBLAS), M = 24..256 (tiled_auto_path).
-step bench_gemm_medium 40 "$BIN/lowbit" bench gemm --m 24,32,48,64,96,128,192,256 --layout auto \
-  --path auto,skinny,pipelined,cublas --reps 5 --out "$OUT/gemm_medium"
+# decode kernel, the pipelined kernel, dequant + cuBLAS), M = 24..512 (tiled_auto_path), and the
+# pipelined kernel on mma.sync only (LOWBIT_INT4_PIPE_WGMMA=0) in the same round.
+step bench_gemm_medium 60 bash -c '"$0" bench gemm --m 24,32,48,64,96,128,192,256,384,512 --layout auto \
+  --path auto,skinny,pipelined,cublas --reps 5 --out "$1/gemm_medium";
+  LOWBIT_INT4_PIPE_WGMMA=0 "$0" bench gemm --m 24,32,48,64,96,128,192,256,384,512 --layout auto \
+  --path pipelined --reps 5 --out "$1/gemm_medium_mma"' "$BIN/lowbit" "$OUT"
 # Dense decode: the MMA-tiled decode kernel (default layout) next to the N-packed kernel on
 # the same weights (--layout npacked), M = 1..32.
 step bench_gemm_layouts 40 "$BIN/lowbit" bench gemm --m 1,8,16,32 --layout auto,npacked --path skinny --out "$OUT/gemm_layouts"
@@ -62,7 +65,7 @@ if command -v cuobjdump > /dev/null; then
 fi
 echo "=== int4 summary ==="
 printf "$summary"
-grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" "$OUT/gpu_int4_xshared.log" "$OUT/gpu_int4_pipe_wgmma.log" | tail -9
-for f in gemm moe gemm_medium gemm_layouts moe_npacked prefill_seq prefill_overlap moe_paths moe_grouped4 gemm_decode gemm_decode_fp16 gemm_decode_xoff moe_wide_off gemm_decode_unshared; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
+grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" "$OUT/gpu_int4_xshared.log" "$OUT/gpu_int4_pipe_mma.log" | tail -9
+for f in gemm moe gemm_medium gemm_medium_mma gemm_layouts moe_npacked prefill_seq prefill_overlap moe_paths moe_grouped4 gemm_decode gemm_decode_fp16 gemm_decode_xoff moe_wide_off gemm_decode_unshared; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
 grep -h "total #wrong" "$OUT"/bench_*.log
 cat "$OUT/sass_summary.txt" 2>/dev/null

@@ -10,17 +10,23 @@ namespace {
 constexpr int kH200Sms = 132;
 
 TEST(Int4PipelinedPlan, RowTilesAndRankRanges) {
+  for (bool wg : {false, true})
   for (int m : {1, 16, 17, 32, 33, 64, 65, 128, 200, 512, 8192})
     for (int n : {64, 192, 4096, 4160, 6144, 28672, 57344})
       for (int k : {96, 1072, 4096, 14336})
         for (int sms : {1, 78, kH200Sms})
           for (int per_sm : {1, 2, 3})
           for (int cap : {1, 2, 8}) {
-            const PipePlan p = pipelined_plan(m, n, k, pipelined_rows(m), sms, per_sm, cap);
+            const PipePlan p = pipelined_plan(m, n, k, pipelined_rows(m, wg), sms, per_sm, cap);
             SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n << " k=" << k << " sms=" << sms << " per_sm=" << per_sm
                                               << " cap=" << cap);
-            EXPECT_EQ(p.bm, m <= 16 ? 16 : m <= 32 || (m % 64 != 0 && m % 64 <= 32) ? 32 : 64);
-            EXPECT_EQ(p.row_tiles, (m + p.bm - 1) / p.bm);
+            EXPECT_EQ(p.bm, m <= 16   ? 16
+                            : m <= 32 ? 32
+                            : m <= 64 ? 64
+                            : wg      ? 128
+                            : m % 64 != 0 && m % 64 <= 32 ? 32
+                                                          : 64);
+            EXPECT_EQ(p.row_tiles, (m + p.bm - 1) / p.bm);  // bm: the rows rule above
             EXPECT_EQ(p.col_tiles, (n / 64 + 3) / 4);
             EXPECT_GE(p.splits, 1);
             EXPECT_LE(p.splits, cap);
@@ -48,45 +54,57 @@ TEST(Int4PipelinedPlan, LlamaShapesOnH200) {
   EXPECT_EQ(p.split_steps, 128);
   // llama3-70b.gate_up: 224 blocks already fill the wave; M = 512: 8 row tiles, no split.
   EXPECT_EQ(pipelined_plan(64, 57344, 8192, 64, kH200Sms, 2).splits, 1);
-  p = pipelined_plan(512, 28672, 4096, 64, kH200Sms, 2);
+  p = pipelined_plan(512, 28672, 4096, 64, kH200Sms, 2);  // mma.sync 64-row tiles
   EXPECT_EQ(p.row_tiles, 8);
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(p.split_steps, 256);
 }
 
 TEST(Int4PipelinedPlan, RowsPerTile) {
-  EXPECT_EQ(pipelined_rows(1), 16);
-  EXPECT_EQ(pipelined_rows(17), 32);
-  EXPECT_EQ(pipelined_rows(33), 64);
-  EXPECT_EQ(pipelined_rows(64), 64);
-  EXPECT_EQ(pipelined_rows(65), 32);   // the last 64-row tile would hold one row
-  EXPECT_EQ(pipelined_rows(96), 32);   // ... half its rows: 3 x 32 measured faster than 2 x 64
-  EXPECT_EQ(pipelined_rows(97), 64);
-  EXPECT_EQ(pipelined_rows(128), 64);
-  EXPECT_EQ(pipelined_rows(8192), 64);
+  for (bool wg : {false, true}) {
+    EXPECT_EQ(pipelined_rows(1, wg), 16);
+    EXPECT_EQ(pipelined_rows(17, wg), 32);
+    EXPECT_EQ(pipelined_rows(33, wg), 64);
+    EXPECT_EQ(pipelined_rows(64, wg), 64);
+  }
+  EXPECT_EQ(pipelined_rows(65, true), 128);  // wgmma: 128-row tiles past 64 rows
+  EXPECT_EQ(pipelined_rows(8192, true), 128);
+  EXPECT_EQ(pipelined_rows(65, false), 32);  // mma.sync: the last 64-row tile would hold one row
+  EXPECT_EQ(pipelined_rows(96, false), 32);  // ... half its rows: 3 x 32 measured faster than 2 x 64
+  EXPECT_EQ(pipelined_rows(97, false), 64);
+  EXPECT_EQ(pipelined_rows(128, false), 64);
+  EXPECT_EQ(pipelined_rows(8192, false), 64);
 }
 
-// kAuto on MMA-tiled weights: the measured crossovers of the eight Llama-3 projections.
+// kAuto on MMA-tiled weights: the measured crossovers of the eight Llama-3 projections, with
+// and without the wgmma tiles.
 TEST(Int4PipelinedPlan, TiledAutoPath) {
   struct Case {
     int n, k;
   };
-  const Case o8{4096, 4096}, down8{4096, 14336}, gate_up8{28672, 4096}, o70{8192, 8192}, gate_up70{57344, 8192};
-  for (const Case& c : {o8, down8, gate_up8, o70, gate_up70}) {
+  const Case o8{4096, 4096}, qkv8{6144, 4096}, down8{4096, 14336}, gate_up8{28672, 4096}, o70{8192, 8192},
+      gate_up70{57344, 8192};
+  for (const Case& c : {o8, qkv8, down8, gate_up8, o70, gate_up70}) {
     const int64_t elems = static_cast<int64_t>(c.n) * c.k;
-    const bool big = elems >= kPipeBigWeight, mid = elems >= kPipeMidWeight;
-    EXPECT_EQ(tiled_auto_path(1, c.n, c.k), GemmPath::kSkinny);
-    EXPECT_EQ(tiled_auto_path(16, c.n, c.k), GemmPath::kSkinny);
-    EXPECT_EQ(tiled_auto_path(24, c.n, c.k), big ? GemmPath::kPipelined : GemmPath::kSkinny);
-    EXPECT_EQ(tiled_auto_path(64, c.n, c.k), GemmPath::kPipelined);
-    EXPECT_EQ(tiled_auto_path(128, c.n, c.k), mid ? GemmPath::kPipelined : GemmPath::kDequantCublas);
-    EXPECT_EQ(tiled_auto_path(192, c.n, c.k), big ? GemmPath::kPipelined : GemmPath::kDequantCublas);
-    EXPECT_EQ(tiled_auto_path(256, c.n, c.k), GemmPath::kDequantCublas);
+    const bool big = elems >= kPipeBigWeight, mid = elems >= kPipeMidWeight, wgw = elems >= kPipeWgWeight;
+    for (bool wg : {false, true}) {
+      EXPECT_EQ(tiled_auto_path(1, c.n, c.k, wg), GemmPath::kSkinny);
+      EXPECT_EQ(tiled_auto_path(16, c.n, c.k, wg), GemmPath::kSkinny);
+      EXPECT_EQ(tiled_auto_path(24, c.n, c.k, wg), big ? GemmPath::kPipelined : GemmPath::kSkinny);
+      EXPECT_EQ(tiled_auto_path(64, c.n, c.k, wg), GemmPath::kPipelined);
+      EXPECT_EQ(tiled_auto_path(512, c.n, c.k, wg), GemmPath::kDequantCublas);
+    }
+    EXPECT_EQ(tiled_auto_path(128, c.n, c.k, true), GemmPath::kPipelined);
+    EXPECT_EQ(tiled_auto_path(256, c.n, c.k, true), wgw ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path(128, c.n, c.k, false), mid ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path(192, c.n, c.k, false), big ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path(256, c.n, c.k, false), GemmPath::kDequantCublas);
   }
-  EXPECT_EQ(tiled_auto_path(128, o8.n, o8.k), GemmPath::kDequantCublas);   // 16 Mi: dequant + cuBLAS
-  EXPECT_EQ(tiled_auto_path(128, down8.n, down8.k), GemmPath::kPipelined);  // 56 Mi
-  EXPECT_EQ(tiled_auto_path(192, down8.n, down8.k), GemmPath::kDequantCublas);
-  EXPECT_EQ(tiled_auto_path(24, o70.n, o70.k), GemmPath::kPipelined);       // 64 Mi: big
+  EXPECT_EQ(tiled_auto_path(128, o8.n, o8.k, false), GemmPath::kDequantCublas);   // 16 Mi
+  EXPECT_EQ(tiled_auto_path(128, down8.n, down8.k, false), GemmPath::kPipelined);  // 56 Mi
+  EXPECT_EQ(tiled_auto_path(256, down8.n, down8.k, true), GemmPath::kPipelined);
+  EXPECT_EQ(tiled_auto_path(256, qkv8.n, qkv8.k, true), GemmPath::kDequantCublas);  // 24 Mi
+  EXPECT_EQ(tiled_auto_path(24, o70.n, o70.k, false), GemmPath::kPipelined);        // 64 Mi: big
 }
 
 TEST(Int4PipelinedPlan, ForcedSplitsWithinTheCap) {
