@@ -30,10 +30,14 @@ struct DenseShape {
 };
 
 int run_bench_gemm(const std::vector<std::string>& argv) {
-  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "shapes", "path", "layout"}, {"quick", "asym"});
-  if (!args.ok()) {
-    std::fprintf(stderr, "bench gemm: %s\n", args.error().c_str());
-    return 2;
+  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "shapes", "path", "layout"}, {"quick", "asym", "help"});
+  if (!args.ok() || args.has("help")) {
+    if (!args.ok()) std::fprintf(stderr, "bench gemm: %s\n", args.error().c_str());
+    std::fprintf(stderr,
+                 "usage: lowbit bench gemm [--m 1,8,16,32,128,512,2048,8192] [--quick] [--shapes llama3-8b.qkv,...]\n"
+                 "       [--path auto,skinny,tiled,cublas,pipelined] [--layout auto,npacked] [--dtype bf16|fp16]\n"
+                 "       [--group 32|64|128|-1] [--asym] [--reps 10] [--out docs/benchmarks/gemm]\n");
+    return args.ok() ? 0 : 2;
   }
   const bool quick = args.has("quick");
   std::vector<int> ms = parse_m_list(args.get_list(

@@ -35,10 +35,14 @@ struct MoeShape {
 };
 
 int run_bench_moe(const std::vector<std::string>& argv) {
-  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "path", "shapes", "layout"}, {"quick", "asym"});
-  if (!args.ok()) {
-    std::fprintf(stderr, "bench moe: %s\n", args.error().c_str());
-    return 2;
+  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "path", "shapes", "layout"}, {"quick", "asym", "help"});
+  if (!args.ok() || args.has("help")) {
+    if (!args.ok()) std::fprintf(stderr, "bench moe: %s\n", args.error().c_str());
+    std::fprintf(stderr,
+                 "usage: lowbit bench moe [--m 1,8,16,32,128,512,2048,8192] [--quick] [--shapes qwen3-30b-a3b.tp1,...]\n"
+                 "       [--path auto,fused,grouped] [--layout auto|npacked] [--dtype bf16|fp16] [--group 32|64|128|-1]\n"
+                 "       [--asym] [--reps 10] [--out docs/benchmarks/moe]\n");
+    return args.ok() ? 0 : 2;
   }
   const bool quick = args.has("quick");
   std::vector<int> ms = parse_m_list(args.get_list(
