@@ -49,7 +49,7 @@ GemmPath env_path() {
 }
 // The path gemm() takes for a weight of this layout and shape at this M (kAuto on the
 // MMA-tiled layout: tiled_auto_path() of pipelined_plan.h).
-GemmPath resolve(GemmPath requested, int m, int n, int k, KernelLayoutKind kind) {
+GemmPath resolve(GemmPath requested, int m, int n, int k, int group_len, KernelLayoutKind kind) {
   const bool tiled = kind == KernelLayoutKind::kMmaTiled;
   if (requested == GemmPath::kAuto) {
     requested = env_path();
@@ -58,7 +58,7 @@ GemmPath resolve(GemmPath requested, int m, int n, int k, KernelLayoutKind kind)
     if (requested == GemmPath::kPipelined && !tiled) requested = GemmPath::kAuto;   // MMA-tiled only
   }
   if (requested != GemmPath::kAuto) return requested;
-  if (tiled) return kern::tiled_auto_path(m, n, k, detail::pipelined_uses_wgmma());
+  if (tiled) return kern::tiled_auto_path(m, n, k, group_len, detail::pipelined_uses_wgmma());
   const bool big = m >= kDequantMinM || (m >= kDequantMinMShortK && k < kShortK);
   return big ? GemmPath::kDequantCublas : GemmPath::kSkinny;
 }
@@ -124,8 +124,8 @@ Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmP
   // Either word layout the shape allows (a dense weight may be forced N-packed).
   const bool tiled = kernel_layout_for(shape) == KernelLayoutKind::kMmaTiled;
   auto need_at = [&](int mm) {
-    const size_t b = path_need(shape, resolve(path, mm, shape.n, shape.k, KernelLayoutKind::kNPackedInterleaved), mm);
-    const size_t bt = tiled ? path_need(shape, resolve(path, mm, shape.n, shape.k, KernelLayoutKind::kMmaTiled), mm) : 0;
+    const size_t b = path_need(shape, resolve(path, mm, shape.n, shape.k, shape.group_len(), KernelLayoutKind::kNPackedInterleaved), mm);
+    const size_t bt = tiled ? path_need(shape, resolve(path, mm, shape.n, shape.k, shape.group_len(), KernelLayoutKind::kMmaTiled), mm) : 0;
     return b > bt ? b : bt;
   };
   const int top = m < kSkinnyMaxM ? m : kSkinnyMaxM;
@@ -154,7 +154,7 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
   if (!aligned(a.x, 16) || !aligned(a.y, 16))
     return make_status(StatusCode::kMisaligned, "int4::gemm: x=%p and y=%p must be 16 B aligned (16 B vector access)",
                        a.x, a.y);
-  const GemmPath path = resolve(a.path, a.m, w.shape.n, w.shape.k, w.kind);
+  const GemmPath path = resolve(a.path, a.m, w.shape.n, w.shape.k, w.shape.group_len(), w.kind);
   if (w.kind == KernelLayoutKind::kMmaTiled) {
     LOWBIT_CHECK_ARG(path != GemmPath::kTiled, "int4::gemm: path tiled needs the N-packed layout (this weight is %s)",
                      kernel_layout_name(w.kind));

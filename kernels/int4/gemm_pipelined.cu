@@ -1,23 +1,28 @@
 // Pipelined W4A16 GEMM on the MMA-tiled layout (kernel_layout.h, kMmaTiled) for batched
-// decode and short prefill (M = 17..~256; any M works): y^T = W x^T with mma.sync m16n8k16,
-// the weight's columns as the MMA's 16 rows and up to 64 activation rows as its n8 tiles.
+// decode and short prefill (M = 17..~256; any M works): y^T = W x^T, the weight's columns as
+// the MMA's rows and the activation rows as its columns.
 //
 // Why this kernel: the decode kernel (gemm_decode.cu) is built for M <= 16. It keeps the
 // group scale out of the MMA (fp32 window sums, folded per group) and reads x per warp, so
 // its registers and its L2 traffic grow with M; past 32 rows it re-reads the weight per
 // 16-row tile, and the dequant + cuBLAS path pays a whole extra pass over the weight. Here a
-// block of 4 warps takes 4 adjacent 64-column groups and one tile of 16 / 32 / 64 rows, and
-// a multistage cp.async pipeline (4 stages of 4 K steps: weights, x rows, scales, zeros)
-// feeds every warp from shared memory: each weight word is unpacked once per row tile, each
-// x element is read from L2 once per block and shared by its 4 warps (ldmatrix, padded
-// pitch), and one word's A fragment serves BM / 8 MMAs.
+// block takes 4 adjacent 64-column groups and one tile of 16 / 32 / 64 / 128 rows, and a
+// multistage cp.async pipeline (stages of 4 K steps: weights, x rows, scales, zeros) feeds it
+// from shared memory: each weight word is unpacked once per row tile, each x element is read
+// from L2 once per block and shared by all its warps.
+//
+// Two tensor-core forms (docs/int4-kernels.md, "Session 11"):
+// - mma.sync m16n8k16 (16 / 32-row tiles; 64 rows without wgmma): warp w owns group w, reads x
+//   fragments with ldmatrix (padded pitch), and one A fragment serves BM / 8 MMAs.
+// - wgmma (64 / 128-row tiles, sm_90a): two warpgroups, each on 2 groups; A (dequantized
+//   fragments) from registers, B (x) from the stage through a descriptor (128 B swizzle).
 //
 // Numerics: each A-fragment pair is dequantized to the contract's weight, round((q - z) * s)
 // in the activation dtype ((magic + q) - (magic + z) exact, one rounded multiply:
 // dequant_pair of common.cuh, bit-identical to the CPU contract), and the MMAs accumulate
-// the exact products in fp32. Sums run in a fixed order (K steps in one warp, then split-K
-// ranks in rank order), so runs are bit-identical; outputs differ from the fp64 reference
-// only by fp32 accumulation and the final rounding (tests/gpu/int4/test_gemm.cu).
+// the exact products in fp32. Sums run in a fixed order (K steps in one warp or warpgroup,
+// then split-K ranks in rank order), so runs are bit-identical; outputs differ from the fp64
+// reference only by fp32 accumulation and the final rounding (tests/gpu/int4/test_gemm.cu).
 //
 // Work split (pipelined_plan.h): grid.x = col tiles x row tiles x split-K ranks, ranks
 // fastest (one thread-block cluster), then the row tiles of one column tile (adjacent in

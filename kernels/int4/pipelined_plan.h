@@ -64,8 +64,8 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
 }
 
 // kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight
-// Llama-3 projections at M = 16..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel
-// up to 16 rows, and up to 32 on weights under 64 Mi elements; the pipelined kernel at 33..128
+// Llama-3 projections at M = 9..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel
+// up to 16 rows (8 for G = 32 / 64, below), and up to 32 on weights under 64 Mi elements; the pipelined kernel at 33..128
 // rows, at 17..32 on weights of >= 64 Mi elements and at 129..256 on >= 48 Mi (with its wgmma
 // tiles: below that, llama3-8b.qkv / o, dequant + cuBLAS won at M = 256); dequant + cuBLAS
 // otherwise (M = 512: faster on all eight). Without wgmma (not sm_90a, or
@@ -74,8 +74,15 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
 constexpr int64_t kPipeBigWeight = int64_t{64} << 20;
 constexpr int64_t kPipeMidWeight = int64_t{24} << 20;
 constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
-inline GemmPath tiled_auto_path(int m, int n, int k, bool wgmma) {
+inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma) {
   const int64_t elems = static_cast<int64_t>(n) * k;
+  if (m <= 8) return GemmPath::kSkinny;
+  // G = 32 / 64: the decode kernel keeps 8-row tiles (its 16-row tiles spill there), and the
+  // pipelined kernel wins from M = 9 (round W: G = 32 on 6 of 8 shapes, 1.2-2.0x, the others
+  // within 10%; G = 64 on the shapes with N >= 10240 at M = 9..16 and N > 4096 at 17..32).
+  if (m <= 32 && group_len == 32) return GemmPath::kPipelined;
+  if (m <= 32 && group_len == 64)
+    return (m <= 16 ? n >= 10240 : n > 4096) ? GemmPath::kPipelined : GemmPath::kSkinny;
   if (m <= 16) return GemmPath::kSkinny;
   if (m <= 32) return elems >= kPipeBigWeight ? GemmPath::kPipelined : GemmPath::kSkinny;
   if (m <= 64) return GemmPath::kPipelined;

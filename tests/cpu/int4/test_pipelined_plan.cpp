@@ -77,7 +77,12 @@ TEST(Int4PipelinedPlan, RowsPerTile) {
 }
 
 // kAuto on MMA-tiled weights: the measured crossovers of the eight Llama-3 projections, with
-// and without the wgmma tiles.
+// and without the wgmma tiles (G = 128; per-channel takes the same paths).
+GemmPath tiled_auto_path_g128(int m, int n, int k, bool wgmma) {
+  const GemmPath p = tiled_auto_path(m, n, k, 128, wgmma);
+  EXPECT_EQ(p, tiled_auto_path(m, n, k, k, wgmma)) << "per-channel m=" << m << " n=" << n << " k=" << k;
+  return p;
+}
 TEST(Int4PipelinedPlan, TiledAutoPath) {
   struct Case {
     int n, k;
@@ -88,23 +93,42 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
     const int64_t elems = static_cast<int64_t>(c.n) * c.k;
     const bool big = elems >= kPipeBigWeight, mid = elems >= kPipeMidWeight, wgw = elems >= kPipeWgWeight;
     for (bool wg : {false, true}) {
-      EXPECT_EQ(tiled_auto_path(1, c.n, c.k, wg), GemmPath::kSkinny);
-      EXPECT_EQ(tiled_auto_path(16, c.n, c.k, wg), GemmPath::kSkinny);
-      EXPECT_EQ(tiled_auto_path(24, c.n, c.k, wg), big ? GemmPath::kPipelined : GemmPath::kSkinny);
-      EXPECT_EQ(tiled_auto_path(64, c.n, c.k, wg), GemmPath::kPipelined);
-      EXPECT_EQ(tiled_auto_path(512, c.n, c.k, wg), GemmPath::kDequantCublas);
+      EXPECT_EQ(tiled_auto_path_g128(1, c.n, c.k, wg), GemmPath::kSkinny);
+      EXPECT_EQ(tiled_auto_path_g128(16, c.n, c.k, wg), GemmPath::kSkinny);
+      EXPECT_EQ(tiled_auto_path_g128(24, c.n, c.k, wg), big ? GemmPath::kPipelined : GemmPath::kSkinny);
+      EXPECT_EQ(tiled_auto_path_g128(64, c.n, c.k, wg), GemmPath::kPipelined);
+      EXPECT_EQ(tiled_auto_path_g128(512, c.n, c.k, wg), GemmPath::kDequantCublas);
     }
-    EXPECT_EQ(tiled_auto_path(128, c.n, c.k, true), GemmPath::kPipelined);
-    EXPECT_EQ(tiled_auto_path(256, c.n, c.k, true), wgw ? GemmPath::kPipelined : GemmPath::kDequantCublas);
-    EXPECT_EQ(tiled_auto_path(128, c.n, c.k, false), mid ? GemmPath::kPipelined : GemmPath::kDequantCublas);
-    EXPECT_EQ(tiled_auto_path(192, c.n, c.k, false), big ? GemmPath::kPipelined : GemmPath::kDequantCublas);
-    EXPECT_EQ(tiled_auto_path(256, c.n, c.k, false), GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path_g128(128, c.n, c.k, true), GemmPath::kPipelined);
+    EXPECT_EQ(tiled_auto_path_g128(256, c.n, c.k, true), wgw ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path_g128(128, c.n, c.k, false), mid ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path_g128(192, c.n, c.k, false), big ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path_g128(256, c.n, c.k, false), GemmPath::kDequantCublas);
   }
-  EXPECT_EQ(tiled_auto_path(128, o8.n, o8.k, false), GemmPath::kDequantCublas);   // 16 Mi
-  EXPECT_EQ(tiled_auto_path(128, down8.n, down8.k, false), GemmPath::kPipelined);  // 56 Mi
-  EXPECT_EQ(tiled_auto_path(256, down8.n, down8.k, true), GemmPath::kPipelined);
-  EXPECT_EQ(tiled_auto_path(256, qkv8.n, qkv8.k, true), GemmPath::kDequantCublas);  // 24 Mi
-  EXPECT_EQ(tiled_auto_path(24, o70.n, o70.k, false), GemmPath::kPipelined);        // 64 Mi: big
+  EXPECT_EQ(tiled_auto_path_g128(128, o8.n, o8.k, false), GemmPath::kDequantCublas);   // 16 Mi
+  EXPECT_EQ(tiled_auto_path_g128(128, down8.n, down8.k, false), GemmPath::kPipelined);  // 56 Mi
+  EXPECT_EQ(tiled_auto_path_g128(256, down8.n, down8.k, true), GemmPath::kPipelined);
+  EXPECT_EQ(tiled_auto_path_g128(256, qkv8.n, qkv8.k, true), GemmPath::kDequantCublas);  // 24 Mi
+  EXPECT_EQ(tiled_auto_path_g128(24, o70.n, o70.k, false), GemmPath::kPipelined);        // 64 Mi: big
+}
+
+// G = 32 / 64 (the decode kernel's 8-row tiles): the pipelined kernel from M = 9 (round W).
+TEST(Int4PipelinedPlan, TiledAutoPathSmallGroups) {
+  for (bool wg : {false, true}) {
+    for (int g : {32, 64}) {
+      EXPECT_EQ(tiled_auto_path(1, 57344, 8192, g, wg), GemmPath::kSkinny);
+      EXPECT_EQ(tiled_auto_path(8, 57344, 8192, g, wg), GemmPath::kSkinny);
+      EXPECT_EQ(tiled_auto_path(9, 57344, 8192, g, wg), GemmPath::kPipelined);   // 70b.gate_up
+      EXPECT_EQ(tiled_auto_path(16, 10240, 8192, g, wg), GemmPath::kPipelined);  // 70b.qkv
+      EXPECT_EQ(tiled_auto_path(64, 4096, 4096, g, wg), GemmPath::kPipelined);
+    }
+    EXPECT_EQ(tiled_auto_path(12, 4096, 14336, 32, wg), GemmPath::kPipelined);  // 8b.down, G = 32
+    EXPECT_EQ(tiled_auto_path(12, 4096, 14336, 64, wg), GemmPath::kSkinny);     // ... G = 64
+    EXPECT_EQ(tiled_auto_path(12, 8192, 8192, 64, wg), GemmPath::kSkinny);      // 70b.o, G = 64
+    EXPECT_EQ(tiled_auto_path(24, 8192, 8192, 64, wg), GemmPath::kPipelined);
+    EXPECT_EQ(tiled_auto_path(24, 4096, 4096, 64, wg), GemmPath::kSkinny);      // 8b.o, G = 64
+    EXPECT_EQ(tiled_auto_path(24, 4096, 4096, 32, wg), GemmPath::kPipelined);
+  }
 }
 
 TEST(Int4PipelinedPlan, ForcedSplitsWithinTheCap) {
