@@ -78,9 +78,9 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma) 
   const int64_t elems = static_cast<int64_t>(n) * k;
   if (m <= 8) return GemmPath::kSkinny;
   // G = 32 / 64: the decode kernel keeps 8-row tiles (its 16-row tiles spill there), and the
-  // pipelined kernel wins from M = 9 (round W: G = 32 on 6 of 8 shapes, 1.2-2.0x, the others
-  // within 10%; G = 64 on the shapes with N >= 10240 at M = 9..16 and N > 4096 at 17..32).
-  if (m <= 32 && group_len == 32) return GemmPath::kPipelined;
+  // pipelined kernel wins from M = 9 (rounds W / X: G = 32 everywhere but N = 4096 at M <= 16,
+  // 1.2-2.7x; G = 64 where N >= 10240 at M = 9..16 and N > 4096 at 17..32).
+  if (m <= 32 && group_len == 32) return m > 16 || n > 4096 ? GemmPath::kPipelined : GemmPath::kSkinny;
   if (m <= 32 && group_len == 64)
     return (m <= 16 ? n >= 10240 : n > 4096) ? GemmPath::kPipelined : GemmPath::kSkinny;
   if (m <= 16) return GemmPath::kSkinny;

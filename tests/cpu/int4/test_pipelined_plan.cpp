@@ -122,7 +122,9 @@ TEST(Int4PipelinedPlan, TiledAutoPathSmallGroups) {
       EXPECT_EQ(tiled_auto_path(16, 10240, 8192, g, wg), GemmPath::kPipelined);  // 70b.qkv
       EXPECT_EQ(tiled_auto_path(64, 4096, 4096, g, wg), GemmPath::kPipelined);
     }
-    EXPECT_EQ(tiled_auto_path(12, 4096, 14336, 32, wg), GemmPath::kPipelined);  // 8b.down, G = 32
+    EXPECT_EQ(tiled_auto_path(12, 4096, 14336, 32, wg), GemmPath::kSkinny);     // 8b.down, G = 32
+    EXPECT_EQ(tiled_auto_path(12, 6144, 4096, 32, wg), GemmPath::kPipelined);   // 8b.qkv, G = 32
+    EXPECT_EQ(tiled_auto_path(24, 4096, 14336, 32, wg), GemmPath::kPipelined);
     EXPECT_EQ(tiled_auto_path(12, 4096, 14336, 64, wg), GemmPath::kSkinny);     // ... G = 64
     EXPECT_EQ(tiled_auto_path(12, 8192, 8192, 64, wg), GemmPath::kSkinny);      // 70b.o, G = 64
     EXPECT_EQ(tiled_auto_path(24, 8192, 8192, 64, wg), GemmPath::kPipelined);
