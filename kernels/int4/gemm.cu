@@ -161,6 +161,9 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
     if (path == GemmPath::kDequantCublas)
       return detail::gemm_dequant_cublas(a.x, a.y, a.m, w, a.expert, workspace, workspace_bytes, st);
     if (path == GemmPath::kPipelined) {
+      // The kernel addresses x with 32-bit element offsets (kAuto takes it up to M = 256).
+      LOWBIT_CHECK_ARG(static_cast<uint64_t>(a.m) * static_cast<uint64_t>(w.shape.k) < (uint64_t{1} << 32),
+                       "int4::gemm: path pipelined needs M * K < 2^32 (M=%d K=%d)", a.m, w.shape.k);
       LOWBIT_CUDA_RETURN(detail::launch_gemm_pipelined(a.x, a.y, a.m, w, a.expert, st));
       return Status::Ok();
     }

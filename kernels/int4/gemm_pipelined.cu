@@ -373,18 +373,27 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) ge
     }
   };
   // x rows m0 .. m0 + BM - 1 of stage `it` (rows past M re-read row M - 1; never stored).
+  // x rows m0 .. m0 + BM - 1 of stage `it` (rows past M re-read row M - 1; never stored). A
+  // thread always copies the same 16 B chunk c = tid % 8 of the same rows, so their source
+  // offsets (x is [M, K], below 2^32 elements by the launcher's check) and destinations are
+  // computed once (the per-copy row arithmetic was ~15% of the kernel's instructions, round Z).
+  constexpr int kXCopies = BM * 2 * kPipeStageSteps / kThreads;
+  static_assert(kXCopies >= 1 && BM * 2 * kPipeStageSteps % kThreads == 0, "x copies per thread");
+  const int xc = tid % (2 * kPipeStageSteps);
+  uint32_t xsrc[kXCopies], xdst[kXCopies];
+#pragma unroll
+  for (int u = 0; u < kXCopies; ++u) {
+    const int r = (tid + u * kThreads) / (2 * kPipeStageSteps);
+    xsrc[u] = static_cast<uint32_t>(min(m0 + r, p.M - 1)) * static_cast<uint32_t>(p.K) + static_cast<uint32_t>(xc * 8);
+    xdst[u] = static_cast<uint32_t>(L::kX + r * L::kPitch + (kWg ? (xc ^ (r & 7)) : xc) * 16);  // wgmma: 128 B swizzle
+  }
   auto load_x = [&](int it) {
     const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
-    const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage + L::kX);
+    if (xc >= 2 * ns) return;
+    const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage);
+    const T* xs = x + s0 * 16;
 #pragma unroll
-    for (int i = tid; i < BM * 2 * kPipeStageSteps; i += kThreads) {
-      const int r = i / (2 * kPipeStageSteps), c = i % (2 * kPipeStageSteps);
-      if (c < 2 * ns) {
-        const int row = min(m0 + r, p.M - 1);
-        const int chunk = kWg ? (c ^ (r & 7)) : c;  // wgmma: the 128 B swizzle
-        pipe_cp16(st + static_cast<uint32_t>(r * L::kPitch + chunk * 16), x + static_cast<size_t>(row) * p.K + s0 * 16 + c * 8);
-      }
-    }
+    for (int u = 0; u < kXCopies; ++u) pipe_cp16(st + xdst[u], xs + xsrc[u]);
   };
 
 #pragma unroll

@@ -65,12 +65,13 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
 
 // kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight
 // Llama-3 projections at M = 9..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel
-// up to 16 rows (8 for G = 32 / 64, below), and up to 32 on weights under 64 Mi elements; the pipelined kernel at 33..128
-// rows, at 17..32 on weights of >= 64 Mi elements and at 129..256 on >= 48 Mi (with its wgmma
-// tiles: below that, llama3-8b.qkv / o, dequant + cuBLAS won at M = 256); dequant + cuBLAS
-// otherwise (M = 512: faster on all eight). Without wgmma (not sm_90a, or
-// LOWBIT_INT4_PIPE_WGMMA=0) the mma.sync tiles' measured crossovers apply: 65..128 rows on
-// >= 24 Mi elements, 129..192 on >= 64 Mi.
+// up to 16 rows (8 for G = 32 / 64, below), and up to 32 on weights under 64 Mi elements; the
+// pipelined kernel at 33..128 rows, at 17..32 on weights of >= 64 Mi elements, at 129..256 on
+// >= 24 Mi and at 257..512 on the down / o projections (N <= 8192, >= 48 Mi: with 128-row
+// tiles the larger N left a partial second wave, 70b.qkv M = 512 251 vs 187 us) with its wgmma
+// tiles; dequant + cuBLAS otherwise. Without wgmma (not sm_90a, or LOWBIT_INT4_PIPE_WGMMA=0)
+// the mma.sync tiles' measured crossovers apply: 65..128 rows on >= 24 Mi elements, 129..192
+// on >= 64 Mi.
 constexpr int64_t kPipeBigWeight = int64_t{64} << 20;
 constexpr int64_t kPipeMidWeight = int64_t{24} << 20;
 constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
@@ -88,7 +89,8 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma) 
   if (m <= 64) return GemmPath::kPipelined;
   if (wgmma) {
     if (m <= 128) return GemmPath::kPipelined;
-    if (m <= 256) return elems >= kPipeWgWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
+    if (m <= 256) return elems >= kPipeMidWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
+    if (m <= 512) return n <= 8192 && elems >= kPipeWgWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
     return GemmPath::kDequantCublas;
   }
   if (m <= 128) return elems >= kPipeMidWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;

@@ -97,10 +97,13 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
       EXPECT_EQ(tiled_auto_path_g128(16, c.n, c.k, wg), GemmPath::kSkinny);
       EXPECT_EQ(tiled_auto_path_g128(24, c.n, c.k, wg), big ? GemmPath::kPipelined : GemmPath::kSkinny);
       EXPECT_EQ(tiled_auto_path_g128(64, c.n, c.k, wg), GemmPath::kPipelined);
-      EXPECT_EQ(tiled_auto_path_g128(512, c.n, c.k, wg), GemmPath::kDequantCublas);
+      EXPECT_EQ(tiled_auto_path_g128(2048, c.n, c.k, wg), GemmPath::kDequantCublas);
     }
     EXPECT_EQ(tiled_auto_path_g128(128, c.n, c.k, true), GemmPath::kPipelined);
-    EXPECT_EQ(tiled_auto_path_g128(256, c.n, c.k, true), wgw ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path_g128(256, c.n, c.k, true), mid ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path_g128(512, c.n, c.k, true),
+              c.n <= 8192 && wgw ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path_g128(1024, c.n, c.k, true), GemmPath::kDequantCublas);
     EXPECT_EQ(tiled_auto_path_g128(128, c.n, c.k, false), mid ? GemmPath::kPipelined : GemmPath::kDequantCublas);
     EXPECT_EQ(tiled_auto_path_g128(192, c.n, c.k, false), big ? GemmPath::kPipelined : GemmPath::kDequantCublas);
     EXPECT_EQ(tiled_auto_path_g128(256, c.n, c.k, false), GemmPath::kDequantCublas);
@@ -108,7 +111,10 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
   EXPECT_EQ(tiled_auto_path_g128(128, o8.n, o8.k, false), GemmPath::kDequantCublas);   // 16 Mi
   EXPECT_EQ(tiled_auto_path_g128(128, down8.n, down8.k, false), GemmPath::kPipelined);  // 56 Mi
   EXPECT_EQ(tiled_auto_path_g128(256, down8.n, down8.k, true), GemmPath::kPipelined);
-  EXPECT_EQ(tiled_auto_path_g128(256, qkv8.n, qkv8.k, true), GemmPath::kDequantCublas);  // 24 Mi
+  EXPECT_EQ(tiled_auto_path_g128(256, qkv8.n, qkv8.k, true), GemmPath::kPipelined);       // 24 Mi
+  EXPECT_EQ(tiled_auto_path_g128(256, o8.n, o8.k, true), GemmPath::kDequantCublas);       // 16 Mi
+  EXPECT_EQ(tiled_auto_path_g128(512, down8.n, down8.k, true), GemmPath::kPipelined);      // N = 4096, 56 Mi
+  EXPECT_EQ(tiled_auto_path_g128(512, gate_up8.n, gate_up8.k, true), GemmPath::kDequantCublas);
   EXPECT_EQ(tiled_auto_path_g128(24, o70.n, o70.k, false), GemmPath::kPipelined);        // 64 Mi: big
 }
 
