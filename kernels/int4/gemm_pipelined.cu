@@ -644,6 +644,16 @@ namespace detail {
 
 bool pipelined_uses_wgmma() { return kern::pipe_wgmma_ok(); }
 
+int device_sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      sms < 1) {
+    (void)cudaGetLastError();
+    return 132;  // no device (sizing a workspace on a host without GPUs): the H200 the rules were measured on
+  }
+  return sms;
+}
+
 cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                   cudaStream_t stream) {
   const WeightShape& s = w.shape;
@@ -659,9 +669,7 @@ cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWei
   p.K = s.k;
   p.ksteps = s.k / kMmaTileK;
   p.gsteps = s.group_len() / kMmaTileK;
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    return cudaGetLastError();
+  const int sms = device_sm_count();
   const bool sym = p.zeros == nullptr;
   if (s.act == DType::kBF16)
     return sym ? kern::launch_rows<__nv_bfloat16, true>(p, sms, stream)

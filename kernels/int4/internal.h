@@ -73,6 +73,8 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
 // pipelined_uses_wgmma(): whether its 64 / 128-row tiles run on wgmma here (sm_90a build, a
 // compute capability 9.0 device, LOWBIT_INT4_PIPE_WGMMA not 0); kAuto's crossovers depend on it.
 bool pipelined_uses_wgmma();
+// The current device's SM count (132 when there is none: the H200 kAuto's rules were measured on).
+int device_sm_count();
 cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                   cudaStream_t stream);
 cudaError_t launch_gemm_tc(const void* x, void* y, int m, const KernelWeightsView& w, int expert, cudaStream_t stream);

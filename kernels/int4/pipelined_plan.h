@@ -67,15 +67,14 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
 // Llama-3 projections at M = 9..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel
 // up to 16 rows (8 for G = 32 / 64, below), and up to 32 on weights under 64 Mi elements; the
 // pipelined kernel at 33..128 rows, at 17..32 on weights of >= 64 Mi elements, at 129..256 on
-// >= 24 Mi and at 257..512 on the down / o projections (N <= 8192, >= 48 Mi: with 128-row
-// tiles the larger N left a partial second wave, 70b.qkv M = 512 251 vs 187 us) with its wgmma
-// tiles; dequant + cuBLAS otherwise. Without wgmma (not sm_90a, or LOWBIT_INT4_PIPE_WGMMA=0)
+// >= 24 Mi and at 257..512 on >= 48 Mi unless its 128-row tiles leave a short last wave (below)
+// with its wgmma tiles; dequant + cuBLAS otherwise. Without wgmma (not sm_90a, or LOWBIT_INT4_PIPE_WGMMA=0)
 // the mma.sync tiles' measured crossovers apply: 65..128 rows on >= 24 Mi elements, 129..192
 // on >= 64 Mi.
 constexpr int64_t kPipeBigWeight = int64_t{64} << 20;
 constexpr int64_t kPipeMidWeight = int64_t{24} << 20;
 constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
-inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma) {
+inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, int sms = 132) {
   const int64_t elems = static_cast<int64_t>(n) * k;
   if (m <= 8) return GemmPath::kSkinny;
   // G = 32 / 64: the decode kernel keeps 8-row tiles (its 16-row tiles spill there), and the
@@ -90,7 +89,14 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma) 
   if (wgmma) {
     if (m <= 128) return GemmPath::kPipelined;
     if (m <= 256) return elems >= kPipeMidWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
-    if (m <= 512) return n <= 8192 && elems >= kPipeWgWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
+    if (m <= 512) {
+      // 128-row tiles, one block per SM: a partial last wave costs the pipelined kernel a whole
+      // wave of time (70b.qkv M = 512: 160 tiles on 132 SMs, 252 vs 186 us); within one wave or
+      // with the last one mostly full it wins (70b.gate_up M = 384, 5.1 waves: 753 vs 954 us).
+      const double tiles = static_cast<double>((n + 255) / 256) * ((m + 127) / 128), waves = tiles / (sms > 0 ? sms : 1);
+      const bool waves_ok = waves <= 1.0 || static_cast<double>(static_cast<int64_t>(waves + 0.999999)) <= 1.3 * waves;
+      return elems >= kPipeWgWeight && waves_ok ? GemmPath::kPipelined : GemmPath::kDequantCublas;
+    }
     return GemmPath::kDequantCublas;
   }
   if (m <= 128) return elems >= kPipeMidWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;

@@ -91,7 +91,7 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
       gate_up70{57344, 8192};
   for (const Case& c : {o8, qkv8, down8, gate_up8, o70, gate_up70}) {
     const int64_t elems = static_cast<int64_t>(c.n) * c.k;
-    const bool big = elems >= kPipeBigWeight, mid = elems >= kPipeMidWeight, wgw = elems >= kPipeWgWeight;
+    const bool big = elems >= kPipeBigWeight, mid = elems >= kPipeMidWeight;
     for (bool wg : {false, true}) {
       EXPECT_EQ(tiled_auto_path_g128(1, c.n, c.k, wg), GemmPath::kSkinny);
       EXPECT_EQ(tiled_auto_path_g128(16, c.n, c.k, wg), GemmPath::kSkinny);
@@ -101,8 +101,7 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
     }
     EXPECT_EQ(tiled_auto_path_g128(128, c.n, c.k, true), GemmPath::kPipelined);
     EXPECT_EQ(tiled_auto_path_g128(256, c.n, c.k, true), mid ? GemmPath::kPipelined : GemmPath::kDequantCublas);
-    EXPECT_EQ(tiled_auto_path_g128(512, c.n, c.k, true),
-              c.n <= 8192 && wgw ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+
     EXPECT_EQ(tiled_auto_path_g128(1024, c.n, c.k, true), GemmPath::kDequantCublas);
     EXPECT_EQ(tiled_auto_path_g128(128, c.n, c.k, false), mid ? GemmPath::kPipelined : GemmPath::kDequantCublas);
     EXPECT_EQ(tiled_auto_path_g128(192, c.n, c.k, false), big ? GemmPath::kPipelined : GemmPath::kDequantCublas);
@@ -113,8 +112,14 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
   EXPECT_EQ(tiled_auto_path_g128(256, down8.n, down8.k, true), GemmPath::kPipelined);
   EXPECT_EQ(tiled_auto_path_g128(256, qkv8.n, qkv8.k, true), GemmPath::kPipelined);       // 24 Mi
   EXPECT_EQ(tiled_auto_path_g128(256, o8.n, o8.k, true), GemmPath::kDequantCublas);       // 16 Mi
-  EXPECT_EQ(tiled_auto_path_g128(512, down8.n, down8.k, true), GemmPath::kPipelined);      // N = 4096, 56 Mi
-  EXPECT_EQ(tiled_auto_path_g128(512, gate_up8.n, gate_up8.k, true), GemmPath::kDequantCublas);
+  // M = 257..512: >= 48 Mi elements unless the 128-row tiles leave a short last wave (132 SMs).
+  EXPECT_EQ(tiled_auto_path_g128(512, down8.n, down8.k, true), GemmPath::kPipelined);      // 64 tiles
+  EXPECT_EQ(tiled_auto_path_g128(384, gate_up70.n, gate_up70.k, true), GemmPath::kPipelined);  // 672: 5.1 waves
+  EXPECT_EQ(tiled_auto_path_g128(512, gate_up70.n, gate_up70.k, true), GemmPath::kPipelined);  // 896: 6.8 waves
+  EXPECT_EQ(tiled_auto_path_g128(384, 10240, 8192, true), GemmPath::kPipelined);          // 70b.qkv: 120 tiles
+  EXPECT_EQ(tiled_auto_path_g128(512, 10240, 8192, true), GemmPath::kDequantCublas);      // 160 tiles: 1.2 waves
+  EXPECT_EQ(tiled_auto_path_g128(512, qkv8.n, qkv8.k, true), GemmPath::kDequantCublas);   // 24 Mi
+  EXPECT_EQ(tiled_auto_path(512, 10240, 8192, 128, true, 160), GemmPath::kPipelined);     // one wave on 160 SMs
   EXPECT_EQ(tiled_auto_path_g128(24, o70.n, o70.k, false), GemmPath::kPipelined);        // 64 Mi: big
 }
 
