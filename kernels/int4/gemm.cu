@@ -1,6 +1,6 @@
 // Dense W4A16 GEMM entry point: validation, workspace sizing, kernel choice.
 //   MMA-tiled layout (dense default): tiled_auto_path() (pipelined_plan.h) picks
-//     gemm_decode.cu (M <= 16, up to 32 on small weights), gemm_pipelined.cu (M = 17..256 by
+//     gemm_decode.cu (M <= 8..32 by group size and weight), gemm_pipelined.cu (up to M = 512 by
 //     weight size), gemm_dequant.cu (slab from the tiled words; larger M)
 //   N-packed layout, M <  128 (64 when K < 8192) -> gemm_skinny.cu (streaming, split-K, mma)
 //   N-packed layout, larger M                    -> gemm_dequant.cu (dequantize to a slab + cuBLAS)
@@ -161,7 +161,7 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
     if (path == GemmPath::kDequantCublas)
       return detail::gemm_dequant_cublas(a.x, a.y, a.m, w, a.expert, workspace, workspace_bytes, st);
     if (path == GemmPath::kPipelined) {
-      // The kernel addresses x with 32-bit element offsets (kAuto takes it up to M = 256).
+      // The kernel addresses x with 32-bit element offsets (kAuto takes it up to M = 512).
       LOWBIT_CHECK_ARG(static_cast<uint64_t>(a.m) * static_cast<uint64_t>(w.shape.k) < (uint64_t{1} << 32),
                        "int4::gemm: path pipelined needs M * K < 2^32 (M=%d K=%d)", a.m, w.shape.k);
       LOWBIT_CUDA_RETURN(detail::launch_gemm_pipelined(a.x, a.y, a.m, w, a.expert, st));
