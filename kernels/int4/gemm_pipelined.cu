@@ -372,7 +372,6 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) ge
                 base + grp * p.N + static_cast<size_t>(group) * 64 + (lane & 7) * 8);
     }
   };
-  // x rows m0 .. m0 + BM - 1 of stage `it` (rows past M re-read row M - 1; never stored).
   // x rows m0 .. m0 + BM - 1 of stage `it` (rows past M re-read row M - 1; never stored). A
   // thread always copies the same 16 B chunk c = tid % 8 of the same rows, so their source
   // offsets (x is [M, K], below 2^32 elements by the launcher's check) and destinations are
