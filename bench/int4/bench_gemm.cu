@@ -269,11 +269,14 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   rec["read"] =
       "read_us: a zero-compute kernel reading the same int4 weights and scales (programmatic launches, same rotation); "
       "%read = read_us / time_us";
-  // One panel per path when several were asked for (one line per shape and path otherwise
-  // zig-zags between the paths' rows).
+  // One panel per path (or per layout) when several were asked for (one line per shape
+  // otherwise zig-zags between their rows).
   nlohmann::json plot = {{"x", "M"},     {"y", "speedup"}, {"series", "shape"}, {"logx", true},
                          {"logy", true}, {"title", "int4 GEMM speedup over cuBLAS bf16"}};
-  if (paths.size() > 1) plot["facet"] = "path";
+  if (paths.size() > 1)
+    plot["facet"] = "path";
+  else if (layouts.size() > 1)
+    plot["facet"] = "layout";
   lowbit::bench::write_results(out, rec, rows, table.markdown(), plot);
   std::printf("# total #wrong: %d\n", total_wrong);
   return total_wrong == 0 ? 0 : 3;

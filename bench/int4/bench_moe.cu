@@ -318,9 +318,11 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   nlohmann::json rec = lowbit::bench::run_record(argv, "bench moe");
   rec["copy_gbps"] = copy_gbps;
   rec["floor"] = "bytes(touched experts' int4 weights + scales (+zeros) + x + y) / copy bandwidth";
-  lowbit::bench::write_results(out, rec, rows, table.markdown(),
-                               {{"x", "M"}, {"y", "pct_floor"}, {"series", "shape"}, {"logx", true}, {"logy", false},
-                                {"title", "int4 fused MoE: % of memory floor"}});
+  // One panel per path when several were asked for (as bench gemm).
+  nlohmann::json plot = {{"x", "M"},      {"y", "pct_floor"}, {"series", "shape"}, {"logx", true},
+                         {"logy", false}, {"title", "int4 fused MoE: % of memory floor"}};
+  if (path_names.size() > 1) plot["facet"] = "path";
+  lowbit::bench::write_results(out, rec, rows, table.markdown(), plot);
   std::printf("# total #wrong: %d\n", total_wrong);
   return total_wrong == 0 ? 0 : 3;
 }
