@@ -35,34 +35,68 @@ inline cudaLaunchConfig_t split_cluster_config(cudaLaunchAttribute* attr, int sp
   return cfg;
 }
 
-// One per kernel instantiation (the caller keeps it static): 0 unknown, 1 yes, -1 no.
+// SM count of a device (cached; 132, the H200 the launch rules were measured on, when it
+// cannot be read, e.g. sizing a workspace on a host without GPUs), and of the current one.
+inline int sm_count(int dev) {
+  static std::atomic<int> cache[kClusterMaxDevices] = {};
+  std::atomic<int>& slot = cache[dev >= 0 && dev < kClusterMaxDevices ? dev : kClusterMaxDevices - 1];
+  int v = slot.load(std::memory_order_relaxed);
+  if (v == 0) {
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v < 1) {
+      (void)cudaGetLastError();
+      v = 132;
+    }
+    slot.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+inline int current_sm_count() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    dev = 0;
+  }
+  return sm_count(dev);
+}
+
+// One per kernel instantiation (the caller keeps it static): per device and cluster size, the
+// clusters the device runs at once; 0 unknown, -1 none.
 using ClusterSchedulable = std::atomic<int>[kClusterMaxDevices][kClusterMaxSplits + 1];
+
+// Clusters of `splits` blocks of `kernel` (this block shape, a grid of (tiles * splits,
+// grid_y, grid_z)) the current device runs at once, probed once per device and size with
+// cudaOccupancyMaxActiveClusters (not a stream operation: fine under graph capture); 0 when
+// it cannot run them at all.
+template <typename Kernel>
+int active_clusters(Kernel kernel, int splits, unsigned tiles, unsigned grid_y, unsigned grid_z, unsigned threads,
+                    size_t smem, ClusterSchedulable& known) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (dev < 0 || dev >= kClusterMaxDevices) dev = kClusterMaxDevices - 1;  // shared slot: correct, may re-probe
+  std::atomic<int>& k = known[dev][splits];
+  int n = k.load(std::memory_order_relaxed);
+  if (n == 0) {
+    cudaLaunchAttribute la;
+    const cudaLaunchConfig_t cfg = split_cluster_config(&la, splits, tiles, grid_y, grid_z, threads, smem, nullptr);
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n < 1) {
+      (void)cudaGetLastError();  // clear; treat as not schedulable
+      n = -1;
+    }
+    k.store(n, std::memory_order_relaxed);
+  }
+  return n > 0 ? n : 0;
+}
 
 // Largest cluster size <= splits that `kernel` can co-schedule with this block shape, for
 // a grid of (tiles * s, grid_y, grid_z). Returns >= 1.
 template <typename Kernel>
 int schedulable_splits(Kernel kernel, int splits, unsigned tiles, unsigned grid_y, unsigned grid_z, unsigned threads,
                        size_t smem, ClusterSchedulable& known) {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 1;
-  }
-  if (dev < 0 || dev >= kClusterMaxDevices) dev = kClusterMaxDevices - 1;  // shared slot: correct, may re-probe
   if (splits > kClusterMaxSplits) splits = kClusterMaxSplits;
-  while (splits > 1) {
-    std::atomic<int>& k = known[dev][splits];
-    if (k.load(std::memory_order_relaxed) == 0) {
-      cudaLaunchAttribute la;
-      const cudaLaunchConfig_t cfg = split_cluster_config(&la, splits, tiles, grid_y, grid_z, threads, smem, nullptr);
-      int clusters = 0;
-      const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
-      if (e != cudaSuccess) (void)cudaGetLastError();  // clear; treat as not schedulable
-      k.store(e == cudaSuccess && clusters > 0 ? 1 : -1, std::memory_order_relaxed);
-    }
-    if (k.load(std::memory_order_relaxed) > 0) break;
-    --splits;
-  }
+  while (splits > 1 && active_clusters(kernel, splits, tiles, grid_y, grid_z, threads, smem, known) == 0) --splits;
   return splits < 1 ? 1 : splits;
 }
 

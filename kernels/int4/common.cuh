@@ -192,4 +192,15 @@ __device__ __forceinline__ void mma_m16n8k16_zc<__nv_bfloat16>(float (&d)[4], co
 
 __host__ __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// Shared-memory address of a generic pointer into shared memory, and a 16 B shared load
+// (the decode tile's and the pipelined GEMM's stages).
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ uint4 lds128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+  return v;
+}
+
 }  // namespace lowbit::int4::kern

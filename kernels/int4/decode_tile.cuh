@@ -159,9 +159,6 @@ constexpr int decode_stage_scale_bytes() {
 // Weight stages: lane 0 of each warp moves a whole batch (D * 512 B, one contiguous run)
 // with one bulk asynchronous copy (TMA unit) into the warp's stage and an mbarrier counts
 // the bytes; S - 1 batches stay in flight while one is computed, and they hold no registers.
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void mbar_init(uint32_t bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
 }
@@ -200,11 +197,6 @@ template <int D>
 __device__ __forceinline__ uint32_t xs_lane_offset(int lane) {
   const int tile = lane >> 3;
   return static_cast<uint32_t>((8 * (tile >> 1) + (lane & 7)) * xs_pitch<D>() + 16 * (tile & 1));
-}
-__device__ __forceinline__ uint4 lds128(uint32_t a) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
-  return v;
 }
 
 // W: K steps per scale window (2 / 4 for G = 32 / 64, else D; W divides D and the group),
@@ -814,29 +806,6 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     single_token_sum(cblk * kMmaTileCols, kMmaTileCols);
     if (p.splits > 1) cluster.sync();
   }
-}
-
-int sm_count(int dev) {
-  static std::atomic<int> cache[kClusterMaxDevices] = {};
-  std::atomic<int>& slot = cache[dev < kClusterMaxDevices ? dev : kClusterMaxDevices - 1];
-  int v = slot.load(std::memory_order_relaxed);
-  if (v == 0) {
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v < 1) {
-      (void)cudaGetLastError();
-      v = 132;
-    }
-    slot.store(v, std::memory_order_relaxed);
-  }
-  return v;
-}
-
-int current_sm_count() {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    dev = 0;
-  }
-  return sm_count(dev);
 }
 
 // LOWBIT_INT4_DECODE_SPLITS=n / LOWBIT_INT4_DECODE_WARPS=4|8 (read once; measurements):

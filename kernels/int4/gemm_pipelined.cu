@@ -34,7 +34,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 
 #include "kernels/int4/cluster_launch.cuh"
 #include "kernels/int4/common.cuh"
@@ -89,9 +88,6 @@ struct PipeSmem {
   static_assert(!kWg || (kStage % 1024 == 0 && (BM == 64 || BM == 128)), "wgmma: 1024 B aligned x tiles of 64 / 128 rows");
 };
 
-__device__ __forceinline__ uint32_t pipe_smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void pipe_cp16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
@@ -99,11 +95,6 @@ __device__ __forceinline__ void pipe_commit() { asm volatile("cp.async.commit_gr
 template <int N>
 __device__ __forceinline__ void pipe_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ uint4 pipe_lds128(uint32_t a) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
-  return v;
 }
 // B fragments of two n8 tiles (rows r0 .. r0 + 15 of the stage's x, one K step): ldmatrix
 // matrix i = lane / 8 is rows r0 + 8 (i / 2) .. + 7, K half i % 2; b[2 * (i / 2) + (i % 2)].
@@ -135,11 +126,11 @@ template <typename T, bool kSym>
 __device__ __forceinline__ void pipe_group(uint32_t addr, uint32_t z_minus_s, typename Act<T>::T2 (&sc)[4][2],
                                            typename Act<T>::T2 (&mz)[4][2]) {
   using T2 = typename Act<T>::T2;
-  const uint4 sv = pipe_lds128(addr);
+  const uint4 sv = lds128(addr);
   const uint32_t sw[4] = {sv.x, sv.y, sv.z, sv.w};
   uint32_t zw[4] = {0, 0, 0, 0};
   if constexpr (!kSym) {
-    const uint4 zv = pipe_lds128(addr + z_minus_s);
+    const uint4 zv = lds128(addr + z_minus_s);
     zw[0] = zv.x, zw[1] = zv.y, zw[2] = zv.z, zw[3] = zv.w;
   }
 #pragma unroll
@@ -172,7 +163,7 @@ __device__ __forceinline__ void pipe_stage(float (&acc)[4][NT][4], uint32_t st, 
     for (int q = 0; q < NT / 2; ++q)
       pipe_ldsm_x4(st + ln.x + static_cast<uint32_t>(q * 16 * kXPitch + s * 32), b[2 * q][0], b[2 * q][1],
                    b[2 * q + 1][0], b[2 * q + 1][1]);
-    const uint4 wv = pipe_lds128(st + ln.w + static_cast<uint32_t>(s * 512));
+    const uint4 wv = lds128(st + ln.w + static_cast<uint32_t>(s * 512));
     const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -346,8 +337,8 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) ge
   const int s_end = min(p.ksteps, s_begin + p.split_steps);
   const int nstages = s_begin < s_end ? (s_end - s_begin + kPipeStageSteps - 1) / kPipeStageSteps : 0;
   // wgmma's swizzled x tiles need 1024 B aligned stages (L::kAlign bytes of slack).
-  const uint32_t sbase = kWg ? (pipe_smem_addr(smem) + 1023u) & ~1023u : pipe_smem_addr(smem);
-  unsigned char* const sgen = smem + (sbase - pipe_smem_addr(smem));
+  const uint32_t sbase = kWg ? (smem_addr(smem) + 1023u) & ~1023u : smem_addr(smem);
+  unsigned char* const sgen = smem + (sbase - smem_addr(smem));
   const T* __restrict__ x = static_cast<const T*>(p.x);
 
   // Weights, scales and zeros of stage `it` (this warp's group only; no dependence on the
@@ -520,31 +511,6 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) ge
   if (p.splits > 1) cluster.sync();  // no rank leaves while another still reads its tile
 }
 
-// Clusters of s blocks of `kernel` the current device runs at once (cached per device and s;
-// 0 when it cannot run them at all).
-template <typename Kernel>
-int active_clusters(Kernel kernel, int s, unsigned threads, size_t smem,
-                    std::atomic<int> (&cache)[kClusterMaxDevices][kPipeMaxSplits + 1]) {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  if (dev < 0 || dev >= kClusterMaxDevices) dev = kClusterMaxDevices - 1;
-  std::atomic<int>& c = cache[dev][s];
-  int n = c.load(std::memory_order_relaxed);
-  if (n == 0) {
-    cudaLaunchAttribute la;
-    const cudaLaunchConfig_t cfg = split_cluster_config(&la, s, 1, 1, 1, threads, smem, nullptr);
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n < 1) {
-      (void)cudaGetLastError();
-      n = -1;
-    }
-    c.store(n, std::memory_order_relaxed);
-  }
-  return n > 0 ? n : 0;
-}
-
 // Measurement knobs (read once): LOWBIT_INT4_PIPE_ROWS=16|32|64|128 forces the rows per block
 // tile (128: wgmma only), LOWBIT_INT4_PIPE_SPLITS=1..8 the split-K ranks,
 // LOWBIT_INT4_PIPE_WGMMA=0 keeps every tile on mma.sync (all: any M, same sums up to order).
@@ -560,11 +526,8 @@ int env_pipe_rows() {
   }();
   return v;
 }
-int env_pipe_wgmma() {  // LOWBIT_INT4_PIPE_WGMMA=0: mma.sync only (64-row tiles at most)
-  static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_PIPE_WGMMA");
-    return e != nullptr && std::strcmp(e, "0") == 0 ? 0 : 1;
-  }();
+bool env_pipe_wgmma() {  // LOWBIT_INT4_PIPE_WGMMA=0: mma.sync only (64-row tiles at most)
+  static const bool v = env_on_unless_zero("LOWBIT_INT4_PIPE_WGMMA");
   return v;
 }
 int env_pipe_splits() {
@@ -594,8 +557,8 @@ cudaError_t launch_typed(const PipeParams& prm, int sms, cudaStream_t stream) {
   // Split-K clusters must all be resident at once, or a second wave doubles the time (clusters
   // of 6 with 2 blocks per SM do not tile the GPCs: 70b.qkv at M = 64 ran 75 us against 59
   // with 32-row tiles): fewer ranks until the device holds every cluster.
-  static std::atomic<int> clusters[kClusterMaxDevices][kPipeMaxSplits + 1] = {};
-  while (pl.splits > 1 && static_cast<int>(tiles) > active_clusters(kernel, pl.splits, kThreads, kSmem, clusters))
+  static ClusterSchedulable clusters = {};
+  while (pl.splits > 1 && static_cast<int>(tiles) > active_clusters(kernel, pl.splits, 1, 1, 1, kThreads, kSmem, clusters))
     pl = pipelined_plan(prm.M, prm.N, prm.K, BM, sms, nb, pl.splits - 1, forced);
   PipeParams q = prm;
   q.splits = pl.splits;
@@ -616,7 +579,7 @@ bool pipe_wgmma_ok() {
       (void)cudaGetLastError();
       return false;
     }
-    return major == 9 && minor == 0 && env_pipe_wgmma() != 0;
+    return major == 9 && minor == 0 && env_pipe_wgmma();
   }();
   return v;
 #else
@@ -643,15 +606,7 @@ namespace detail {
 
 bool pipelined_uses_wgmma() { return kern::pipe_wgmma_ok(); }
 
-int device_sm_count() {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      sms < 1) {
-    (void)cudaGetLastError();
-    return 132;  // no device (sizing a workspace on a host without GPUs): the H200 the rules were measured on
-  }
-  return sms;
-}
+int device_sm_count() { return kern::current_sm_count(); }
 
 cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                   cudaStream_t stream) {
