@@ -35,13 +35,13 @@ struct MoeShape {
 };
 
 int run_bench_moe(const std::vector<std::string>& argv) {
-  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "path", "shapes", "layout"}, {"quick", "asym", "help"});
+  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "path", "shapes", "layout", "block-m"}, {"quick", "asym", "help"});
   if (!args.ok() || args.has("help")) {
     if (!args.ok()) std::fprintf(stderr, "bench moe: %s\n", args.error().c_str());
     std::fprintf(stderr,
                  "usage: lowbit bench moe [--m 1,8,16,32,128,512,2048,8192] [--quick] [--shapes qwen3-30b-a3b.tp1,...]\n"
                  "       [--path auto,fused,grouped] [--layout auto|npacked] [--dtype bf16|fp16] [--group 32|64|128|-1]\n"
-                 "       [--asym] [--reps 10] [--out docs/benchmarks/moe]\n");
+                 "       [--asym] [--block-m 0|8|16|32|64|128] [--reps 10] [--out docs/benchmarks/moe]\n");
     return args.ok() ? 0 : 2;
   }
   const bool quick = args.has("quick");
@@ -52,6 +52,8 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   const int group = static_cast<int>(args.get_int("group", 128));
   const bool sym = !args.has("asym");
   const int reps = static_cast<int>(args.get_int("reps", 10));
+  // --block-m: the align block (MoeArgs::block_m) of the fused path; 0 = fused_moe's choice.
+  const int block_m = static_cast<int>(args.get_int("block-m", 0));
   const std::string out = args.get("out", "docs/benchmarks/moe");
   // --path auto,fused,grouped: one row per path. auto = what an eager call takes at that M
   // (moe_auto_path). The fused path is timed in a CUDA graph; the grouped path synchronizes
@@ -183,7 +185,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
                              : pname == "grouped" ? MoePath::kGrouped
                                                   : moe_auto_path(m, sh.topk, sh.E, sh.H, sh.I);
         size_t wsb = 0;
-        (void)moe_workspace_size(m, sh.topk, sh.E, sh.H, sh.I, act, 0, &wsb, path);
+        (void)moe_workspace_size(m, sh.topk, sh.E, sh.H, sh.I, act, block_m, &wsb, path);
         DevBuf work(wsb);
         int call = 0;
         auto run_int4 = [&](cudaStream_t s) {
@@ -195,6 +197,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
           a.topk = sh.topk;
           a.renormalize = true;
           a.path = path;
+          a.block_m = block_m;
           const int c = call++ % copies;
           return fused_moe(a, w13[c]->view, w2[c]->view, work.p, wsb, s);
         };

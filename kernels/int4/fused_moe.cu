@@ -77,6 +77,18 @@ MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
   return w;
 }
 
+// MMA-tiled experts: align blocks of 128 rows (the pipelined tile's wgmma form) once experts
+// average more than 64 rows; the workspace is sized for that block whatever the layout.
+int avg_rows(int m, int topk, int experts) {
+  return static_cast<int>(static_cast<int64_t>(m) * topk / (experts > 0 ? experts : 1));
+}
+int workspace_block_m(int m, int topk, int experts) {
+  return avg_rows(m, topk, experts) > 64 ? 128 : moe_default_block_m(m, topk, experts);
+}
+int tiled_block_m(int m, int topk, int experts) {
+  return avg_rows(m, topk, experts) > 64 && detail::pipelined_uses_wgmma() ? 128 : moe_default_block_m(m, topk, experts);
+}
+
 }  // namespace
 
 int moe_default_block_m(int m, int topk, int experts) {
@@ -101,7 +113,7 @@ Status moe_workspace_size(int m, int topk, int experts, int hidden, int inter, D
   LOWBIT_CHECK_ARG(bytes != nullptr, "int4::moe_workspace_size: bytes is null");
   LOWBIT_CHECK_ARG(m >= 1 && topk >= 1 && experts >= 1 && hidden >= 1 && inter >= 1,
                    "int4::moe_workspace_size: m=%d topk=%d E=%d H=%d I=%d", m, topk, experts, hidden, inter);
-  const int bm = block_m > 0 ? block_m : moe_default_block_m(m, topk, experts);
+  const int bm = block_m > 0 ? block_m : workspace_block_m(m, topk, experts);
   const size_t fused = moe_layout(m, topk, experts, hidden, inter, bm).total;
   const size_t grouped = detail::moe_grouped_workspace_bytes(m, topk, experts, hidden, inter,
                                                              block_m > 0 ? block_m : kGroupedBlockM);
@@ -156,7 +168,8 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
     LOWBIT_CHECK_ARG(gbm >= 1 && gbm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", gbm);
     return detail::fused_moe_grouped(a, w13, w2, gbm, workspace, workspace_bytes, cst);
   }
-  const int bm = a.block_m > 0 ? a.block_m : moe_default_block_m(a.m, a.topk, E);
+  const bool tiled = w13.kind == KernelLayoutKind::kMmaTiled && w2.kind == KernelLayoutKind::kMmaTiled;
+  const int bm = a.block_m > 0 ? a.block_m : tiled ? tiled_block_m(a.m, a.topk, E) : moe_default_block_m(a.m, a.topk, E);
   LOWBIT_CHECK_ARG(bm >= 1 && bm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", bm);
   const MoeWorkspace L = moe_layout(a.m, a.topk, E, H, I, bm);
   LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= L.total,
@@ -170,8 +183,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
   void* inter = ws + L.inter;
   auto* slots = reinterpret_cast<float*>(ws + L.slots);
-  if (a.m == 1 && bm == 8 && E <= 256 && w13.kind == KernelLayoutKind::kMmaTiled &&
-      w2.kind == KernelLayoutKind::kMmaTiled && detail::moe_single_token_enabled()) {
+  if (a.m == 1 && bm == 8 && E <= 256 && tiled && detail::moe_single_token_enabled()) {
     // Decode of one token: routing inside both GEMMs, the slot sum inside GEMM2 (internal.h).
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, 1, a.topk, bm));
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "inter", inter, w2, 8, 1, a.topk, bm));

@@ -194,6 +194,21 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{20, 4, 256, 128, 2, kPerChannel, false, DType::kBF16, 12, MoePath::kFused},
                       MoeCase{6, 16, 512, 192, 4, 64, false, DType::kBF16, 0, MoePath::kGrouped}));
 
+// The pipelined tile's MoE modes (moe_pipelined.cu: align blocks of 16 / 32 / 64 rows, 128 with
+// wgmma, else the decode tile): I / 64 odd (the last gate/up tile holds one group of each), H
+// = 192 (a column tile of 3 groups), G = 32 (stages span two groups), per-channel,
+// both dtypes, sym and asym, and kAuto's block size (128 rows once experts average > 64).
+constexpr int kTiled = static_cast<int>(KernelLayoutKind::kMmaTiled);
+INSTANTIATE_TEST_SUITE_P(
+    Pipelined, Int4FusedMoe,
+    ::testing::Values(MoeCase{64, 16, 256, 192, 4, 128, true, DType::kBF16, 16, MoePath::kFused},
+                      MoeCase{100, 8, 512, 128, 2, 64, false, DType::kF16, 32, MoePath::kFused},
+                      MoeCase{200, 8, 256, 256, 2, 32, false, DType::kBF16, 64, MoePath::kFused},
+                      MoeCase{300, 8, 256, 128, 2, kPerChannel, true, DType::kF16, 128, MoePath::kFused},
+                      MoeCase{160, 4, 192, 192, 2, 32, false, DType::kBF16, 0, MoePath::kFused, kTiled},
+                      MoeCase{96, 6, 192, 64, 3, 64, true, DType::kF16, 32, MoePath::kFused, kTiled},
+                      MoeCase{520, 8, 256, 128, 2, 128, false, DType::kBF16, 0, MoePath::kFused}));
+
 // The single-token path (fused_moe at M = 1 on MMA-tiled experts: routing inside both GEMMs,
 // the slot sum inside GEMM2) against the four launches of the same stages (moe_route, moe_gemm1,
 // moe_gemm2, moe_sum) on the same weights: bit-identical outputs. Each case runs the layer

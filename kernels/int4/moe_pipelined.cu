@@ -1,0 +1,79 @@
+// MoE GEMMs through the pipelined tile (pipelined_tile.cuh, its MoE modes) on MMA-tiled expert
+// stacks, for align blocks of 16..128 rows (prefill and large decode batches, where tokens
+// share experts): GEMM1 inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)), GEMM2
+// slot_out[id] = topk_weight[id] * (inter[id] W2^T) in fp32. The decode tile's MoE modes
+// (moe_decode.cu) keep the small blocks (rows re-read per warp are cheap there).
+#include <cstdlib>
+
+#include "kernels/int4/pipelined_tile.cuh"
+
+namespace lowbit::int4::detail {
+
+// LOWBIT_INT4_MOE_PIPE=0 (read once; measurements): the decode tile's MoE modes at every block_m.
+bool moe_pipelined_enabled() {
+  static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_PIPE");
+  return v;
+}
+
+bool moe_pipelined_fits(bool gate_up, const KernelWeightsView& w, int m, int topk, int block_m) {
+  if (w.kind != KernelLayoutKind::kMmaTiled || !moe_pipelined_enabled()) return false;
+  if (gate_up && (w.shape.n / 2) % kMmaTileCols != 0) return false;  // gate and up groups pair up
+  // The tile's x offsets are 32-bit: rows of x times K below 2^32.
+  if (static_cast<int64_t>(gate_up ? m : static_cast<int64_t>(m) * topk) * w.shape.k >= (int64_t{1} << 32)) return false;
+  if (block_m == 128) return kern::pipe_wgmma_ok();
+  return block_m == 16 || block_m == 32 || block_m == 64;
+}
+
+cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
+                                 const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m,
+                                 int topk, int bm, void* out, cudaStream_t stream) {
+  if (!moe_pipelined_fits(gate_up, w, m, topk, bm)) return cudaErrorInvalidValue;
+  const WeightShape& s = w.shape;
+  kern::PipeParams p;
+  p.qw = static_cast<const uint4*>(w.qweight);
+  p.scales = w.scales;
+  p.zeros = w.zeros;
+  p.x = x;
+  p.y = out;
+  p.P = m * topk;
+  p.M = gate_up ? m : p.P;  // rows of x
+  p.N = s.n;
+  p.K = s.k;
+  p.ksteps = s.k / kMmaTileK;
+  p.gsteps = s.group_len() / kMmaTileK;
+  p.split_steps = kern::ceil_div(p.ksteps, kern::kPipeStageSteps) * kern::kPipeStageSteps;
+  p.splits = 1;
+  p.sorted_ids = sorted_ids;
+  p.expert_ids = expert_ids;
+  p.npp = npp;
+  p.topk_weights = topk_weights;
+  p.topk = topk;
+  p.half_groups = s.n / 2 / kMmaTileCols;
+  p.qw_estride = static_cast<size_t>(s.k) * (s.n / 8) / 4;
+  p.sc_estride = static_cast<size_t>(s.num_groups()) * s.n;
+  // Align blocks that can hold rows (at most one per (token, slot) pair); the rest of the
+  // align output is never read.
+  const int64_t max_blocks = moe_max_padded(m, topk, s.experts, bm) / bm;
+  p.row_tiles = static_cast<int>(max_blocks < p.P ? max_blocks : p.P);
+  const int groups = gate_up ? kern::ceil_div(p.half_groups, 2) : kern::ceil_div(s.n / kMmaTileCols, kern::kPipeWarps);
+  const int64_t tiles = static_cast<int64_t>(groups) * p.row_tiles;
+  if (tiles > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
+  const auto t = static_cast<unsigned>(tiles);
+  const bool sym = p.zeros == nullptr;
+  using kern::kPipeMoeDown;
+  using kern::kPipeMoeGateUp;
+  if (s.act == DType::kBF16) {
+    if (gate_up)
+      return sym ? kern::launch_moe_rows<__nv_bfloat16, true, kPipeMoeGateUp>(p, bm, t, stream)
+                 : kern::launch_moe_rows<__nv_bfloat16, false, kPipeMoeGateUp>(p, bm, t, stream);
+    return sym ? kern::launch_moe_rows<__nv_bfloat16, true, kPipeMoeDown>(p, bm, t, stream)
+               : kern::launch_moe_rows<__nv_bfloat16, false, kPipeMoeDown>(p, bm, t, stream);
+  }
+  if (gate_up)
+    return sym ? kern::launch_moe_rows<__half, true, kPipeMoeGateUp>(p, bm, t, stream)
+               : kern::launch_moe_rows<__half, false, kPipeMoeGateUp>(p, bm, t, stream);
+  return sym ? kern::launch_moe_rows<__half, true, kPipeMoeDown>(p, bm, t, stream)
+             : kern::launch_moe_rows<__half, false, kPipeMoeDown>(p, bm, t, stream);
+}
+
+}  // namespace lowbit::int4::detail
