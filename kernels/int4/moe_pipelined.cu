@@ -29,7 +29,7 @@ cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeight
                                  int topk, int bm, void* out, cudaStream_t stream) {
   if (!moe_pipelined_fits(gate_up, w, m, topk, bm)) return cudaErrorInvalidValue;
   const WeightShape& s = w.shape;
-  kern::PipeParams p;
+  kern::PipeMoeParams p;
   p.qw = static_cast<const uint4*>(w.qweight);
   p.scales = w.scales;
   p.zeros = w.zeros;

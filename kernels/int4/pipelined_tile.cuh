@@ -45,6 +45,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <type_traits>
 #include <cstdlib>
 
 #include "kernels/int4/cluster_launch.cuh"
@@ -69,7 +70,10 @@ struct PipeParams {
   int ksteps = 0;       // K / 16
   int split_steps = 0;  // K steps per split-K rank (multiple of kPipeStageSteps)
   int splits = 1, row_tiles = 1;
-  // MoE modes only (see the top of the file).
+};
+// MoE modes (see the top of the file): the dense kernel keeps the plain parameters (a larger
+// parameter block changed its code: ptxas loaded the fields later and allocated differently).
+struct PipeMoeParams : PipeParams {
   const int32_t* sorted_ids = nullptr;  // [row_tiles * BM] (align output)
   const int32_t* expert_ids = nullptr;  // [row_tiles]
   const int32_t* npp = nullptr;         // num_post_padded
@@ -80,6 +84,8 @@ struct PipeParams {
   size_t sc_estride = 0;                // one expert's scales / zeros
 };
 enum PipeMode : int { kPipeDense = 0, kPipeMoeGateUp = 1, kPipeMoeDown = 2 };
+template <int MODE>
+using PipeParamsFor = std::conditional_t<MODE == kPipeDense, PipeParams, PipeMoeParams>;
 
 // Shared memory of one stage, in bytes: the 4 warps' weights (4 K steps x 512 B each), the
 // tile's x rows (4 K steps x 32 B), and per warp two scale rows and two zero rows of 64
@@ -339,7 +345,7 @@ __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_
 }
 
 template <typename T, int BM, bool kSym, bool kWg, int MODE>
-__global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) gemm_pipelined_kernel(const PipeParams p) {
+__global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) gemm_pipelined_kernel(const PipeParamsFor<MODE> p) {
   constexpr bool kMoe = MODE != kPipeDense, kGateUp = MODE == kPipeMoeGateUp;
   using L = PipeSmem<BM, kWg>;
   constexpr int NT = BM / 8;  // n8 tiles
@@ -373,8 +379,12 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) ge
     __syncthreads();
   }
   // This warp's 64-column group (gate/up: slots 0, 1 gate, 2, 3 up; see the top).
-  const int group = kGateUp ? (warp < 2 ? 2 * ct + warp : p.half_groups + 2 * ct + warp - 2) : ct * kPipeWarps + warp;
-  const bool wvalid = kGateUp ? 2 * ct + (warp & 1) < p.half_groups : group < p.N / 64;
+  int group = ct * kPipeWarps + warp;
+  bool wvalid = group < p.N / 64;
+  if constexpr (kGateUp) {
+    group = warp < 2 ? 2 * ct + warp : p.half_groups + 2 * ct + warp - 2;
+    wvalid = 2 * ct + (warp & 1) < p.half_groups;
+  }
   const int m0 = rt * BM;
   const int s_begin = rank * p.split_steps;
   const int s_end = min(p.ksteps, s_begin + p.split_steps);
@@ -697,7 +707,7 @@ cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
 
 // MoE modes: tiles = column tiles x align blocks, no split-K (every block one cluster of 1).
 template <typename T, int BM, bool kSym, bool kWg, int MODE>
-cudaError_t launch_moe_typed(const PipeParams& prm, unsigned tiles, cudaStream_t stream) {
+cudaError_t launch_moe_typed(const PipeMoeParams& prm, unsigned tiles, cudaStream_t stream) {
   int nb = 0;
   if (const cudaError_t e = pipe_blocks_per_sm<T, BM, kSym, kWg, MODE>(&nb); e != cudaSuccess) return e;
   return launch_split_clusters(gemm_pipelined_kernel<T, BM, kSym, kWg, MODE>, prm, 1, tiles, 1, 1, pipe_threads(kWg),
@@ -706,7 +716,7 @@ cudaError_t launch_moe_typed(const PipeParams& prm, unsigned tiles, cudaStream_t
 // bm: 16 / 32 (mma.sync), 64 (wgmma where pipe_wgmma_ok, else mma.sync), 128 (wgmma only;
 // the caller checks).
 template <typename T, bool kSym, int MODE>
-cudaError_t launch_moe_rows(const PipeParams& prm, int bm, unsigned tiles, cudaStream_t stream) {
+cudaError_t launch_moe_rows(const PipeMoeParams& prm, int bm, unsigned tiles, cudaStream_t stream) {
   const bool wg = pipe_wgmma_ok();
   if (bm == 16) return launch_moe_typed<T, 16, kSym, false, MODE>(prm, tiles, stream);
   if (bm == 32) return launch_moe_typed<T, 32, kSym, false, MODE>(prm, tiles, stream);
