@@ -183,7 +183,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
       for (const std::string& pname : path_names) {
         const MoePath path = pname == "fused"     ? MoePath::kFused
                              : pname == "grouped" ? MoePath::kGrouped
-                                                  : moe_auto_path(m, sh.topk, sh.E, sh.H, sh.I);
+                                                  : moe_auto_path(m, sh.topk, sh.E, sh.H, sh.I, w13[0]->view.kind);
         size_t wsb = 0;
         (void)moe_workspace_size(m, sh.topk, sh.E, sh.H, sh.I, act, block_m, &wsb, path);
         DevBuf work(wsb);

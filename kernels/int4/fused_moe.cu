@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/int4/internal.h"
+#include "kernels/int4/pipelined_plan.h"
 #include "lowbit/detail/cuda_check.h"
 #include "lowbit/int4/kernels.h"
 
@@ -18,13 +19,18 @@ namespace {
 size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 
 // kAuto's choice between the paths: a cost model (microseconds) fitted to H200
-// measurements (docs/int4-kernels.md). Fused: ~80 TFLOP/s on the 6*P*H*I flops at large M.
-// Grouped: dequantizing the touched experts (3*H*I weights each, 4.5 B per weight: int4
+// measurements (docs/int4-kernels.md). Fused on N-packed experts (the skinny tile): ~80
+// TFLOP/s on the 6*P*H*I flops at large M; on MMA-tiled experts (the pipelined tile past 8
+// rows per expert): ~430 TFLOP/s with wgmma (Mixtral-8x7B M = 2048 / 8192: 426 / 433,
+// Qwen3-30B-A3B 283, DeepSeek-V2-Lite 333 at M = 8192), 250 assumed on mma.sync (the dense
+// tile's rate at M = 512, not measured on MoE shapes). Grouped: dequantizing the touched experts (3*H*I weights each, 4.5 B per weight: int4
 // read, 16-bit slab write and read back) at ~2.5 TB/s effective, ~8 us of host launch cost
 // per cuBLAS call (two per expert), the GEMMs at ~550 TFLOP/s. The grouped path wins only
-// when many tokens share each expert (e.g. Mixtral from M ~ 512, DeepSeek-V2-Lite ~ 2048,
-// Qwen3-30B-A3B ~ 4096); once it wins at some M it wins at every larger M.
+// when many tokens share each expert: N-packed e.g. Mixtral from M ~ 512, DeepSeek-V2-Lite
+// ~ 2048, Qwen3-30B-A3B ~ 4096; MMA-tiled only Mixtral-sized experts at M ~ 8192. Once it
+// wins at some M it wins at every larger M.
 constexpr double kFusedFlopsPerUs = 80e6, kGroupedFlopsPerUs = 550e6;
+constexpr double kTiledWgmmaFlopsPerUs = 430e6, kTiledMmaFlopsPerUs = 250e6;
 constexpr double kDequantBytesPerUs = 2.5e6, kLaunchUs = 8.0;
 constexpr int kGroupedBlockM = 8;  // align block of the grouped path: little padding
 
@@ -37,11 +43,11 @@ MoePath env_moe_path() {
   }();
   return v;
 }
-bool grouped_by_size(int m, int topk, int experts, int hidden, int inter) {
+bool grouped_by_size(int m, int topk, int experts, int hidden, int inter, double fused_flops_per_us = kFusedFlopsPerUs) {
   const double P = static_cast<double>(m) * topk;
   const double flops = 6.0 * P * hidden * inter;
   const double touched = P < experts ? P : experts;
-  const double fused_us = flops / kFusedFlopsPerUs;
+  const double fused_us = flops / fused_flops_per_us;
   const double grouped_us = touched * (3.0 * hidden * inter * 4.5 / kDequantBytesPerUs + 2 * kLaunchUs) +
                             flops / kGroupedFlopsPerUs;
   return grouped_us < fused_us;
@@ -77,16 +83,17 @@ MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
   return w;
 }
 
-// MMA-tiled experts: align blocks of 128 rows (the pipelined tile's wgmma form) once experts
-// average more than 64 rows; the workspace is sized for that block whatever the layout.
 int avg_rows(int m, int topk, int experts) {
   return static_cast<int>(static_cast<int64_t>(m) * topk / (experts > 0 ? experts : 1));
 }
+// The workspace holds the align output of the larger of both choices, whatever the layout.
 int workspace_block_m(int m, int topk, int experts) {
-  return avg_rows(m, topk, experts) > 64 ? 128 : moe_default_block_m(m, topk, experts);
+  const int d = moe_default_block_m(m, topk, experts), t = kern::moe_pipelined_block_m(avg_rows(m, topk, experts), true);
+  return d > t ? d : t;
 }
 int tiled_block_m(int m, int topk, int experts) {
-  return avg_rows(m, topk, experts) > 64 && detail::pipelined_uses_wgmma() ? 128 : moe_default_block_m(m, topk, experts);
+  if (!detail::moe_pipelined_enabled()) return moe_default_block_m(m, topk, experts);
+  return kern::moe_pipelined_block_m(avg_rows(m, topk, experts), detail::pipelined_uses_wgmma());
 }
 
 }  // namespace
@@ -102,10 +109,13 @@ const char* moe_path_name(MoePath p) {
   return p == MoePath::kFused ? "fused" : p == MoePath::kGrouped ? "grouped" : "auto";
 }
 
-MoePath moe_auto_path(int m, int topk, int experts, int hidden, int inter) {
+MoePath moe_auto_path(int m, int topk, int experts, int hidden, int inter, KernelLayoutKind layout) {
   const MoePath e = env_moe_path();
   if (e != MoePath::kAuto) return e;
-  return grouped_by_size(m, topk, experts, hidden, inter) ? MoePath::kGrouped : MoePath::kFused;
+  const double fused = layout != KernelLayoutKind::kMmaTiled || !detail::moe_pipelined_enabled() ? kFusedFlopsPerUs
+                       : detail::pipelined_uses_wgmma()                                        ? kTiledWgmmaFlopsPerUs
+                                                                                                : kTiledMmaFlopsPerUs;
+  return grouped_by_size(m, topk, experts, hidden, inter, fused) ? MoePath::kGrouped : MoePath::kFused;
 }
 
 Status moe_workspace_size(int m, int topk, int experts, int hidden, int inter, DType, int block_m, size_t* bytes,
@@ -161,14 +171,17 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   LOWBIT_CHECK_ARG(!(a.path == MoePath::kGrouped && capturing),
                    "int4::fused_moe: the grouped path synchronizes the stream and cannot be captured in a CUDA graph "
                    "(use MoePath::kAuto or kFused under capture)");
-  MoePath path = a.path == MoePath::kAuto ? moe_auto_path(a.m, a.topk, E, H, I) : a.path;
+  const bool tiled = w13.kind == KernelLayoutKind::kMmaTiled && w2.kind == KernelLayoutKind::kMmaTiled;
+  MoePath path = a.path == MoePath::kAuto
+                     ? moe_auto_path(a.m, a.topk, E, H, I,
+                                     tiled ? KernelLayoutKind::kMmaTiled : KernelLayoutKind::kNPackedInterleaved)
+                     : a.path;
   if (capturing) path = MoePath::kFused;
   if (path == MoePath::kGrouped) {
     const int gbm = a.block_m > 0 ? a.block_m : kGroupedBlockM;
     LOWBIT_CHECK_ARG(gbm >= 1 && gbm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", gbm);
     return detail::fused_moe_grouped(a, w13, w2, gbm, workspace, workspace_bytes, cst);
   }
-  const bool tiled = w13.kind == KernelLayoutKind::kMmaTiled && w2.kind == KernelLayoutKind::kMmaTiled;
   const int bm = a.block_m > 0 ? a.block_m : tiled ? tiled_block_m(a.m, a.topk, E) : moe_default_block_m(a.m, a.topk, E);
   LOWBIT_CHECK_ARG(bm >= 1 && bm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", bm);
   const MoeWorkspace L = moe_layout(a.m, a.topk, E, H, I, bm);

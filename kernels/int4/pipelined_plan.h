@@ -78,9 +78,10 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, 
   const int64_t elems = static_cast<int64_t>(n) * k;
   if (m <= 8) return GemmPath::kSkinny;
   // G = 32 / 64: the decode kernel keeps 8-row tiles (its 16-row tiles spill there), and the
-  // pipelined kernel wins from M = 9 (rounds W / X: G = 32 everywhere but N = 4096 at M <= 16,
-  // 1.2-2.7x; G = 64 where N >= 10240 at M = 9..16 and N > 4096 at 17..32).
-  if (m <= 32 && group_len == 32) return m > 16 || n > 4096 ? GemmPath::kPipelined : GemmPath::kSkinny;
+  // pipelined kernel wins from M = 9 (rounds W / X / AB: G = 32 everywhere, 1.04-2.7x, N = 4096
+  // at M <= 16 by 4-13% since round AA; G = 64 where N >= 10240 at M = 9..16 and N > 4096 at
+  // 17..32).
+  if (m <= 32 && group_len == 32) return GemmPath::kPipelined;
   if (m <= 32 && group_len == 64)
     return (m <= 16 ? n >= 10240 : n > 4096) ? GemmPath::kPipelined : GemmPath::kSkinny;
   if (m <= 16) return GemmPath::kSkinny;
@@ -102,6 +103,17 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, 
   if (m <= 128) return elems >= kPipeMidWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
   if (m <= 192) return elems >= kPipeBigWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
   return GemmPath::kDequantCublas;
+}
+
+// fused_moe's align block on MMA-tiled experts with the pipelined tile (avg: rows per expert
+// on average, M * topk / E), measured on H200 (docs/int4-kernels.md, session 12, round BB: block_m 16 / 32 /
+// 64 / 128 and the decode tile on the four MoE shapes at M = 64..8192): up to 8 the decode
+// tile (8-row blocks); 9..16: 16 (Mixtral at 16 rows the one loss, 8%); 17..24: 32; 25..128:
+// 64, its wgmma tiles beating 32-row mma.sync tiles despite the padding (Qwen3 M = 512, 32
+// rows: 276 vs 300 us; Mixtral M = 128: 623 vs 676); above 128: 128 with wgmma (Mixtral M =
+// 1024, 256 rows: 1896 vs 2056 us).
+inline int moe_pipelined_block_m(int avg, bool wgmma) {
+  return avg <= 8 ? 8 : avg <= 16 ? 16 : avg <= 24 ? 32 : avg <= 128 || !wgmma ? 64 : 128;
 }
 
 }  // namespace lowbit::int4::kern

@@ -73,9 +73,12 @@ Status gemm(const GemmArgs& args, const KernelWeightsView& w, void* workspace, s
 // ---- fused MoE -----------------------------------------------------------------------------
 // y[M, H] = sum_{s < topk} rw[m, s] * W2[e_s] ( silu(W13[e_s, :I] x_m) * (W13[e_s, I:] x_m) )
 // w13: shape E x (N = 2I) x (K = H); w2: shape E x (N = H) x (K = I); same E, act dtype.
-// Both must be in the N-packed layout (H % 32 == 0, I % 32 == 0).
+// Both in the N-packed layout (H % 32 == 0, I % 32 == 0) or both MMA-tiled (repack's default
+// for H % 128 == 0, 2I % 128 == 0).
 //
-// Paths: kFused runs the five stages below (graph-capturable). kGrouped (prefill, many
+// Paths: kFused runs the five stages below (graph-capturable); on MMA-tiled experts its GEMMs
+// are the decode tile at up to 8 rows per expert and the pipelined tile past that (align
+// blocks of 16..128 rows), at M = 1 one launch each with the routing inside. kGrouped (prefill, many
 // tokens per expert) gathers each expert's sorted rows, dequantizes the expert weights into
 // a slab and runs cuBLAS per expert (GEMM1 -> silu*up -> GEMM2), then the same slot-order
 // sum; it reads the per-expert row counts back to the host (one stream synchronization),
@@ -85,9 +88,10 @@ Status gemm(const GemmArgs& args, const KernelWeightsView& w, void* workspace, s
 // LOWBIT_INT4_MOE_PATH = fused | grouped (read once) replaces kAuto, like GemmPath.
 enum class MoePath : uint8_t { kAuto = 0, kFused, kGrouped };
 const char* moe_path_name(MoePath p);
-// The path kAuto takes at this size when the stream is not being captured (honours
-// LOWBIT_INT4_MOE_PATH); under capture it is always kFused.
-MoePath moe_auto_path(int m, int topk, int experts, int hidden, int inter);
+// The path kAuto takes at this size for experts in this layout when the stream is not being
+// captured (honours LOWBIT_INT4_MOE_PATH); under capture it is always kFused.
+MoePath moe_auto_path(int m, int topk, int experts, int hidden, int inter,
+                      KernelLayoutKind layout = KernelLayoutKind::kMmaTiled);
 struct MoeArgs {
   const void* x = nullptr;              // [M, H] activations
   const float* router_logits = nullptr;  // [M, E] fp32
@@ -95,7 +99,7 @@ struct MoeArgs {
   int m = 0;
   int topk = 0;
   bool renormalize = true;  // divide the top-k softmax weights by their sum
-  int block_m = 0;          // 0: picked from M (moe_default_block_m; grouped path: 8)
+  int block_m = 0;          // 0: picked from M and the layout (fused_moe.cu; grouped path: 8)
   MoePath path = MoePath::kAuto;
 };
 int moe_default_block_m(int m, int topk, int experts);

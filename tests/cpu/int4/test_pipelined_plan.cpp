@@ -133,7 +133,7 @@ TEST(Int4PipelinedPlan, TiledAutoPathSmallGroups) {
       EXPECT_EQ(tiled_auto_path(16, 10240, 8192, g, wg), GemmPath::kPipelined);  // 70b.qkv
       EXPECT_EQ(tiled_auto_path(64, 4096, 4096, g, wg), GemmPath::kPipelined);
     }
-    EXPECT_EQ(tiled_auto_path(12, 4096, 14336, 32, wg), GemmPath::kSkinny);     // 8b.down, G = 32
+    EXPECT_EQ(tiled_auto_path(12, 4096, 14336, 32, wg), GemmPath::kPipelined);  // 8b.down, G = 32 (round AB)
     EXPECT_EQ(tiled_auto_path(12, 6144, 4096, 32, wg), GemmPath::kPipelined);   // 8b.qkv, G = 32
     EXPECT_EQ(tiled_auto_path(24, 4096, 14336, 32, wg), GemmPath::kPipelined);
     EXPECT_EQ(tiled_auto_path(12, 4096, 14336, 64, wg), GemmPath::kSkinny);     // ... G = 64
@@ -153,6 +153,20 @@ TEST(Int4PipelinedPlan, ForcedSplitsWithinTheCap) {
   p = pipelined_plan(64, 64, 96, 64, kH200Sms, 2, kPipeMaxSplits, 8);  // 6 K steps: 2 ranks of 4 + 2
   EXPECT_EQ(p.splits, 2);
   EXPECT_EQ(p.split_steps, 4);
+}
+
+
+// fused_moe's align block on MMA-tiled experts (rows per expert on average -> block_m): the
+// decode tile's 8-row blocks up to 8, then the pipelined tile's 16 / 32 / 64 and, with
+// wgmma only, 128 past 128 rows (round BB of session 12).
+TEST(Int4PipelinedPlan, MoeBlockRows) {
+  const int avg[] = {0, 1, 8, 9, 16, 17, 24, 25, 32, 64, 128, 129, 512, 100000};
+  const int with_wg[] = {8, 8, 8, 16, 16, 32, 32, 64, 64, 64, 64, 128, 128, 128};
+  const int mma_only[] = {8, 8, 8, 16, 16, 32, 32, 64, 64, 64, 64, 64, 64, 64};
+  for (size_t i = 0; i < sizeof(avg) / sizeof(avg[0]); ++i) {
+    EXPECT_EQ(moe_pipelined_block_m(avg[i], true), with_wg[i]) << "avg " << avg[i];
+    EXPECT_EQ(moe_pipelined_block_m(avg[i], false), mma_only[i]) << "avg " << avg[i];
+  }
 }
 
 }  // namespace
