@@ -8,10 +8,22 @@
 #include "kernels/int4/pipelined_tile.cuh"
 
 namespace lowbit::int4::detail {
+namespace {
+constexpr int kMoeRasterRows = 8;
+}  // namespace
 
 // LOWBIT_INT4_MOE_PIPE=0 (read once; measurements): the decode tile's MoE modes at every block_m.
 bool moe_pipelined_enabled() {
   static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_PIPE");
+  return v;
+}
+// Row tiles per raster group (pipelined_tile.cuh); LOWBIT_INT4_MOE_PIPE_RASTER=1..4096 replaces
+// the default (read once; measurements; a value >= the row tiles is the dense order).
+int moe_raster_rows() {
+  static const int v = [] {
+    const int r = kern::env_int_once("LOWBIT_INT4_MOE_PIPE_RASTER", 1, 4096);
+    return r > 0 ? r : kMoeRasterRows;
+  }();
   return v;
 }
 
@@ -55,8 +67,9 @@ cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeight
   // align output is never read.
   const int64_t max_blocks = moe_max_padded(m, topk, s.experts, bm) / bm;
   p.row_tiles = static_cast<int>(max_blocks < p.P ? max_blocks : p.P);
-  const int groups = gate_up ? kern::ceil_div(p.half_groups, 2) : kern::ceil_div(s.n / kMmaTileCols, kern::kPipeWarps);
-  const int64_t tiles = static_cast<int64_t>(groups) * p.row_tiles;
+  p.col_tiles = gate_up ? kern::ceil_div(p.half_groups, 2) : kern::ceil_div(s.n / kMmaTileCols, kern::kPipeWarps);
+  p.raster_rows = moe_raster_rows();
+  const int64_t tiles = static_cast<int64_t>(p.col_tiles) * p.row_tiles;
   if (tiles > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
   const auto t = static_cast<unsigned>(tiles);
   const bool sym = p.zeros == nullptr;
