@@ -1,4 +1,4 @@
-// Launch plan of the pipelined W4A16 GEMM (gemm_pipelined.cu): host-only arithmetic, kept in
+// Launch plan of the pipelined W4A16 GEMM (pipelined_tile.cuh): host-only arithmetic, kept in
 // a header so that the CPU tests check it without a device.
 #pragma once
 

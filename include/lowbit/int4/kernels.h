@@ -53,7 +53,7 @@ enum class GemmPath : uint8_t {
   kSkinny,         // decode kernel of the layout: gemm_decode.cu (MMA-tiled) / gemm_skinny.cu (N-packed), M <= 512
   kTiled,          // WMMA tiled kernel (gemm_tc.cu)
   kDequantCublas,  // dequantize to a slab + cuBLAS (gemm_dequant.cu)
-  kPipelined,      // MMA-tiled layout only: multistage tensor-core kernel (gemm_pipelined.cu), any M
+  kPipelined,      // MMA-tiled layout only: multistage tensor-core kernel (pipelined_tile.cuh), any M
 };
 const char* gemm_path_name(GemmPath p);
 struct GemmArgs {
