@@ -6,7 +6,7 @@
 # batched-decode paths side by side (bench_gemm_medium), then the prefill paths/schedules side
 # by side (bench_prefill_paths).
 # QUICK=1: the benches' --quick subsets (M = 1,16,256,4096 dense; 1,16,128,2048 MoE).
-# Env: BIN (built binaries), OUT (results). Budget: under 4 minutes (step limits below).
+# Env: BIN (built binaries), OUT (results). Budget: under 5 minutes (step limits below).
 set -uo pipefail
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
 source "$(dirname "$0")/common.sh"
@@ -19,7 +19,10 @@ step gpu_int4_xshared 60 env LOWBIT_INT4_DECODE_XSHARED=2 "$BIN/lowbit_tests_gpu
 # The pipelined kernel with every tile on mma.sync (LOWBIT_INT4_PIPE_WGMMA=0; by default its 64-
 # and 128-row tiles run on wgmma): its forced cases.
 step gpu_int4_pipe_mma 60 env LOWBIT_INT4_PIPE_WGMMA=0 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
-  --gtest_filter='Forced/Int4Gemm*pipelined*:Forced/*M100_N8192*'
+  --gtest_filter='Forced/Int4Gemm*pipelined*:Forced/*M100_N8192*:*Moe*'
+# The MoE cases with the decode tile at every block size (LOWBIT_INT4_MOE_PIPE=0; by default
+# the pipelined tile takes align blocks of 16..128 rows).
+step gpu_int4_moe_decode 40 env LOWBIT_INT4_MOE_PIPE=0 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 --gtest_filter='*Moe*'
 step bench_gemm 55 "$BIN/lowbit" bench gemm ${quick[@]+"${quick[@]}"} --out "$OUT/gemm"
 step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/moe"
 # Batched decode / short prefill on the MMA-tiled layout: kAuto next to each path forced (the
@@ -44,12 +47,14 @@ step bench_prefill_paths 70 bash -c '"$0" bench gemm --m 512,2048,4096 --path cu
   LOWBIT_INT4_MOE_STREAMS=4 "$0" bench moe --m 512,2048,8192 --path grouped --reps 3 --out "$1/moe_grouped4"' \
   "$BIN/lowbit" "$OUT"
 # The decode tables (bf16, fp16) and switches off in the same round: the x-fragment prefetch
-# (LOWBIT_INT4_DECODE_XPREFETCH=0), MoE GEMM2's wide mode (LOWBIT_INT4_MOE_WIDE=0) and the
-# block-shared x tiles at M = 9..16 (LOWBIT_INT4_DECODE_XSHARED=0); ~30 s together.
-step bench_decode 60 bash -c '"$0" bench gemm --m 1,8,12,16 --layout auto --path skinny --out "$1/gemm_decode";
+# (LOWBIT_INT4_DECODE_XPREFETCH=0), MoE GEMM2's wide mode (LOWBIT_INT4_MOE_WIDE=0), the MoE
+# pipelined tile (LOWBIT_INT4_MOE_PIPE=0, every M of bench moe) and the block-shared x tiles at
+# M = 9..16 (LOWBIT_INT4_DECODE_XSHARED=0); ~50 s together.
+step bench_decode 80 bash -c '"$0" bench gemm --m 1,8,12,16 --layout auto --path skinny --out "$1/gemm_decode";
   "$0" bench gemm --m 1,8,12,16 --layout auto --path skinny --dtype fp16 --out "$1/gemm_decode_fp16";
   LOWBIT_INT4_DECODE_XPREFETCH=0 "$0" bench gemm --m 1,8,12,16 --layout auto --path skinny --out "$1/gemm_decode_xoff";
   LOWBIT_INT4_MOE_WIDE=0 "$0" bench moe --m 1,8,16,32,128 --out "$1/moe_wide_off";
+  LOWBIT_INT4_MOE_PIPE=0 "$0" bench moe --out "$1/moe_pipe_off";
   LOWBIT_INT4_DECODE_XSHARED=0 "$0" bench gemm --m 9,12,16 --layout auto --path skinny --out "$1/gemm_decode_unshared"' \
   "$BIN/lowbit" "$OUT"
 # SASS facts of the int4 kernels (tensor-core and LOP3 use, local-memory traffic).
@@ -65,7 +70,8 @@ if command -v cuobjdump > /dev/null; then
 fi
 echo "=== int4 summary ==="
 printf "$summary"
-grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" "$OUT/gpu_int4_xshared.log" "$OUT/gpu_int4_pipe_mma.log" | tail -9
-for f in gemm moe gemm_medium gemm_medium_mma gemm_layouts moe_npacked prefill_seq prefill_overlap moe_paths moe_grouped4 gemm_decode gemm_decode_fp16 gemm_decode_xoff moe_wide_off gemm_decode_unshared; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
+grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" "$OUT/gpu_int4_xshared.log" "$OUT/gpu_int4_pipe_mma.log" \
+  "$OUT/gpu_int4_moe_decode.log" | tail -12
+for f in gemm moe gemm_medium gemm_medium_mma gemm_layouts moe_npacked prefill_seq prefill_overlap moe_paths moe_grouped4 gemm_decode gemm_decode_fp16 gemm_decode_xoff moe_wide_off moe_pipe_off gemm_decode_unshared; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
 grep -h "total #wrong" "$OUT"/bench_*.log
 cat "$OUT/sass_summary.txt" 2>/dev/null
