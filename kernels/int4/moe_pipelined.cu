@@ -5,6 +5,7 @@
 // (moe_decode.cu) keep the small blocks (rows re-read per warp are cheap there).
 #include <cstdlib>
 
+#include "kernels/int4/pipelined_plan.h"
 #include "kernels/int4/pipelined_tile.cuh"
 
 namespace lowbit::int4::detail {
@@ -32,6 +33,7 @@ bool moe_pipelined_fits(bool gate_up, const KernelWeightsView& w, int m, int top
   if (gate_up && (w.shape.n / 2) % kMmaTileCols != 0) return false;  // gate and up groups pair up
   // The tile's x offsets are 32-bit: rows of x times K below 2^32.
   if (static_cast<int64_t>(gate_up ? m : static_cast<int64_t>(m) * topk) * w.shape.k >= (int64_t{1} << 32)) return false;
+  if (!kern::moe_pipelined_block(block_m, static_cast<int64_t>(w.shape.n) * w.shape.k)) return false;
   if (block_m == 128) return kern::pipe_wgmma_ok();
   return block_m == 16 || block_m == 32 || block_m == 64;
 }

@@ -108,12 +108,22 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, 
 // fused_moe's align block on MMA-tiled experts with the pipelined tile (avg: rows per expert
 // on average, M * topk / E), measured on H200 (docs/int4-kernels.md, session 12, round BB: block_m 16 / 32 /
 // 64 / 128 and the decode tile on the four MoE shapes at M = 64..8192): up to 8 the decode
-// tile (8-row blocks); 9..16: 16 (Mixtral at 16 rows the one loss, 8%); 17..24: 32; 25..128:
+// tile (8-row blocks); 9..16: 16 (on the decode tile for dense-sized experts, below); 17..24: 32; 25..128:
 // 64, its wgmma tiles beating 32-row mma.sync tiles despite the padding (Qwen3 M = 512, 32
 // rows: 276 vs 300 us; Mixtral M = 128: 623 vs 676); above 128: 128 with wgmma (Mixtral M =
 // 1024, 256 rows: 1896 vs 2056 us).
 inline int moe_pipelined_block_m(int avg, bool wgmma) {
   return avg <= 8 ? 8 : avg <= 16 ? 16 : avg <= 24 ? 32 : avg <= 128 || !wgmma ? 64 : 128;
+}
+// Whether an align block of block_m rows runs on the pipelined tile rather than the decode
+// tile's MoE modes, for experts of expert_elems weights (N x K of one expert of this GEMM):
+// from 16 rows, except 16-row blocks of dense-sized experts (>= 16 Mi weights), where the
+// decode tile wins as on dense weights at M <= 16 (round BB: Mixtral-8x7B M = 64, 16 rows per
+// expert: 500 vs 540 us; DeepSeek-V2-Lite M = 128 at 5.8 Mi: 162 vs 195 on the pipelined tile).
+constexpr int64_t kMoeDecodeTileExpert = int64_t{16} << 20;
+inline bool moe_pipelined_block(int block_m, int64_t expert_elems) {
+  if (block_m < 16) return false;
+  return block_m > 16 || expert_elems < kMoeDecodeTileExpert;
 }
 
 }  // namespace lowbit::int4::kern

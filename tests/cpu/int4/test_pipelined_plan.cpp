@@ -169,5 +169,20 @@ TEST(Int4PipelinedPlan, MoeBlockRows) {
   }
 }
 
+
+// Which align blocks the pipelined tile takes (moe_pipelined_fits adds the layout checks).
+TEST(Int4PipelinedPlan, MoePipelinedBlock) {
+  const int64_t mixtral_w13 = int64_t{28672} * 4096, mixtral_w2 = int64_t{4096} * 14336;
+  const int64_t deepseek_w13 = int64_t{2816} * 2048, qwen3_w13 = int64_t{1536} * 2048;
+  for (int64_t e : {mixtral_w13, mixtral_w2, deepseek_w13, qwen3_w13}) {
+    EXPECT_FALSE(moe_pipelined_block(8, e));
+    for (int bm : {32, 64, 128}) EXPECT_TRUE(moe_pipelined_block(bm, e));
+  }
+  EXPECT_FALSE(moe_pipelined_block(16, mixtral_w13));  // the decode tile at 16 rows (round BB)
+  EXPECT_FALSE(moe_pipelined_block(16, mixtral_w2));
+  EXPECT_TRUE(moe_pipelined_block(16, deepseek_w13));
+  EXPECT_TRUE(moe_pipelined_block(16, qwen3_w13));
+}
+
 }  // namespace
 }  // namespace lowbit::int4::kern
