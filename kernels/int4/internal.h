@@ -72,9 +72,10 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
 // MoE GEMMs on the pipelined tile (moe_pipelined.cu), same contract as launch_moe_decode
 // (no single-token path): align blocks of 16 / 32 / 64 rows, or 128 with wgmma.
 // moe_pipelined_fits(): whether it takes this weight and block_m (MMA-tiled, I % 64 == 0 for
-// gate/up, rows x K < 2^32, LOWBIT_INT4_MOE_PIPE not 0); the callers fall back to the decode tile.
+// gate/up, rows x K < 2^32, a 16 B aligned output, LOWBIT_INT4_MOE_PIPE not 0); the callers
+// fall back to the decode tile.
 bool moe_pipelined_enabled();
-bool moe_pipelined_fits(bool gate_up, const KernelWeightsView& w, int m, int topk, int block_m);
+bool moe_pipelined_fits(bool gate_up, const KernelWeightsView& w, int m, int topk, int block_m, const void* out);
 cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                                  const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m,
                                  int topk, int bm, void* out, cudaStream_t stream);

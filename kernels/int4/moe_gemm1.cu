@@ -71,7 +71,7 @@ Status moe_gemm1(const void* x, const KernelWeightsView& w13, const int32_t* sor
   LOWBIT_CHECK_ARG(x && sorted_ids && expert_ids && num_post_padded && inter, "int4::moe_gemm1: null pointer");
   LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::moe_gemm1", "x", x, w13, 16, m, topk, block_m));
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
-  if (detail::moe_pipelined_fits(true, w13, m, topk, block_m)) {
+  if (detail::moe_pipelined_fits(true, w13, m, topk, block_m, inter)) {
     LOWBIT_CUDA_RETURN(detail::launch_moe_pipelined(true, x, w13, sorted_ids, expert_ids, num_post_padded, nullptr, m,
                                                     topk, block_m, inter, st));
     return Status::Ok();

@@ -70,7 +70,7 @@ Status moe_gemm2(const void* inter, const KernelWeightsView& w2, const int32_t* 
                    "int4::moe_gemm2: null pointer");
   LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::moe_gemm2", "inter", inter, w2, 8, m, topk, block_m));
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
-  if (detail::moe_pipelined_fits(false, w2, m, topk, block_m)) {
+  if (detail::moe_pipelined_fits(false, w2, m, topk, block_m, slot_out)) {
     LOWBIT_CUDA_RETURN(detail::launch_moe_pipelined(false, inter, w2, sorted_ids, expert_ids, num_post_padded,
                                                     topk_weights, m, topk, block_m, slot_out, st));
     return Status::Ok();

@@ -28,8 +28,11 @@ int moe_raster_rows() {
   return v;
 }
 
-bool moe_pipelined_fits(bool gate_up, const KernelWeightsView& w, int m, int topk, int block_m) {
+bool moe_pipelined_fits(bool gate_up, const KernelWeightsView& w, int m, int topk, int block_m, const void* out) {
   if (w.kind != KernelLayoutKind::kMmaTiled || !moe_pipelined_enabled()) return false;
+  // The epilogues store 16 B per thread; the decode tile stores elements (the public
+  // moe_gemm1 / moe_gemm2 accept outputs aligned to their element only).
+  if (reinterpret_cast<uintptr_t>(out) % 16 != 0) return false;
   if (gate_up && (w.shape.n / 2) % kMmaTileCols != 0) return false;  // gate and up groups pair up
   // The tile's x offsets are 32-bit: rows of x times K below 2^32.
   if (static_cast<int64_t>(gate_up ? m : static_cast<int64_t>(m) * topk) * w.shape.k >= (int64_t{1} << 32)) return false;
@@ -41,7 +44,7 @@ bool moe_pipelined_fits(bool gate_up, const KernelWeightsView& w, int m, int top
 cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                                  const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m,
                                  int topk, int bm, void* out, cudaStream_t stream) {
-  if (!moe_pipelined_fits(gate_up, w, m, topk, bm)) return cudaErrorInvalidValue;
+  if (!moe_pipelined_fits(gate_up, w, m, topk, bm, out)) return cudaErrorInvalidValue;
   const WeightShape& s = w.shape;
   kern::PipeMoeParams p;
   p.qw = static_cast<const uint4*>(w.qweight);

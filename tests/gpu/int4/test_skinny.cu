@@ -154,6 +154,7 @@ struct MoeStageCase {
   bool sym;
   DType act;
   int bm;
+  bool misaligned = false;  // GEMM1's output 2 B and GEMM2's 4 B past 16 B alignment
 };
 
 class Int4SkinnyMoe : public ::testing::TestWithParam<MoeStageCase> {};
@@ -178,23 +179,35 @@ void run_moe_stages(const MoeStageCase& c, KernelLayoutKind kind) {
   std::vector<float> logits(static_cast<size_t>(c.m) * c.E);
   for (auto& v : logits) v = nd(rng);
   const int64_t maxp = moe_max_padded(c.m, c.topk, c.E, c.bm);
+  const size_t inter_bytes = static_cast<size_t>(P) * c.I * 2;
   DevBuf dx = upload(x), dl = upload(logits), ids(P * 4), tw(P * 4), sorted(maxp * 4), eids(maxp / c.bm * 4), npp(4),
-      inter(static_cast<size_t>(P) * c.I * 2), slots(static_cast<size_t>(P) * c.H * 4),
-      dy(static_cast<size_t>(c.m) * c.H * 2);
-  for (DevBuf* b : {&ids, &tw, &sorted, &eids, &npp, &inter, &slots, &dy}) ASSERT_EQ(cudaMemset(b->p, 0xFF, b->bytes), cudaSuccess);
+      inter(inter_bytes + 16), slots(static_cast<size_t>(P) * c.H * 4 + 16), dy(static_cast<size_t>(c.m) * c.H * 2),
+      inter2(inter_bytes);
+  for (DevBuf* b : {&ids, &tw, &sorted, &eids, &npp, &inter, &slots, &dy, &inter2})
+    ASSERT_EQ(cudaMemset(b->p, 0xFF, b->bytes), cudaSuccess);
+  // Misaligned outputs: the stages must still run (the pipelined tile's 16 B stores give way
+  // to the decode tile); GEMM2 reads an aligned copy of the intermediate (activations must be
+  // 16 B aligned).
+  void* inter_out = inter.as<char>() + (c.misaligned ? 2 : 0);
+  float* slots_out = reinterpret_cast<float*>(slots.as<char>() + (c.misaligned ? 4 : 0));
   ASSERT_TRUE(moe_topk(dl.as<float>(), c.m, c.E, c.topk, true, ids.as<int32_t>(), tw.as<float>(), nullptr).ok());
   ASSERT_TRUE(moe_align(ids.as<int32_t>(), c.m, c.topk, c.E, c.bm, sorted.as<int32_t>(), eids.as<int32_t>(),
                         npp.as<int32_t>(), nullptr)
                   .ok());
   Status st = moe_gemm1(dx.p, d13.view, sorted.as<int32_t>(), eids.as<int32_t>(), npp.as<int32_t>(), c.m, c.topk, c.bm,
-                        inter.p, nullptr);
+                        inter_out, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
-  st = moe_gemm2(inter.p, d2.view, sorted.as<int32_t>(), eids.as<int32_t>(), npp.as<int32_t>(), tw.as<float>(), c.m,
-                 c.topk, c.bm, slots.as<float>(), nullptr);
+  void* inter_in = inter_out;
+  if (c.misaligned) {
+    ASSERT_EQ(cudaMemcpy(inter2.p, inter_out, inter_bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+    inter_in = inter2.p;
+  }
+  st = moe_gemm2(inter_in, d2.view, sorted.as<int32_t>(), eids.as<int32_t>(), npp.as<int32_t>(), tw.as<float>(), c.m,
+                 c.topk, c.bm, slots_out, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
-  ASSERT_TRUE(moe_sum(slots.as<float>(), c.m, c.topk, c.H, c.act, dy.p, nullptr).ok());
+  ASSERT_TRUE(moe_sum(slots_out, c.m, c.topk, c.H, c.act, dy.p, nullptr).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  auto gi = download<uint16_t>(inter.p, static_cast<size_t>(P) * c.I);
+  auto gi = download<uint16_t>(inter_in, static_cast<size_t>(P) * c.I);
   auto gy = download<uint16_t>(dy.p, static_cast<size_t>(c.m) * c.H);
 
   std::vector<int32_t> rid;
@@ -259,7 +272,9 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeStageCase{16, 16, 512, 384, 8, 64, true, DType::kBF16, 8},    // many experts busy
                       MoeStageCase{7, 8, 256, 128, 2, 128, false, DType::kF16, 16},    // 16-row tiles
                       MoeStageCase{40, 8, 256, 128, 2, 128, false, DType::kBF16, 32},  // 32-row tiles
-                      MoeStageCase{12, 4, 256, 96, 2, kPerChannel, true, DType::kF16, 128}));  // 4 row passes
+                      MoeStageCase{12, 4, 256, 96, 2, kPerChannel, true, DType::kF16, 128},   // 4 row passes
+                      MoeStageCase{40, 8, 256, 128, 2, 64, true, DType::kBF16, 32, true},       // misaligned outputs
+                      MoeStageCase{64, 8, 256, 192, 4, 64, false, DType::kF16, 64}));           // pipelined, I / 64 odd
 
 }  // namespace
 }  // namespace lowbit::int4
