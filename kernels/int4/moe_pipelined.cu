@@ -2,7 +2,8 @@
 // stacks, for align blocks of 16..128 rows (prefill and large decode batches, where tokens
 // share experts): GEMM1 inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)), GEMM2
 // slot_out[id] = topk_weight[id] * (inter[id] W2^T) in fp32. The decode tile's MoE modes
-// (moe_decode.cu) keep the small blocks (rows re-read per warp are cheap there).
+// (moe_decode.cu) keep 8-row blocks and the 16-row blocks of dense-sized experts
+// (moe_pipelined_block in pipelined_plan.h: rows re-read per warp are cheap there).
 #include <cstdlib>
 
 #include "kernels/int4/pipelined_plan.h"

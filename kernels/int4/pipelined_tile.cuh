@@ -38,15 +38,16 @@
 // block's 4 groups are gate groups 2c, 2c + 1 and up groups I/64 + 2c, I/64 + 2c + 1 (w13 is
 // [E, 2I, H]), so gate and up of a column meet in the block's epilogue: inter[id, n] =
 // act(silu(gate) * up), the expression of the decode tile's MoE mode; x rows id / topk.
-// Down: slot_out[id, n] = topk_weight[id] * sum in fp32 (x = inter rows id). No split-K.
+// Down: slot_out[id, n] = topk_weight[id] * sum in fp32 (x = inter rows id). No split-K; the
+// blocks run in raster groups of row tiles (see the kernel).
 #pragma once
 
 #include <cooperative_groups.h>
 
 #include <algorithm>
 #include <atomic>
-#include <type_traits>
 #include <cstdlib>
+#include <type_traits>
 
 #include "kernels/int4/cluster_launch.cuh"
 #include "kernels/int4/common.cuh"
