@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "lowbit/detail/hd.h"
 #include "lowbit/int4/kernels.h"
 
 namespace lowbit::int4::kern {
@@ -115,6 +116,21 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, 
 inline int moe_pipelined_block_m(int avg, bool wgmma) {
   return avg <= 8 ? 8 : avg <= 16 ? 16 : avg <= 24 ? 32 : avg <= 128 || !wgmma ? 64 : 128;
 }
+// MoE block order of the pipelined tile: block bid of row_tiles x col_tiles runs row tile rt
+// and column tile ct in raster groups of raster_rows row tiles (all column tiles of a group
+// before the next group, row tiles fastest within it; the last group may be shorter). A
+// bijection onto the tiles for raster_rows >= 1 (CPU-tested).
+struct PipeTile {
+  int rt, ct;
+};
+LOWBIT_HD PipeTile moe_raster_tile(int bid, int row_tiles, int col_tiles, int raster_rows) {
+  const int per_group = raster_rows * col_tiles;
+  const int grp = bid / per_group, rem = bid % per_group;
+  const int left = row_tiles - grp * raster_rows;
+  const int rows_here = raster_rows < left ? raster_rows : left;
+  return {grp * raster_rows + rem % rows_here, rem / rows_here};
+}
+
 // Whether an align block of block_m rows runs on the pipelined tile rather than the decode
 // tile's MoE modes, for experts of expert_elems weights (N x K of one expert of this GEMM):
 // from 16 rows, except 16-row blocks of dense-sized experts (>= 16 Mi weights), where the

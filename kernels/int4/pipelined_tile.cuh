@@ -391,11 +391,9 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) ge
     // covered about one column tile of all rows, so at prefill sizes the gathered activations
     // (Mixtral M = 8192: 67 MB of x for GEMM1, 470 MB of inter for GEMM2) were re-read from HBM
     // once per column tile; a group's rows stay in L2 while its column tiles pass.
-    const int bid = static_cast<int>(blockIdx.x), per_group = p.raster_rows * p.col_tiles;
-    const int grp = bid / per_group, rem = bid % per_group;
-    const int rows_here = min(p.raster_rows, p.row_tiles - grp * p.raster_rows);
-    rt = grp * p.raster_rows + rem % rows_here;
-    ct = rem / rows_here;
+    const PipeTile tile = moe_raster_tile(static_cast<int>(blockIdx.x), p.row_tiles, p.col_tiles, p.raster_rows);
+    rt = tile.rt;
+    ct = tile.ct;
   }
   // MoE: wait for the routing (ids, experts, num_post_padded), leave if this align block
   // holds no rows, take its ids (-1: padding) and its expert's weights.

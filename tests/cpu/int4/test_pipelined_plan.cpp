@@ -2,6 +2,8 @@
 // that fit one wave and cover K in whole stages with no empty rank, and the cluster cap.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "kernels/int4/pipelined_plan.h"
 
 namespace lowbit::int4::kern {
@@ -182,6 +184,30 @@ TEST(Int4PipelinedPlan, MoePipelinedBlock) {
   EXPECT_FALSE(moe_pipelined_block(16, mixtral_w2));
   EXPECT_TRUE(moe_pipelined_block(16, deepseek_w13));
   EXPECT_TRUE(moe_pipelined_block(16, qwen3_w13));
+}
+
+
+// The MoE block order visits every (row tile, column tile) exactly once, in raster groups.
+TEST(Int4PipelinedPlan, MoeRasterTileIsABijection) {
+  for (int rows : {1, 2, 7, 8, 9, 64, 131})
+    for (int cols : {1, 3, 6, 16})
+      for (int raster : {1, 3, 8, 16, 4096}) {
+        std::vector<int> seen(static_cast<size_t>(rows) * cols, 0);
+        for (int bid = 0; bid < rows * cols; ++bid) {
+          const PipeTile t = moe_raster_tile(bid, rows, cols, raster);
+          ASSERT_TRUE(t.rt >= 0 && t.rt < rows && t.ct >= 0 && t.ct < cols)
+              << "bid " << bid << " rows " << rows << " cols " << cols << " raster " << raster;
+          ++seen[static_cast<size_t>(t.rt) * cols + t.ct];
+          // Within a group, row tiles fastest; a group's column tiles all before the next group.
+          const int group = bid / (raster * cols);
+          EXPECT_EQ(t.rt / raster, group);
+        }
+        for (int v : seen) ASSERT_EQ(v, 1) << "rows " << rows << " cols " << cols << " raster " << raster;
+      }
+  // Raster groups at least the row tiles: the dense order (row tiles fastest, then columns).
+  const PipeTile t = moe_raster_tile(13, 5, 4, 4096);
+  EXPECT_EQ(t.rt, 3);
+  EXPECT_EQ(t.ct, 2);
 }
 
 }  // namespace
