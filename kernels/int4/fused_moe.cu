@@ -83,9 +83,8 @@ MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
   return w;
 }
 
-int avg_rows(int m, int topk, int experts) {
-  return static_cast<int>(static_cast<int64_t>(m) * topk / (experts > 0 ? experts : 1));
-}
+// Rows per expert on average (M * topk / E).
+int64_t avg_rows(int m, int topk, int experts) { return static_cast<int64_t>(m) * topk / (experts > 0 ? experts : 1); }
 // The workspace holds the align output of the larger of both choices, whatever the layout.
 int workspace_block_m(int m, int topk, int experts) {
   const int d = moe_default_block_m(m, topk, experts), t = kern::moe_pipelined_block_m(avg_rows(m, topk, experts), true);
@@ -99,9 +98,8 @@ int tiled_block_m(int m, int topk, int experts) {
 }  // namespace
 
 int moe_default_block_m(int m, int topk, int experts) {
-  // Rows per expert on average; small runs want small blocks (less padding: decode),
-  // long runs fewer, larger blocks.
-  const int64_t avg = static_cast<int64_t>(m) * topk / (experts > 0 ? experts : 1);
+  // Small runs per expert want small blocks (less padding: decode), long runs fewer, larger blocks.
+  const int64_t avg = avg_rows(m, topk, experts);
   return avg <= 8 ? 8 : avg <= 16 ? 16 : avg <= 32 ? 32 : 64;
 }
 

@@ -43,8 +43,8 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
   kern::DecodeParams p;
   p.x = x;
   p.y = y;
-  p.qw = static_cast<const uint4*>(w.qweight) + static_cast<size_t>(expert) * s.k * (s.n / 8) / 4;
-  const size_t so = static_cast<size_t>(expert) * s.num_groups() * s.n;
+  p.qw = static_cast<const uint4*>(w.qweight) + static_cast<size_t>(expert) * tiled_expert_uint4s(s);
+  const size_t so = static_cast<size_t>(expert) * expert_scale_entries(s);
   p.scales = w.scales + so;
   p.zeros = w.zeros ? w.zeros + so : nullptr;
   p.M = m;

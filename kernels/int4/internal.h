@@ -33,6 +33,11 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
 // Rows per part of an align block in the MoE decode modes: 16 for blocks of >= 16 rows
 // (prefill-sized M: each part re-reads the expert's weights, so fewer, taller parts unpack
 // them fewer times), else 8.
+// One expert's share of a stack in the MMA-tiled layout: its words in 16 B units (K x N / 8
+// 32-bit words; K % 32 == 0, so a whole number) and its scale (or zero) entries.
+inline size_t tiled_expert_uint4s(const WeightShape& s) { return static_cast<size_t>(s.k) * (s.n / 8) / 4; }
+inline size_t expert_scale_entries(const WeightShape& s) { return static_cast<size_t>(s.num_groups()) * s.n; }
+
 inline int moe_decode_part_rows(int block_m) { return block_m >= 16 ? 16 : 8; }
 // grid.y of the MoE decode modes: the align blocks that can hold rows (at most one per
 // (token, slot) pair; the rest of the max_padded / block_m blocks exit at once), times their
@@ -70,7 +75,8 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
                               int bm, void* out, cudaStream_t stream, const MoeSingleToken* single = nullptr);
 // MoE GEMMs on the pipelined tile (moe_pipelined.cu), same contract as launch_moe_decode
-// (no single-token path): align blocks of 16 / 32 / 64 rows, or 128 with wgmma.
+// (no single-token path): align blocks of 16 / 32 / 64 rows, or 128 with wgmma; launched only
+// where moe_pipelined_fits() holds (the callers check it).
 // moe_pipelined_fits(): whether it takes this weight and block_m (MMA-tiled, I % 64 == 0 for
 // gate/up, rows x K < 2^32, a 16 B aligned output, LOWBIT_INT4_MOE_PIPE not 0); the callers
 // fall back to the decode tile.

@@ -50,8 +50,8 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   p.BM = bm;
   const int nt = moe_decode_part_rows(bm) / 8;
   p.parts = kern::ceil_div(bm, 8 * nt);
-  p.qw_estride = static_cast<size_t>(s.k) * (s.n / 8) / 4;
-  p.sc_estride = static_cast<size_t>(s.num_groups()) * s.n;
+  p.qw_estride = tiled_expert_uint4s(s);
+  p.sc_estride = expert_scale_entries(s);
   p.half_groups = s.n / 2 / kMmaTileCols;
   if (single != nullptr) {
     // The single-token path's grid: one align block per pick (grid.y = topk below).

@@ -42,10 +42,21 @@ bool moe_pipelined_fits(bool gate_up, const KernelWeightsView& w, int m, int top
   return block_m == 16 || block_m == 32 || block_m == 64;
 }
 
+namespace {
+template <int MODE>
+cudaError_t launch_mode(DType act, bool sym, const kern::PipeMoeParams& p, int bm, unsigned tiles, cudaStream_t stream) {
+  if (act == DType::kBF16)
+    return sym ? kern::launch_moe_rows<__nv_bfloat16, true, MODE>(p, bm, tiles, stream)
+               : kern::launch_moe_rows<__nv_bfloat16, false, MODE>(p, bm, tiles, stream);
+  return sym ? kern::launch_moe_rows<__half, true, MODE>(p, bm, tiles, stream)
+             : kern::launch_moe_rows<__half, false, MODE>(p, bm, tiles, stream);
+}
+}  // namespace
+
+// The callers (moe_gemm1 / moe_gemm2) took this path through moe_pipelined_fits().
 cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                                  const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m,
                                  int topk, int bm, void* out, cudaStream_t stream) {
-  if (!moe_pipelined_fits(gate_up, w, m, topk, bm, out)) return cudaErrorInvalidValue;
   const WeightShape& s = w.shape;
   kern::PipeMoeParams p;
   p.qw = static_cast<const uint4*>(w.qweight);
@@ -67,8 +78,8 @@ cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeight
   p.topk_weights = topk_weights;
   p.topk = topk;
   p.half_groups = s.n / 2 / kMmaTileCols;
-  p.qw_estride = static_cast<size_t>(s.k) * (s.n / 8) / 4;
-  p.sc_estride = static_cast<size_t>(s.num_groups()) * s.n;
+  p.qw_estride = tiled_expert_uint4s(s);
+  p.sc_estride = expert_scale_entries(s);
   // Align blocks that can hold rows (at most one per (token, slot) pair); the rest of the
   // align output is never read.
   const int64_t max_blocks = moe_max_padded(m, topk, s.experts, bm) / bm;
@@ -79,20 +90,8 @@ cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeight
   if (tiles > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
   const auto t = static_cast<unsigned>(tiles);
   const bool sym = p.zeros == nullptr;
-  using kern::kPipeMoeDown;
-  using kern::kPipeMoeGateUp;
-  if (s.act == DType::kBF16) {
-    if (gate_up)
-      return sym ? kern::launch_moe_rows<__nv_bfloat16, true, kPipeMoeGateUp>(p, bm, t, stream)
-                 : kern::launch_moe_rows<__nv_bfloat16, false, kPipeMoeGateUp>(p, bm, t, stream);
-    return sym ? kern::launch_moe_rows<__nv_bfloat16, true, kPipeMoeDown>(p, bm, t, stream)
-               : kern::launch_moe_rows<__nv_bfloat16, false, kPipeMoeDown>(p, bm, t, stream);
-  }
-  if (gate_up)
-    return sym ? kern::launch_moe_rows<__half, true, kPipeMoeGateUp>(p, bm, t, stream)
-               : kern::launch_moe_rows<__half, false, kPipeMoeGateUp>(p, bm, t, stream);
-  return sym ? kern::launch_moe_rows<__half, true, kPipeMoeDown>(p, bm, t, stream)
-             : kern::launch_moe_rows<__half, false, kPipeMoeDown>(p, bm, t, stream);
+  return gate_up ? launch_mode<kern::kPipeMoeGateUp>(s.act, sym, p, bm, t, stream)
+                 : launch_mode<kern::kPipeMoeDown>(s.act, sym, p, bm, t, stream);
 }
 
 }  // namespace lowbit::int4::detail

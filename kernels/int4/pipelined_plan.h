@@ -113,7 +113,7 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, 
 // 64, its wgmma tiles beating 32-row mma.sync tiles despite the padding (Qwen3 M = 512, 32
 // rows: 276 vs 300 us; Mixtral M = 128: 623 vs 676); above 128: 128 with wgmma (Mixtral M =
 // 1024, 256 rows: 1896 vs 2056 us).
-inline int moe_pipelined_block_m(int avg, bool wgmma) {
+inline int moe_pipelined_block_m(int64_t avg, bool wgmma) {
   return avg <= 8 ? 8 : avg <= 16 ? 16 : avg <= 24 ? 32 : avg <= 128 || !wgmma ? 64 : 128;
 }
 // MoE block order of the pipelined tile: block bid of row_tiles x col_tiles runs row tile rt

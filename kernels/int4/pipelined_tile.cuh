@@ -744,7 +744,7 @@ cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
 // MoE modes: tiles = column tiles x align blocks, no split-K (every block one cluster of 1).
 template <typename T, int BM, bool kSym, bool kWg, int MODE>
 cudaError_t launch_moe_typed(const PipeMoeParams& prm, unsigned tiles, cudaStream_t stream) {
-  int nb = 0;
+  int nb = 0;  // only the shared-memory opt-in is needed here (no split-K plan to size)
   if (const cudaError_t e = pipe_blocks_per_sm<T, BM, kSym, kWg, MODE>(&nb); e != cudaSuccess) return e;
   return launch_split_clusters(gemm_pipelined_kernel<T, BM, kSym, kWg, MODE>, prm, 1, tiles, 1, 1, pipe_threads(kWg),
                                PipeSmem<BM, kWg>::kTotal, stream, pdl_enabled());
