@@ -15,7 +15,7 @@
 #include "kernels/int4/common.cuh"
 #include "kernels/int4/decode_plan.h"
 #include "kernels/int4/internal.h"
-#include "kernels/int4/moe_inline_route.cuh"
+#include "kernels/int4/moe_routing.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -50,9 +50,9 @@ struct DecodeParams {
   size_t qw_estride = 0;            // uint4 per expert
   size_t sc_estride = 0;            // scale elements per expert
   int half_groups = 0;              // gate/up: I / 64
-  // The MoE inline-routing path (internal.h): both modes route the batch when route.logits
-  // is set; down adds the slots into route.y when that is set.
-  detail::MoeInlineRoute route;
+  // MoE stages fused into the GEMMs (internal.h): both modes route the token when
+  // fuse.logits is set (M = 1); down adds the slots into fuse.y when that is set.
+  detail::MoeFusedStages fuse;
   // MoE down with a short K (set by moe_decode.cu; 4-warp blocks, no split): warp w streams
   // column group blockIdx.z * NW + w over the whole K and stores its own outputs, instead of
   // the block's warps splitting one group's K (1-2 batches each) and reducing through shared
@@ -264,36 +264,29 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // read row 0 (their outputs are never stored).
   const uint32_t* xr[NT];
   __shared__ int s_id[8 * NT];  // MoE: the part's sorted ids (-1: padding)
-  __shared__ float s_wrow[8 * NT];  // inline routing, down: the routing weight of each row
+  __shared__ float s_wt[32];    // single-token routing, down: the routing weights
   if constexpr (kMoe) {
-    const bool inline_route = p.route.logits != nullptr;
+    const bool route_here = p.fuse.logits != nullptr;
     const int b = mtile / p.parts, r0 = (mtile % p.parts) * 8 * NT;
     const int P = p.M * p.topk;
     int npp, e, ids[NT];
-    if (inline_route) {
-      // Inline routing (internal.h): M <= 16, BM = 8 (parts = 1, NT = 1). The block routes the
-      // batch itself (moe_inline_route.cuh) in the dynamic shared memory, whose stages are
-      // not in use yet. Gate/up waits for the kernel before it (which writes the logits)
-      // first. Down does not wait here: it is GEMM1's programmatic dependent, and GEMM1's
-      // blocks let it launch only after their own wait, so the logits are complete; its
-      // routing and first weight batches then run during GEMM1's tail, and it waits for
-      // GEMM1 (inter) before loading activations.
+    if (route_here) {
+      // Single-token routing (internal.h): M = 1, BM = 8, parts = 1, grid.y = topk. Warp 0
+      // picks the token's experts and weights; block b takes pick b (pair id b). Gate/up waits
+      // for the kernel before it (which writes the logits) first. Down does not wait here: it
+      // is GEMM1's programmatic dependent, and GEMM1's blocks let it launch only after their
+      // own wait, so the logits are complete; its routing and first weight batches then run
+      // during GEMM1's tail, and it waits for GEMM1 (inter) before loading activations.
       if constexpr (kGateUp) asm volatile("griddepcontrol.wait;\n" ::: "memory");
-      extern __shared__ __align__(128) unsigned char route_scratch[];
-      __shared__ int s_rows[8 * NT];
-      const InlineRoute rt = inline_route_block(p.route.logits, p.M, p.route.experts, p.topk, p.route.renormalize,
-                                                p.BM, b, reinterpret_cast<float*>(route_scratch), s_rows,
-                                                kGateUp ? nullptr : s_wrow);
-      if (kGateUp && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)  // GEMM2 counts from zero
-        for (int i = threadIdx.x; i < p.route.num_counters * p.M; i += blockDim.x) p.route.counters[i] = 0;
-      __syncthreads();  // s_rows, s_wrow; the scratch is free again after this
-      npp = rt.npp;
-      e = rt.expert;
+      __shared__ int s_pick[32];
+      if (warp == 0)
+        topk_token_t<8>(p.fuse.logits, 0, p.fuse.experts, p.topk, p.fuse.renormalize, nullptr,
+                        kGateUp ? nullptr : s_wt, s_pick, lane);
+      __syncthreads();
+      npp = P * p.BM;
+      e = s_pick[b];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int r = r0 + 8 * nt + g;
-        ids[nt] = r < p.BM ? s_rows[r] : P;
-      }
+      for (int nt = 0; nt < NT; ++nt) ids[nt] = r0 + 8 * nt + g == 0 ? b : P;
     } else {
       // The align kernel before us wrote the ids: wait for it before reading them. The whole
       // cluster shares blockIdx.y, so it takes the same exit decisions. The three reads are
@@ -309,6 +302,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         ids[nt] = r < p.BM ? __ldg(p.sorted_ids + static_cast<size_t>(b) * p.BM + r) : P;
       }
     }
+    // GEMM2 adds the slots itself (fuse.counters): GEMM1's first block zeroes the counters,
+    // after its wait (the previous layer's GEMM2, which counted on them, has completed).
+    if (kGateUp && p.fuse.counters != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+      for (int i = threadIdx.x; i < p.fuse.num_counters * p.M; i += blockDim.x) p.fuse.counters[i] = 0;
     if (b * p.BM >= npp || e < 0) return;
     bool any = false;
 #pragma unroll
@@ -585,7 +582,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         }
       }
     };
-    // DecodeParams::pdl_trigger (the MoE modes always trigger here: the inline-routing path's
+    // DecodeParams::pdl_trigger (the MoE modes always trigger here: the single-token routing's
     // GEMM2 relies on GEMM1 triggering right after its own wait).
     const int trig = kMoe ? 0 : p.pdl_trigger;
     if (trig == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -661,16 +658,16 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     __syncthreads();  // the reduction below reuses the stages of all warps
   }
 
-  // Down: the routing weight of slot row mloc / pair id (inline routing: s_wrow by row).
-  auto slot_weight = [&](int mloc, int id) { return p.route.logits != nullptr ? s_wrow[mloc] : p.topk_weights[id]; };
-  // Inline routing, down (the block stored its slot rows for columns [n0, n0 + ncols); cluster
-  // rank 0 only): each row's token counts one more of its topk slots stored for these columns
-  // (counter [blockIdx.z][token]); the block that completes a token's count adds its topk slot
-  // rows in slot order into y, the expression of moe_sum, so y does not depend on which block
-  // is last.
-  auto inline_route_sum = [&](int n0, int ncols) {
+  // Down: the routing weight of slot row id (single-token routing computed it in s_wt).
+  auto slot_weight = [&](int id) { return p.fuse.logits != nullptr ? s_wt[id] : p.topk_weights[id]; };
+  // The slot sum in GEMM2 (fuse.y; the block stored its slot rows for columns [n0, n0 +
+  // ncols), cluster rank 0 only): each row's token counts one more of its topk slots stored
+  // for these columns (counter [blockIdx.z][token]); the block that completes a token's count
+  // adds its topk slot rows in slot order into y, the expression of moe_sum, so y does not
+  // depend on which block is last.
+  auto fused_sum = [&](int n0, int ncols) {
     if constexpr (MODE == kDecMoeDown) {
-      if (p.route.y == nullptr) return;
+      if (p.fuse.y == nullptr) return;
       __shared__ int s_tok[8 * NT];  // the token this block completes through row r, else -1
       __threadfence();  // this thread's slot stores before the block's arrivals
       __syncthreads();
@@ -679,7 +676,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         int tok = -1;
         if (id >= 0) {
           tok = id / p.topk;
-          if (atomicAdd(p.route.counters + static_cast<size_t>(cblk) * p.M + tok, 1) != p.topk - 1) tok = -1;
+          if (atomicAdd(p.fuse.counters + static_cast<size_t>(cblk) * p.M + tok, 1) != p.topk - 1) tok = -1;
         }
         s_tok[threadIdx.x] = tok;
       }
@@ -695,7 +692,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         if (tok < 0) continue;
         float s = 0.f;
         for (int t = 0; t < p.topk; ++t) s += __ldcg(slot + (static_cast<size_t>(tok) * p.topk + t) * p.N + n);
-        static_cast<T*>(p.route.y)[static_cast<size_t>(tok) * p.N + n] = Act<T>::from_float(s);
+        static_cast<T*>(p.fuse.y)[static_cast<size_t>(tok) * p.N + n] = Act<T>::from_float(s);
       }
     }
   };
@@ -706,11 +703,11 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
           const int mloc = frag_row(nt, t, q), id = s_id[mloc];
           if (id < 0) return;
           const int n = cgrp * kMmaTileCols + frag_col(j, g, q);
-          static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(mloc, id) * tot[j][nt][q];
+          static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(id) * tot[j][nt][q];
         });
       }
       const int n0 = cblk * NW * kMmaTileCols;
-      inline_route_sum(n0, min(NW * kMmaTileCols, p.N - n0));
+      fused_sum(n0, min(NW * kMmaTileCols, p.N - n0));
       return;
     }
   }
@@ -817,11 +814,11 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
           const int I = p.half_groups * kMmaTileCols;
           static_cast<T*>(p.y)[static_cast<size_t>(id) * I + n] = Act<T>::from_float(v / (1.f + expf(-v)) * u);
         } else {
-          static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(mloc, id) * v;
+          static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(id) * v;
         }
       }
     }
-    inline_route_sum(cblk * kMmaTileCols, kMmaTileCols);
+    fused_sum(cblk * kMmaTileCols, kMmaTileCols);
     if (p.splits > 1) cluster.sync();
   }
 }

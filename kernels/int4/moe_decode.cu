@@ -23,22 +23,26 @@ int env_moe_wide() {
   return v;
 }
 
-// The inline-routing path's largest batch. Measured (see docs/int4-kernels.md, "Session 13"):
-// every block routes the whole batch, one token per warp at a time, which outgrows the
-// launches it saves as the batch grows.
-constexpr int kInlineRouteDefaultMaxM = 8;
-int moe_inline_route_max_m() {
+bool moe_single_token_enabled() {
+  static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_SINGLE");
+  return v;
+}
+
+// The fused slot sum's largest batch (internal.h). Measured: see docs/int4-kernels.md,
+// "Session 13".
+constexpr int kFusedSumDefaultMaxM = 16;
+int moe_fused_sum_max_m() {
   static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_MOE_INLINE");
-    const int n = e ? std::atoi(e) : kInlineRouteDefaultMaxM;
-    return n < 0 ? 0 : n > kern::kInlineRouteMaxTokens ? kern::kInlineRouteMaxTokens : n;
+    const char* e = std::getenv("LOWBIT_INT4_MOE_FUSED_SUM");
+    const int n = e ? std::atoi(e) : kFusedSumDefaultMaxM;
+    return n < 0 ? 0 : n;
   }();
   return v;
 }
 
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
-                              int bm, void* out, cudaStream_t stream, const MoeInlineRoute* route) {
+                              int bm, void* out, cudaStream_t stream, const MoeFusedStages* fuse) {
   const WeightShape& s = w.shape;
   kern::DecodeParams p;
   p.x = x;
@@ -61,14 +65,13 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   p.qw_estride = tiled_expert_uint4s(s);
   p.sc_estride = expert_scale_entries(s);
   p.half_groups = s.n / 2 / kMmaTileCols;
-  if (route != nullptr) {
-    // Inline routing: 8-row align blocks of one part (NT = 1) and the routing scratch in the
-    // stages' shared memory (4-warp blocks of 8-row tiles have 48 KB of them).
-    if (m > kern::kInlineRouteMaxTokens || bm != 8 || route->experts > kern::kInlineRouteMaxExperts || topk > 32 ||
-        kern::inline_route_scratch_bytes(m, route->experts, topk) > 32 * 1024)
+  if (fuse != nullptr) {
+    // One 8-row part per align block; single-token routing: one align block per pick (grid.y
+    // = topk below), the picks in a 32-entry array.
+    if (bm != 8 || (fuse->logits != nullptr && (m != 1 || fuse->experts > 256 || topk > 32)))
       return cudaErrorInvalidValue;
-    p.route = *route;
-    if (gate_up) p.route.y = nullptr;  // the sum is GEMM2's
+    p.fuse = *fuse;
+    if (gate_up) p.fuse.y = nullptr;  // the sum is GEMM2's
   }
   const int64_t grid_y = moe_decode_grid_rows(m, topk, s.experts, bm);
   if (grid_y > 65535) return cudaErrorInvalidConfiguration;  // validate_moe_gemm refuses it first

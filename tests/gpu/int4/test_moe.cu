@@ -212,23 +212,23 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{96, 6, 192, 64, 3, 64, true, DType::kF16, 32, MoePath::kFused, kTiled},
                       MoeCase{520, 8, 256, 128, 2, 128, false, DType::kBF16, 0, MoePath::kFused}));
 
-// The inline-routing path (fused_moe at small M on MMA-tiled experts: routing inside both
-// GEMMs, the slot sum inside GEMM2) against the four launches of the same stages (moe_route,
-// moe_gemm1, moe_gemm2, moe_sum) on the same weights: bit-identical outputs, both through
-// fused_moe (which takes the inline path up to moe_inline_route_max_m()) and through the two
-// inline launches directly at every M up to kInlineRouteMaxTokens (whatever the default). Each
-// case runs the layer twice with different logits on one workspace (the sum counters must
-// start from zero again, and are poisoned before the direct launches) and replays fused_moe
-// from a CUDA graph; outputs and workspace are poisoned first.
-struct InlineCase {
+// The MoE stages fused into the GEMMs (fused_moe at small M on MMA-tiled experts: the slot sum
+// inside GEMM2; at M = 1 the routing inside both GEMMs too) against the four launches of the
+// same stages (moe_route, moe_gemm1, moe_gemm2, moe_sum) on the same weights: bit-identical
+// outputs, both through fused_moe and through the fused launches directly (routing kernel,
+// then GEMM1 and GEMM2 with the fused sum, at every M whatever moe_fused_sum_max_m() says).
+// Each case runs the layer twice with different logits on one workspace (the sum counters
+// must start from zero again, and are poisoned before the direct launches) and replays
+// fused_moe from a CUDA graph; outputs and workspace are poisoned first.
+struct FusedCase {
   int m, E, H, I, topk, g;
   bool sym, renorm, ties;
   DType act;
 };
-class Int4MoeInlineRoute : public ::testing::TestWithParam<InlineCase> {};
+class Int4MoeFusedStages : public ::testing::TestWithParam<FusedCase> {};
 
-TEST_P(Int4MoeInlineRoute, BitIdenticalToFourLaunches) {
-  const InlineCase c = GetParam();
+TEST_P(Int4MoeFusedStages, BitIdenticalToFourLaunches) {
+  const FusedCase c = GetParam();
   const int P = c.m * c.topk;
   WeightShape s13{c.E, 2 * c.I, c.H, c.g, c.sym, c.act}, s2{c.E, c.H, c.I, c.g, c.sym, c.act};
   KPackedWeights k13 = random_kpacked(s13, 31u + c.E, 0.05f), k2 = random_kpacked(s2, 47u + c.H, 0.05f);
@@ -252,9 +252,9 @@ TEST_P(Int4MoeInlineRoute, BitIdenticalToFourLaunches) {
   const int64_t maxp = moe_max_padded(c.m, c.topk, c.E, bm);
   DevBuf ri(P * 4), rw(P * 4), rs(maxp * 4), re(maxp / bm * 4), rn(4), rinter(static_cast<size_t>(P) * c.I * 2),
       rslots(static_cast<size_t>(P) * c.H * 4), ry(ybytes);
-  // The direct inline launches' own buffers: intermediate, slots, counters [H / 64][m].
+  // The direct fused launches' own buffers: routing, intermediate, slots, counters [H / 64][m].
   const int ncount = c.H / 64;
-  DevBuf inter2(static_cast<size_t>(P) * c.I * 2), slots2(static_cast<size_t>(P) * c.H * 4), cnt2(ncount * c.m * 4);
+  DevBuf ri2(P * 4), rw2(P * 4), rs2(maxp * 4), re2(maxp / bm * 4), rn2(4), inter2(static_cast<size_t>(P) * c.I * 2), slots2(static_cast<size_t>(P) * c.H * 4), cnt2(ncount * c.m * 4);
   for (int call = 0; call < 2; ++call) {
     auto logits = random_logits(c.m, c.E, 1000u * call + c.E + c.topk + c.m, c.ties);
     DevBuf dl = upload(logits);
@@ -272,18 +272,18 @@ TEST_P(Int4MoeInlineRoute, BitIdenticalToFourLaunches) {
     a.path = MoePath::kFused;
     Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
     ASSERT_TRUE(st.ok()) << st.to_string();
-    detail::MoeInlineRoute rt;
-    rt.logits = dl.as<float>();
-    rt.experts = c.E;
-    rt.renormalize = c.renorm;
-    rt.counters = cnt2.as<int>();
-    rt.num_counters = ncount;
-    rt.y = dy2.p;
-    ASSERT_EQ(detail::launch_moe_decode(true, dx.p, d13.view, nullptr, nullptr, nullptr, nullptr, c.m, c.topk, bm,
-                                        inter2.p, nullptr, &rt),
+    ASSERT_TRUE(moe_route(dl.as<float>(), c.m, c.E, c.topk, c.renorm, bm, ri2.as<int32_t>(), rw2.as<float>(),
+                          rs2.as<int32_t>(), re2.as<int32_t>(), rn2.as<int32_t>(), nullptr)
+                    .ok());
+    detail::MoeFusedStages fs;
+    fs.counters = cnt2.as<int>();
+    fs.num_counters = ncount;
+    fs.y = dy2.p;
+    ASSERT_EQ(detail::launch_moe_decode(true, dx.p, d13.view, rs2.as<int32_t>(), re2.as<int32_t>(), rn2.as<int32_t>(),
+                                        nullptr, c.m, c.topk, bm, inter2.p, nullptr, &fs),
               cudaSuccess);
-    ASSERT_EQ(detail::launch_moe_decode(false, inter2.p, d2.view, nullptr, nullptr, nullptr, nullptr, c.m, c.topk, bm,
-                                        slots2.p, nullptr, &rt),
+    ASSERT_EQ(detail::launch_moe_decode(false, inter2.p, d2.view, rs2.as<int32_t>(), re2.as<int32_t>(),
+                                        rn2.as<int32_t>(), rw2.as<float>(), c.m, c.topk, bm, slots2.p, nullptr, &fs),
               cudaSuccess);
     ASSERT_TRUE(moe_route(dl.as<float>(), c.m, c.E, c.topk, c.renorm, bm, ri.as<int32_t>(), rw.as<float>(),
                           rs.as<int32_t>(), re.as<int32_t>(), rn.as<int32_t>(), nullptr)
@@ -299,7 +299,7 @@ TEST_P(Int4MoeInlineRoute, BitIdenticalToFourLaunches) {
     const size_t ny = static_cast<size_t>(c.m) * c.H;
     const auto y = download<uint16_t>(dy.p, ny), y2 = download<uint16_t>(dy2.p, ny), ref = download<uint16_t>(ry.p, ny);
     ASSERT_EQ(y, ref) << "call " << call << ": fused_moe differs from the four launches";
-    ASSERT_EQ(y2, ref) << "call " << call << ": the inline-routing launches differ from the four launches";
+    ASSERT_EQ(y2, ref) << "call " << call << ": GEMM2 with the fused sum differs from the four launches";
     size_t nonzero = 0;
     for (uint16_t v : y) nonzero += (v & 0x7FFF) != 0;
     ASSERT_GT(nonzero, ny / 2) << "outputs are mostly zero: the test would not see a wrong sum";
@@ -328,20 +328,21 @@ TEST_P(Int4MoeInlineRoute, BitIdenticalToFourLaunches) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Cases, Int4MoeInlineRoute,
-    ::testing::Values(InlineCase{1, 128, 512, 384, 8, 128, true, true, false, DType::kBF16},    // Qwen3-like, one token
-                      InlineCase{1, 64, 256, 128, 6, 64, false, false, false, DType::kF16},     // DeepSeek-like, G=64
-                      InlineCase{1, 200, 256, 192, 8, 32, false, true, true, DType::kBF16},     // E not a power of 2, ties
-                      InlineCase{1, 8, 512, 128, 2, kPerChannel, true, false, false, DType::kF16},
-                      InlineCase{1, 16, 256, 128, 1, 128, false, true, false, DType::kBF16},    // topk 1
-                      InlineCase{1, 256, 256, 128, 32, 128, true, true, false, DType::kF16},    // E, topk at their limits
-                      InlineCase{2, 128, 512, 384, 8, 128, true, true, false, DType::kBF16},
-                      InlineCase{8, 128, 512, 768, 8, 128, true, true, false, DType::kBF16},    // Qwen3-like, M = 8
-                      InlineCase{5, 64, 256, 128, 6, 64, false, false, true, DType::kF16},      // ties: shared experts
-                      InlineCase{8, 8, 512, 128, 2, kPerChannel, true, false, false, DType::kF16},  // runs > 8 rows
-                      InlineCase{13, 200, 256, 192, 8, 32, false, true, true, DType::kBF16},
-                      InlineCase{16, 4, 256, 128, 2, 128, true, true, false, DType::kBF16},     // 4 experts: 2-3 blocks each
-                      InlineCase{16, 256, 256, 128, 32, 128, true, true, false, DType::kF16}));  // 512 pairs
+    Cases, Int4MoeFusedStages,
+    ::testing::Values(FusedCase{1, 128, 512, 384, 8, 128, true, true, false, DType::kBF16},    // Qwen3-like, one token
+                      FusedCase{1, 64, 256, 128, 6, 64, false, false, false, DType::kF16},     // DeepSeek-like, G=64
+                      FusedCase{1, 200, 256, 192, 8, 32, false, true, true, DType::kBF16},     // E not a power of 2, ties
+                      FusedCase{1, 8, 512, 128, 2, kPerChannel, true, false, false, DType::kF16},
+                      FusedCase{1, 16, 256, 128, 1, 128, false, true, false, DType::kBF16},    // topk 1
+                      FusedCase{1, 256, 256, 128, 32, 128, true, true, false, DType::kF16},    // E, topk at their limits
+                      FusedCase{2, 128, 512, 384, 8, 128, true, true, false, DType::kBF16},
+                      FusedCase{8, 128, 512, 768, 8, 128, true, true, false, DType::kBF16},    // Qwen3-like, M = 8
+                      FusedCase{5, 64, 256, 128, 6, 64, false, false, true, DType::kF16},      // ties: shared experts
+                      FusedCase{8, 8, 512, 128, 2, kPerChannel, true, false, false, DType::kF16},  // runs > 8 rows
+                      FusedCase{13, 200, 256, 192, 8, 32, false, true, true, DType::kBF16},
+                      FusedCase{40, 128, 256, 128, 8, 128, true, true, false, DType::kBF16},   // M past the default
+                      FusedCase{16, 4, 256, 128, 2, 128, true, true, false, DType::kBF16},     // 4 experts: 2-3 blocks each
+                      FusedCase{16, 256, 256, 128, 32, 128, true, true, false, DType::kF16}));  // 512 pairs, E = 256
 
 TEST(Int4MoeArgs, Refused) {
   WeightShape s13{4, 64, 64, 32, true, DType::kBF16}, s2{4, 64, 32, 32, true, DType::kBF16};
