@@ -50,9 +50,9 @@ struct DecodeParams {
   size_t qw_estride = 0;            // uint4 per expert
   size_t sc_estride = 0;            // scale elements per expert
   int half_groups = 0;              // gate/up: I / 64
-  // MoE stages fused into the GEMMs (internal.h): both modes route the token when
-  // fuse.logits is set (M = 1); down adds the slots into fuse.y when that is set.
-  detail::MoeFusedStages fuse;
+  // The MoE single-token path (internal.h): gate/up routes the token when single.logits is
+  // set; down adds the slots into single.y when that is set.
+  detail::MoeSingleToken single;
   // MoE down with a short K (set by moe_decode.cu; 4-warp blocks, no split): warp w streams
   // column group blockIdx.z * NW + w over the whole K and stores its own outputs, instead of
   // the block's warps splitting one group's K (1-2 batches each) and reducing through shared
@@ -264,25 +264,27 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // read row 0 (their outputs are never stored).
   const uint32_t* xr[NT];
   __shared__ int s_id[8 * NT];  // MoE: the part's sorted ids (-1: padding)
-  __shared__ float s_wt[32];    // single-token routing, down: the routing weights
+  __shared__ float s_wt[32];    // single-token path, down: the routing weights
   if constexpr (kMoe) {
-    const bool route_here = p.fuse.logits != nullptr;
+    const bool single = p.single.logits != nullptr;
     const int b = mtile / p.parts, r0 = (mtile % p.parts) * 8 * NT;
     const int P = p.M * p.topk;
     int npp, e, ids[NT];
-    if (route_here) {
-      // Single-token routing (internal.h): M = 1, BM = 8, parts = 1, grid.y = topk. Warp 0
-      // picks the token's experts and weights; block b takes pick b (pair id b). Gate/up waits
-      // for the kernel before it (which writes the logits) first. Down does not wait here: it
-      // is GEMM1's programmatic dependent, and GEMM1's blocks let it launch only after their
+    if (single) {
+      // Single-token path (internal.h): M = 1, BM = 8, parts = 1, grid.y = topk. Warp 0 picks
+      // the token's experts and weights; block b takes pick b (pair id b). Gate/up waits for
+      // the kernel before it (which writes the logits) first. Down does not wait here: it is
+      // GEMM1's programmatic dependent, and GEMM1's blocks let it launch only after their
       // own wait, so the logits are complete; its routing and first weight batches then run
       // during GEMM1's tail, and it waits for GEMM1 (inter) before loading activations.
       if constexpr (kGateUp) asm volatile("griddepcontrol.wait;\n" ::: "memory");
       __shared__ int s_pick[32];
       if (warp == 0)
-        topk_token_t<8>(p.fuse.logits, 0, p.fuse.experts, p.topk, p.fuse.renormalize, nullptr,
+        topk_token_t<8>(p.single.logits, 0, p.single.experts, p.topk, p.single.renormalize, nullptr,
                         kGateUp ? nullptr : s_wt, s_pick, lane);
       __syncthreads();
+      if (kGateUp && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)  // GEMM2 counts from zero
+        for (int i = threadIdx.x; i < p.single.num_counters; i += blockDim.x) p.single.counters[i] = 0;
       npp = P * p.BM;
       e = s_pick[b];
 #pragma unroll
@@ -302,10 +304,6 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         ids[nt] = r < p.BM ? __ldg(p.sorted_ids + static_cast<size_t>(b) * p.BM + r) : P;
       }
     }
-    // GEMM2 adds the slots itself (fuse.counters): GEMM1's first block zeroes the counters,
-    // after its wait (the previous layer's GEMM2, which counted on them, has completed).
-    if (kGateUp && p.fuse.counters != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
-      for (int i = threadIdx.x; i < p.fuse.num_counters * p.M; i += blockDim.x) p.fuse.counters[i] = 0;
     if (b * p.BM >= npp || e < 0) return;
     bool any = false;
 #pragma unroll
@@ -582,7 +580,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         }
       }
     };
-    // DecodeParams::pdl_trigger (the MoE modes always trigger here: the single-token routing's
+    // DecodeParams::pdl_trigger (the MoE modes always trigger here: the single-token path's
     // GEMM2 relies on GEMM1 triggering right after its own wait).
     const int trig = kMoe ? 0 : p.pdl_trigger;
     if (trig == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -658,41 +656,28 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     __syncthreads();  // the reduction below reuses the stages of all warps
   }
 
-  // Down: the routing weight of slot row id (single-token routing computed it in s_wt).
-  auto slot_weight = [&](int id) { return p.fuse.logits != nullptr ? s_wt[id] : p.topk_weights[id]; };
-  // The slot sum in GEMM2 (fuse.y; the block stored its slot rows for columns [n0, n0 +
-  // ncols), cluster rank 0 only): each row's token counts one more of its topk slots stored
-  // for these columns (counter [blockIdx.z][token]); the block that completes a token's count
-  // adds its topk slot rows in slot order into y, the expression of moe_sum, so y does not
-  // depend on which block is last.
-  auto fused_sum = [&](int n0, int ncols) {
+  // Single-token path: the last of the topk blocks of this grid.z index (every one stored its
+  // slot rows for columns [n0, n0 + ncols); cluster rank 0 only) adds the slot rows in slot
+  // order, as moe_sum does.
+  // Down: the routing weight of slot row id (the single-token path computed it in s_wt).
+  auto slot_weight = [&](int id) { return p.single.logits != nullptr ? s_wt[id] : p.topk_weights[id]; };
+  auto single_token_sum = [&](int n0, int ncols) {
     if constexpr (MODE == kDecMoeDown) {
-      if (p.fuse.y == nullptr) return;
-      __shared__ int s_tok[8 * NT];  // the token this block completes through row r, else -1
-      __threadfence();  // this thread's slot stores before the block's arrivals
+      if (p.single.y == nullptr) return;
+      __shared__ int s_last;
+      __threadfence();  // this thread's slot stores before the block's arrival
       __syncthreads();
-      if (threadIdx.x < 8 * NT) {
-        const int id = s_id[threadIdx.x];
-        int tok = -1;
-        if (id >= 0) {
-          tok = id / p.topk;
-          if (atomicAdd(p.fuse.counters + static_cast<size_t>(cblk) * p.M + tok, 1) != p.topk - 1) tok = -1;
+      if (threadIdx.x == 0) s_last = atomicAdd(p.single.counters + cblk, 1) == p.topk - 1;
+      __syncthreads();
+      if (s_last) {
+        __threadfence();
+        const float* slot = static_cast<const float*>(p.y);
+        for (int c = threadIdx.x; c < ncols; c += 32 * NW) {
+          const int n = n0 + c;
+          float s = 0.f;
+          for (int t = 0; t < p.topk; ++t) s += __ldcg(slot + static_cast<size_t>(t) * p.N + n);
+          static_cast<T*>(p.single.y)[n] = Act<T>::from_float(s);
         }
-        s_tok[threadIdx.x] = tok;
-      }
-      __syncthreads();
-      bool any = false;
-#pragma unroll
-      for (int r = 0; r < 8 * NT; ++r) any = any || s_tok[r] >= 0;
-      if (!any) return;
-      __threadfence();  // the other blocks' slot stores, published before their arrivals
-      const float* slot = static_cast<const float*>(p.y);
-      for (int i = threadIdx.x; i < 8 * NT * ncols; i += 32 * NW) {
-        const int tok = s_tok[i / ncols], n = n0 + i % ncols;
-        if (tok < 0) continue;
-        float s = 0.f;
-        for (int t = 0; t < p.topk; ++t) s += __ldcg(slot + (static_cast<size_t>(tok) * p.topk + t) * p.N + n);
-        static_cast<T*>(p.fuse.y)[static_cast<size_t>(tok) * p.N + n] = Act<T>::from_float(s);
       }
     }
   };
@@ -700,14 +685,14 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     if (wide) {  // each warp's sums are final: store them (no split, so no cluster)
       if (cvalid) {
         for_each_acc<NT>([&](int j, int nt, int q) {
-          const int mloc = frag_row(nt, t, q), id = s_id[mloc];
+          const int id = s_id[frag_row(nt, t, q)];
           if (id < 0) return;
           const int n = cgrp * kMmaTileCols + frag_col(j, g, q);
           static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(id) * tot[j][nt][q];
         });
       }
       const int n0 = cblk * NW * kMmaTileCols;
-      fused_sum(n0, min(NW * kMmaTileCols, p.N - n0));
+      single_token_sum(n0, min(NW * kMmaTileCols, p.N - n0));
       return;
     }
   }
@@ -818,7 +803,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         }
       }
     }
-    fused_sum(cblk * kMmaTileCols, kMmaTileCols);
+    single_token_sum(cblk * kMmaTileCols, kMmaTileCols);
     if (p.splits > 1) cluster.sync();
   }
 }

@@ -1,7 +1,6 @@
 // Fused MoE layer entry point: validation, workspace carving, path choice, and the stages of
 // the fused path (routing: topk -> align, one launch at decode sizes -> GEMM1 + silu*up ->
-// GEMM2 * routing weight -> slot-order sum; small batches on MMA-tiled experts: the sum inside
-// GEMM2, at M = 1 the routing inside both GEMMs too). The grouped prefill path (dequantized experts + cuBLAS) is
+// GEMM2 * routing weight -> slot-order sum). The grouped prefill path (dequantized experts + cuBLAS) is
 // moe_grouped.cu; kAuto takes it when a cost model says it is faster (many tokens per
 // expert) and the stream is not being captured (it synchronizes once).
 #include <cstdint>
@@ -74,9 +73,8 @@ MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
   off += align256(maxp / bm * 4);
   w.npp = off;
   off += 256;
-  w.counters = off;  // the fused slot sum's counters: per 64 columns of H and token (internal.h)
-  const int counted = m < detail::moe_fused_sum_max_m() ? m : detail::moe_fused_sum_max_m() > 1 ? detail::moe_fused_sum_max_m() : 1;
-  off += align256((static_cast<size_t>(H / kMmaTileCols) * counted + 1) * 4);
+  w.counters = off;  // the single-token path's sum counters, one per 64 columns of H
+  off += align256(static_cast<size_t>(H / kMmaTileCols + 1) * 4);
   w.inter = off;
   off += align256(P * I * 2);
   w.slots = off;
@@ -196,28 +194,19 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
   void* inter = ws + L.inter;
   auto* slots = reinterpret_cast<float*>(ws + L.slots);
-  // Small batches on the decode tile (MMA-tiled experts, block_m 8): the slot sum inside GEMM2,
-  // and at M = 1 the routing inside both GEMMs too (internal.h: MoeFusedStages).
-  const bool route_here = a.m == 1 && bm == 8 && E <= 256 && tiled && detail::moe_single_token_enabled();
-  if (route_here || (a.m <= detail::moe_fused_sum_max_m() && bm == 8 && tiled)) {
-    LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, a.m, a.topk, bm));
-    LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "inter", inter, w2, 8, a.m, a.topk, bm));
-    detail::MoeFusedStages fs;
-    if (route_here) {
-      fs.logits = a.router_logits;
-      fs.experts = E;
-      fs.renormalize = a.renormalize;
-    } else {
-      LOWBIT_RETURN_IF_ERROR(
-          moe_route(a.router_logits, a.m, E, a.topk, a.renormalize, bm, ids, tw, sorted, eids, npp, stream));
-    }
-    fs.counters = reinterpret_cast<int*>(ws + L.counters);
-    fs.num_counters = H / kMmaTileCols;
-    fs.y = a.y;
-    LOWBIT_CUDA_RETURN(
-        detail::launch_moe_decode(true, a.x, w13, sorted, eids, npp, nullptr, a.m, a.topk, bm, inter, cst, &fs));
-    LOWBIT_CUDA_RETURN(
-        detail::launch_moe_decode(false, inter, w2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, cst, &fs));
+  if (a.m == 1 && bm == 8 && E <= 256 && tiled && detail::moe_single_token_enabled()) {
+    // Decode of one token: routing inside both GEMMs, the slot sum inside GEMM2 (internal.h).
+    LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, 1, a.topk, bm));
+    LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "inter", inter, w2, 8, 1, a.topk, bm));
+    detail::MoeSingleToken st;
+    st.logits = a.router_logits;
+    st.experts = E;
+    st.renormalize = a.renormalize;
+    st.counters = reinterpret_cast<int*>(ws + L.counters);
+    st.num_counters = H / kMmaTileCols;
+    st.y = a.y;
+    LOWBIT_CUDA_RETURN(detail::launch_moe_decode(true, a.x, w13, sorted, eids, npp, nullptr, 1, a.topk, bm, inter, cst, &st));
+    LOWBIT_CUDA_RETURN(detail::launch_moe_decode(false, inter, w2, sorted, eids, npp, tw, 1, a.topk, bm, slots, cst, &st));
     return Status::Ok();
   }
   LOWBIT_RETURN_IF_ERROR(moe_route(a.router_logits, a.m, E, a.topk, a.renormalize, bm, ids, tw, sorted, eids, npp, stream));

@@ -47,42 +47,39 @@ inline int64_t moe_decode_grid_rows(int m, int topk, int experts, int block_m) {
   const int part = moe_decode_part_rows(block_m);
   return (blocks < pairs ? blocks : pairs) * ((block_m + part - 1) / part);
 }
-// MoE stages fused into the decode-tile GEMMs (fused_moe on MMA-tiled experts, block_m 8):
-// - The slot sum (fused_moe at m <= moe_fused_sum_max_m()): GEMM1's first block zeroes the
-//   counters; GEMM2 counts, per column block and token, the token's slot rows stored, and
-//   the block that stores the last of them adds the token's topk slot rows in slot order
-//   into y, exactly as moe_sum does. No moe_sum launch.
-// - The routing, at m == 1 (E <= 256; LOWBIT_INT4_MOE_SINGLE=0 turns it off): every block of
-//   both GEMMs computes the token's top-k itself (one warp, the routing kernel's warp code:
-//   same picks and weights) and takes align block b = pick b (one row; the routing kernel
-//   orders the blocks by expert, which changes no output row). GEMM2 routes before waiting
-//   for GEMM1, so its first weight batches stream during GEMM1's tail. With the sum: two
-//   launches instead of four.
-// Routing every block at m > 1 (each block the batch's top-k and its own align block) was
-// measured and lost: the serial top-k of a few tokens per warp costs more than the routing
-// launch it saves (docs/int4-kernels.md, session 13). Outputs bit-identical to the stages.
-struct MoeFusedStages {
-  const float* logits = nullptr;  // [1, E]: route the single token in the GEMMs
+// The MoE single-token path (fused_moe at m == 1 on MMA-tiled experts, block_m 8, E <= 256):
+// two launches instead of four (routing, GEMM1, GEMM2, sum). Every block of both GEMMs
+// computes the token's top-k itself (one warp, the routing kernel's code: same picks and
+// weights) and takes align block b = pick b (one row; the four-launch path orders the blocks
+// by expert, which changes no output row). GEMM2 routes before waiting for GEMM1, so its
+// first weight batches stream during GEMM1's tail. GEMM1's first block zeroes the sum
+// counters; per 64-column group, the last of GEMM2's topk blocks to finish (an atomic
+// counter) adds the topk slot rows in slot order into y, exactly as moe_sum does. Output
+// bit-identical to the four-launch path. Both halves were also tried at M > 1 and measured
+// slower (docs/int4-kernels.md, "Session 13"): every block routing the whole batch (the serial
+// top-k of several tokens per warp, paid by every block), and the slot sum in GEMM2 behind the
+// align kernel (per-token counters; its fence, atomic and sum lengthen GEMM2's tail more than
+// the programmatic moe_sum launch costs).
+struct MoeSingleToken {
+  const float* logits = nullptr;  // [1, E]
   int experts = 0;
   bool renormalize = false;
-  int* counters = nullptr;        // [num_counters = H / 64][m], zeroed by GEMM1, counted by GEMM2
+  int* counters = nullptr;        // [num_counters = H / 64], zeroed by GEMM1, counted by GEMM2
   int num_counters = 0;
-  void* y = nullptr;              // [m, H] activation dtype (GEMM2): add the slots here
+  void* y = nullptr;              // [1, H] activation dtype (GEMM2)
 };
+// LOWBIT_INT4_MOE_SINGLE=0 turns the single-token path off (read once; measurements).
 bool moe_single_token_enabled();
-// The largest m whose slot sum GEMM2 adds: LOWBIT_INT4_MOE_FUSED_SUM=n (read once; 0: never),
-// else the measured default (moe_decode.cu).
-int moe_fused_sum_max_m();
 // MoE GEMMs on MMA-tiled expert stacks (moe_decode.cu, the decode tile in its MoE modes):
 // gate_up: inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)) for w13 [E, 2I, H]
 // (I % 64 == 0); else slot_out[id] = topk_weights[id] * (inter[id] W2^T) in fp32. Rows by
-// the align kernel's sorted ids (block_m rows per block, any block_m <= 128); with `fuse`, the
-// fused stages above (block_m 8; with fuse->logits m == 1 and no ids or weights are read).
+// the align kernel's sorted ids (block_m rows per block, any block_m <= 128); with `single`,
+// the single-token path above (m == 1, block_m 8), which reads no sorted / expert ids.
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
-                              int bm, void* out, cudaStream_t stream, const MoeFusedStages* fuse = nullptr);
+                              int bm, void* out, cudaStream_t stream, const MoeSingleToken* single = nullptr);
 // MoE GEMMs on the pipelined tile (moe_pipelined.cu), same contract as launch_moe_decode
-// (no fused stages): align blocks of 16 / 32 / 64 rows, or 128 with wgmma; launched only
+// (no single-token path): align blocks of 16 / 32 / 64 rows, or 128 with wgmma; launched only
 // where moe_pipelined_fits() holds (the callers check it).
 // moe_pipelined_fits(): whether it takes this weight and block_m (MMA-tiled, I % 64 == 0 for
 // gate/up, rows x K < 2^32, a 16 B aligned output, LOWBIT_INT4_MOE_PIPE not 0); the callers

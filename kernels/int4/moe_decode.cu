@@ -28,21 +28,9 @@ bool moe_single_token_enabled() {
   return v;
 }
 
-// The fused slot sum's largest batch (internal.h). Measured: see docs/int4-kernels.md,
-// "Session 13".
-constexpr int kFusedSumDefaultMaxM = 16;
-int moe_fused_sum_max_m() {
-  static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_MOE_FUSED_SUM");
-    const int n = e ? std::atoi(e) : kFusedSumDefaultMaxM;
-    return n < 0 ? 0 : n;
-  }();
-  return v;
-}
-
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
-                              int bm, void* out, cudaStream_t stream, const MoeFusedStages* fuse) {
+                              int bm, void* out, cudaStream_t stream, const MoeSingleToken* single) {
   const WeightShape& s = w.shape;
   kern::DecodeParams p;
   p.x = x;
@@ -65,13 +53,11 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   p.qw_estride = tiled_expert_uint4s(s);
   p.sc_estride = expert_scale_entries(s);
   p.half_groups = s.n / 2 / kMmaTileCols;
-  if (fuse != nullptr) {
-    // One 8-row part per align block; single-token routing: one align block per pick (grid.y
-    // = topk below), the picks in a 32-entry array.
-    if (bm != 8 || (fuse->logits != nullptr && (m != 1 || fuse->experts > 256 || topk > 32)))
-      return cudaErrorInvalidValue;
-    p.fuse = *fuse;
-    if (gate_up) p.fuse.y = nullptr;  // the sum is GEMM2's
+  if (single != nullptr) {
+    // The single-token path's grid: one align block per pick (grid.y = topk below).
+    if (m != 1 || bm != 8 || single->experts > 256 || topk > 32) return cudaErrorInvalidValue;
+    p.single = *single;
+    if (gate_up) p.single.y = nullptr;  // the sum is GEMM2's
   }
   const int64_t grid_y = moe_decode_grid_rows(m, topk, s.experts, bm);
   if (grid_y > 65535) return cudaErrorInvalidConfiguration;  // validate_moe_gemm refuses it first

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <random>
 
-#include "kernels/int4/internal.h"
 #include "lowbit/int4/kernels.h"
 #include "tests/cpu/int4/random_weights.h"
 #include "tests/gpu/int4/gpu_buffers.h"
@@ -212,24 +211,20 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{96, 6, 192, 64, 3, 64, true, DType::kF16, 32, MoePath::kFused, kTiled},
                       MoeCase{520, 8, 256, 128, 2, 128, false, DType::kBF16, 0, MoePath::kFused}));
 
-// The MoE stages fused into the GEMMs (fused_moe at small M on MMA-tiled experts: the slot sum
-// inside GEMM2; at M = 1 the routing inside both GEMMs too) against the four launches of the
-// same stages (moe_route, moe_gemm1, moe_gemm2, moe_sum) on the same weights: bit-identical
-// outputs, both through fused_moe and through the fused launches directly (routing kernel,
-// then GEMM1 and GEMM2 with the fused sum, at every M whatever moe_fused_sum_max_m() says).
-// Each case runs the layer twice with different logits on one workspace (the sum counters
-// must start from zero again, and are poisoned before the direct launches) and replays
-// fused_moe from a CUDA graph; outputs and workspace are poisoned first.
-struct FusedCase {
-  int m, E, H, I, topk, g;
+// The single-token path (fused_moe at M = 1 on MMA-tiled experts: routing inside both GEMMs,
+// the slot sum inside GEMM2) against the four launches of the same stages (moe_route, moe_gemm1,
+// moe_gemm2, moe_sum) on the same weights: bit-identical outputs. Each case runs the layer
+// twice with different logits on one workspace (the sum counters must start from zero again)
+// and replays it from a CUDA graph; outputs and workspace are poisoned first.
+struct SingleCase {
+  int E, H, I, topk, g;
   bool sym, renorm, ties;
   DType act;
 };
-class Int4MoeFusedStages : public ::testing::TestWithParam<FusedCase> {};
+class Int4MoeSingleToken : public ::testing::TestWithParam<SingleCase> {};
 
-TEST_P(Int4MoeFusedStages, BitIdenticalToFourLaunches) {
-  const FusedCase c = GetParam();
-  const int P = c.m * c.topk;
+TEST_P(Int4MoeSingleToken, BitIdenticalToFourLaunches) {
+  const SingleCase c = GetParam();
   WeightShape s13{c.E, 2 * c.I, c.H, c.g, c.sym, c.act}, s2{c.E, c.H, c.I, c.g, c.sym, c.act};
   KPackedWeights k13 = random_kpacked(s13, 31u + c.E, 0.05f), k2 = random_kpacked(s2, 47u + c.H, 0.05f);
   KernelWeights w13, w2;
@@ -237,72 +232,51 @@ TEST_P(Int4MoeFusedStages, BitIdenticalToFourLaunches) {
   ASSERT_TRUE(repack_for_kernels(k13, &w13, tiled).ok());
   ASSERT_TRUE(repack_for_kernels(k2, &w2, tiled).ok());
   DevWeights d13(w13), d2(w2);
-  std::mt19937 rng(77u + c.E + c.m);
+  std::mt19937 rng(77u + c.E);
   std::uniform_real_distribution<float> u(0.1f, 1.f);
-  std::vector<uint16_t> x(static_cast<size_t>(c.m) * c.H);
+  std::vector<uint16_t> x(c.H);
   for (auto& v : x) v = float_to_half_bits(c.act, (rng() & 1) ? u(rng) : -u(rng));
   DevBuf dx = upload(x);
   size_t wsb = 0;
-  ASSERT_TRUE(moe_workspace_size(c.m, c.topk, c.E, c.H, c.I, c.act, 0, &wsb, MoePath::kFused).ok());
-  const size_t ybytes = static_cast<size_t>(c.m) * c.H * 2;
-  DevBuf ws(wsb), dy(ybytes), dy2(ybytes);
+  ASSERT_TRUE(moe_workspace_size(1, c.topk, c.E, c.H, c.I, c.act, 0, &wsb, MoePath::kFused).ok());
+  DevBuf ws(wsb), dy(c.H * 2);
   ASSERT_EQ(cudaMemset(ws.p, 0xFF, wsb), cudaSuccess);
-  // The four launches, block_m 8 as fused_moe picks at these M.
+  // The four launches, block_m 8 as fused_moe picks at M = 1.
   const int bm = 8;
-  const int64_t maxp = moe_max_padded(c.m, c.topk, c.E, bm);
-  DevBuf ri(P * 4), rw(P * 4), rs(maxp * 4), re(maxp / bm * 4), rn(4), rinter(static_cast<size_t>(P) * c.I * 2),
-      rslots(static_cast<size_t>(P) * c.H * 4), ry(ybytes);
-  // The direct fused launches' own buffers: routing, intermediate, slots, counters [H / 64][m].
-  const int ncount = c.H / 64;
-  DevBuf ri2(P * 4), rw2(P * 4), rs2(maxp * 4), re2(maxp / bm * 4), rn2(4), inter2(static_cast<size_t>(P) * c.I * 2), slots2(static_cast<size_t>(P) * c.H * 4), cnt2(ncount * c.m * 4);
+  const int64_t maxp = moe_max_padded(1, c.topk, c.E, bm);
+  DevBuf ri(c.topk * 4), rw(c.topk * 4), rs(maxp * 4), re(maxp / bm * 4), rn(4), rinter(c.topk * c.I * 2),
+      rslots(c.topk * c.H * 4), ry(c.H * 2);
   for (int call = 0; call < 2; ++call) {
-    auto logits = random_logits(c.m, c.E, 1000u * call + c.E + c.topk + c.m, c.ties);
+    auto logits = random_logits(1, c.E, 1000u * call + c.E + c.topk, c.ties);
     DevBuf dl = upload(logits);
     ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);
-    ASSERT_EQ(cudaMemset(dy2.p, 0xFF, dy2.bytes), cudaSuccess);
     ASSERT_EQ(cudaMemset(ry.p, 0xEE, ry.bytes), cudaSuccess);
-    ASSERT_EQ(cudaMemset(cnt2.p, 0x7F, cnt2.bytes), cudaSuccess);  // GEMM1 must zero them
     MoeArgs a;
     a.x = dx.p;
     a.router_logits = dl.as<float>();
     a.y = dy.p;
-    a.m = c.m;
+    a.m = 1;
     a.topk = c.topk;
     a.renormalize = c.renorm;
     a.path = MoePath::kFused;
     Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
     ASSERT_TRUE(st.ok()) << st.to_string();
-    ASSERT_TRUE(moe_route(dl.as<float>(), c.m, c.E, c.topk, c.renorm, bm, ri2.as<int32_t>(), rw2.as<float>(),
-                          rs2.as<int32_t>(), re2.as<int32_t>(), rn2.as<int32_t>(), nullptr)
-                    .ok());
-    detail::MoeFusedStages fs;
-    fs.counters = cnt2.as<int>();
-    fs.num_counters = ncount;
-    fs.y = dy2.p;
-    ASSERT_EQ(detail::launch_moe_decode(true, dx.p, d13.view, rs2.as<int32_t>(), re2.as<int32_t>(), rn2.as<int32_t>(),
-                                        nullptr, c.m, c.topk, bm, inter2.p, nullptr, &fs),
-              cudaSuccess);
-    ASSERT_EQ(detail::launch_moe_decode(false, inter2.p, d2.view, rs2.as<int32_t>(), re2.as<int32_t>(),
-                                        rn2.as<int32_t>(), rw2.as<float>(), c.m, c.topk, bm, slots2.p, nullptr, &fs),
-              cudaSuccess);
-    ASSERT_TRUE(moe_route(dl.as<float>(), c.m, c.E, c.topk, c.renorm, bm, ri.as<int32_t>(), rw.as<float>(),
+    ASSERT_TRUE(moe_route(dl.as<float>(), 1, c.E, c.topk, c.renorm, bm, ri.as<int32_t>(), rw.as<float>(),
                           rs.as<int32_t>(), re.as<int32_t>(), rn.as<int32_t>(), nullptr)
                     .ok());
-    ASSERT_TRUE(moe_gemm1(dx.p, d13.view, rs.as<int32_t>(), re.as<int32_t>(), rn.as<int32_t>(), c.m, c.topk, bm,
-                          rinter.p, nullptr)
+    ASSERT_TRUE(moe_gemm1(dx.p, d13.view, rs.as<int32_t>(), re.as<int32_t>(), rn.as<int32_t>(), 1, c.topk, bm, rinter.p,
+                          nullptr)
                     .ok());
-    ASSERT_TRUE(moe_gemm2(rinter.p, d2.view, rs.as<int32_t>(), re.as<int32_t>(), rn.as<int32_t>(), rw.as<float>(), c.m,
+    ASSERT_TRUE(moe_gemm2(rinter.p, d2.view, rs.as<int32_t>(), re.as<int32_t>(), rn.as<int32_t>(), rw.as<float>(), 1,
                           c.topk, bm, rslots.as<float>(), nullptr)
                     .ok());
-    ASSERT_TRUE(moe_sum(rslots.as<float>(), c.m, c.topk, c.H, c.act, ry.p, nullptr).ok());
+    ASSERT_TRUE(moe_sum(rslots.as<float>(), 1, c.topk, c.H, c.act, ry.p, nullptr).ok());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const size_t ny = static_cast<size_t>(c.m) * c.H;
-    const auto y = download<uint16_t>(dy.p, ny), y2 = download<uint16_t>(dy2.p, ny), ref = download<uint16_t>(ry.p, ny);
-    ASSERT_EQ(y, ref) << "call " << call << ": fused_moe differs from the four launches";
-    ASSERT_EQ(y2, ref) << "call " << call << ": GEMM2 with the fused sum differs from the four launches";
-    size_t nonzero = 0;
+    const auto y = download<uint16_t>(dy.p, c.H), ref = download<uint16_t>(ry.p, c.H);
+    ASSERT_EQ(y, ref) << "call " << call << ": single-token path differs from the four launches";
+    int nonzero = 0;
     for (uint16_t v : y) nonzero += (v & 0x7FFF) != 0;
-    ASSERT_GT(nonzero, ny / 2) << "outputs are mostly zero: the test would not see a wrong sum";
+    ASSERT_GT(nonzero, c.H / 2) << "outputs are mostly zero: the test would not see a wrong sum";
 
     if (call == 1) {  // captured once, replayed: same bits every time
       cudaStream_t s = nullptr;
@@ -318,7 +292,7 @@ TEST_P(Int4MoeFusedStages, BitIdenticalToFourLaunches) {
         ASSERT_EQ(cudaMemsetAsync(dy.p, 0xFF, dy.bytes, s), cudaSuccess);
         ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
         ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-        ASSERT_EQ(download<uint16_t>(dy.p, ny), ref) << "graph replay " << r;
+        ASSERT_EQ(download<uint16_t>(dy.p, c.H), ref) << "graph replay " << r;
       }
       cudaGraphExecDestroy(ge);
       cudaGraphDestroy(g);
@@ -328,21 +302,13 @@ TEST_P(Int4MoeFusedStages, BitIdenticalToFourLaunches) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Cases, Int4MoeFusedStages,
-    ::testing::Values(FusedCase{1, 128, 512, 384, 8, 128, true, true, false, DType::kBF16},    // Qwen3-like, one token
-                      FusedCase{1, 64, 256, 128, 6, 64, false, false, false, DType::kF16},     // DeepSeek-like, G=64
-                      FusedCase{1, 200, 256, 192, 8, 32, false, true, true, DType::kBF16},     // E not a power of 2, ties
-                      FusedCase{1, 8, 512, 128, 2, kPerChannel, true, false, false, DType::kF16},
-                      FusedCase{1, 16, 256, 128, 1, 128, false, true, false, DType::kBF16},    // topk 1
-                      FusedCase{1, 256, 256, 128, 32, 128, true, true, false, DType::kF16},    // E, topk at their limits
-                      FusedCase{2, 128, 512, 384, 8, 128, true, true, false, DType::kBF16},
-                      FusedCase{8, 128, 512, 768, 8, 128, true, true, false, DType::kBF16},    // Qwen3-like, M = 8
-                      FusedCase{5, 64, 256, 128, 6, 64, false, false, true, DType::kF16},      // ties: shared experts
-                      FusedCase{8, 8, 512, 128, 2, kPerChannel, true, false, false, DType::kF16},  // runs > 8 rows
-                      FusedCase{13, 200, 256, 192, 8, 32, false, true, true, DType::kBF16},
-                      FusedCase{40, 128, 256, 128, 8, 128, true, true, false, DType::kBF16},   // M past the default
-                      FusedCase{16, 4, 256, 128, 2, 128, true, true, false, DType::kBF16},     // 4 experts: 2-3 blocks each
-                      FusedCase{16, 256, 256, 128, 32, 128, true, true, false, DType::kF16}));  // 512 pairs, E = 256
+    Cases, Int4MoeSingleToken,
+    ::testing::Values(SingleCase{128, 512, 384, 8, 128, true, true, false, DType::kBF16},    // Qwen3-like, many column groups
+                      SingleCase{64, 256, 128, 6, 64, false, false, false, DType::kF16},     // DeepSeek-like, G=64
+                      SingleCase{200, 256, 192, 8, 32, false, true, true, DType::kBF16},     // E not a power of 2, ties
+                      SingleCase{8, 512, 128, 2, kPerChannel, true, false, false, DType::kF16},
+                      SingleCase{16, 256, 128, 1, 128, false, true, false, DType::kBF16},    // topk 1
+                      SingleCase{256, 256, 128, 32, 128, true, true, false, DType::kF16}));  // E, topk at their limits
 
 TEST(Int4MoeArgs, Refused) {
   WeightShape s13{4, 64, 64, 32, true, DType::kBF16}, s2{4, 64, 32, 32, true, DType::kBF16};
