@@ -99,16 +99,6 @@ using PipeParamsFor = std::conditional_t<MODE == kPipeDense, PipeParams, PipeMoe
 constexpr int kXPitch = kPipeStageSteps * 32 + 16;
 constexpr int kWgGroups = 2;  // column groups per warpgroup (wgmma)
 __host__ __device__ constexpr int pipe_threads(bool wg) { return wg ? 64 * kPipeWarps : 32 * kPipeWarps; }
-#ifndef LOWBIT_PIPE_SMEM_A
-#define LOWBIT_PIPE_SMEM_A 1
-#endif
-// 128-row wgmma tiles take A (the dequantized weights) from shared memory (wg_stage_ss):
-// per stage, two buffers of the block's 4 groups x 64 columns x 64 K (the 128 B swizzle of
-// the x tiles), 32 KB each.
-template <int BM, bool kWg>
-constexpr bool pipe_smem_a() {
-  return kWg && BM == 128 && LOWBIT_PIPE_SMEM_A != 0;
-}
 template <int BM, bool kWg>
 struct PipeSmem {
   static constexpr int kStages = kWg ? 5 : kPipeStages;
@@ -124,10 +114,7 @@ struct PipeSmem {
   static constexpr int kEpiPitch = kPipeCols + 4;
   static constexpr int kEpi = BM * kEpiPitch * 4;
   static constexpr int kAlign = kWg ? 1024 : 0;  // slack to align the dynamic smem base
-  static constexpr int kABuf = pipe_smem_a<BM, kWg>() ? kPipeWarps * 64 * kPipeStageSteps * 32 : 0;  // 32 KB
-  static constexpr int kA = kStage * kStages;  // 1024 B aligned (kStage is)
-  static constexpr int kMain = kA + 2 * kABuf;
-  static constexpr int kTotal = (kMain > kEpi ? kMain : kEpi) + kAlign;
+  static constexpr int kTotal = (kStage * kStages > kEpi ? kStage * kStages : kEpi) + kAlign;
   static_assert(!kWg || (kStage % 1024 == 0 && (BM == 64 || BM == 128)), "wgmma: 1024 B aligned x tiles of 64 / 128 rows");
 };
 
@@ -383,95 +370,6 @@ __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_
   }
 }
 
-// d (+)= A x B with both operands in shared memory (K-major, 128 B swizzle): 128-row tiles.
-#define LOWBIT_WG_ASM16_SS(TY) \
-  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" \
-  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24," \
-  "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46," \
-  "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63" \
-  "}, %64, %65, 1, 1, 1, 0, 0;\n"
-#define LOWBIT_WG_D16_SS(d) \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
-      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
-      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), \
-      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
-      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), \
-      "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), \
-      "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), \
-      "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), \
-      "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), \
-      "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-template <typename T>
-__device__ __forceinline__ void wg_mma_ss(float (&d)[16][4], uint64_t adesc, uint64_t bdesc) {
-#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (Act<T>::kBf16) {
-    asm volatile(LOWBIT_WG_ASM16_SS("bf16") : LOWBIT_WG_D16_SS(d) : "l"(adesc), "l"(bdesc));
-  } else {
-    asm volatile(LOWBIT_WG_ASM16_SS("f16") : LOWBIT_WG_D16_SS(d) : "l"(adesc), "l"(bdesc));
-  }
-#else
-  __trap();  // not sm_90a code: the host never launches the wgmma tiles then (pipe_wgmma_ok)
-#endif
-}
-#undef LOWBIT_WG_ASM16_SS
-#undef LOWBIT_WG_D16_SS
-__device__ __forceinline__ void pipe_sts32(uint32_t a, uint32_t v) {
-  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
-}
-
-// One stage of a 128-row tile with A through shared memory: each warp dequantizes its 16
-// columns (word `warp` of each lane's 16 B, as wg_stage) of both of the warpgroup's groups for
-// all NS steps into a_tile (group c at c * 8 KB: 64 columns x 64 K, K-major, the x tiles' 128 B
-// swizzle, so the descriptor is wg_desc's), then the warpgroup issues all 2 * NS wgmmas of the
-// stage as one group and waits for the previous stage's group only. With A in registers
-// (wg_stage) one group of 2 wgmmas could be in flight per warpgroup; ptxas serializes deeper
-// register-A queues (docs/int4-kernels.md, session 13). The caller alternates a_tile between
-// two buffers, so a buffer is rewritten only after the group that read it has completed.
-template <typename T, int NS, bool kSym>
-__device__ __forceinline__ void wg_stage_ss(float (&acc)[kWgGroups][16][4], uint32_t st, const PipeLane& ln,
-                                            uint32_t x_tile, uint32_t a_tile, int warp, int lane, int wgi) {
-  const int g = lane >> 2, t = lane & 3;
-  typename Act<T>::T2 sc[2][kWgGroups][2], mz[2][kWgGroups][2];
-  uint32_t words[NS][kWgGroups];
-#pragma unroll
-  for (int s = 0; s < NS; ++s)
-#pragma unroll
-    for (int c = 0; c < kWgGroups; ++c)
-      words[s][c] = pipe_lds32(st + ln.w + static_cast<uint32_t>((c * kPipeStageSteps + s) * 512));
-#pragma unroll
-  for (int h = 0; h < (NS > 2 ? 2 : 1); ++h)
-#pragma unroll
-    for (int c = 0; c < kWgGroups; ++c)
-      wg_group<T, kSym>(st + ln.s + static_cast<uint32_t>(c * 256) + (h == 1 ? ln.g32_slot : 0u), ln.z_minus_s,
-                        sc[h][c], mz[h][c]);
-  // Register r of the m16n8k16 A fragment: column 16 warp + g + 8 (r & 1), K 2t + 8 (r >> 1)
-  // of the step: 16 B chunk 2 s + (r >> 1) of the column's 128 B row, swizzled by the row's
-  // low 3 bits (g).
-  const uint32_t row0 = a_tile + static_cast<uint32_t>((16 * warp + g) * 128 + 4 * t);
-#pragma unroll
-  for (int s = 0; s < NS; ++s)
-#pragma unroll
-    for (int c = 0; c < kWgGroups; ++c)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const uint32_t v = as_bits(dequant_pair<T>(words[s][c], r, mz[s / 2][c][r & 1], sc[s / 2][c][r & 1]));
-        const int chunk = 2 * s + (r >> 1);
-        pipe_sts32(row0 + static_cast<uint32_t>(c * 8192 + (r & 1) * 1024 + ((chunk ^ g) << 4)), v);
-      }
-  fence_proxy_async();  // the stores, visible to the wgmmas' reads
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wgi) : "memory");  // the warpgroup's 4 warps stored
-  wg_fence();
-#pragma unroll
-  for (int s = 0; s < NS; ++s) {
-    const uint64_t bdesc = wg_desc(x_tile + static_cast<uint32_t>(s * 32));
-#pragma unroll
-    for (int c = 0; c < kWgGroups; ++c)
-      wg_mma_ss<T>(acc[c], wg_desc(a_tile + static_cast<uint32_t>(c * 8192 + s * 32)), bdesc);
-  }
-  wg_commit();
-  wg_wait<1>();
-}
-
 template <typename T, int BM, bool kSym, bool kWg, int MODE>
 __global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) gemm_pipelined_kernel(const PipeParamsFor<MODE> p) {
   constexpr bool kMoe = MODE != kPipeDense, kGateUp = MODE == kPipeMoeGateUp;
@@ -634,13 +532,7 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) ge
     // Whole stages have no per-step tests (so the compiler can overlap a step's shared-memory
     // loads with the previous step's MMAs); only the last stage of K may hold 2 steps.
     const bool whole = s_end - (s_begin + it * kPipeStageSteps) >= kPipeStageSteps;
-    if constexpr (pipe_smem_a<BM, kWg>()) {
-      const uint32_t at = sbase + static_cast<uint32_t>(L::kA + (it & 1) * L::kABuf + wgi * kWgGroups * 8192);
-      if (whole)
-        wg_stage_ss<T, kPipeStageSteps, kSym>(acc, st, ln, st + L::kX, at, warp, lane, wgi);
-      else
-        wg_stage_ss<T, 2, kSym>(acc, st, ln, st + L::kX, at, warp, lane, wgi);
-    } else if constexpr (kWg) {
+    if constexpr (kWg) {
       if (whole)
         wg_stage<T, NT, kPipeStageSteps, kSym>(acc, st, ln, st + L::kX);
       else
