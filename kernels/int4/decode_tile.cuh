@@ -65,6 +65,9 @@ struct DecodeParams {
   // Where the block lets the next kernel launch (griddepcontrol.launch_dependents; dense only,
   // see launch()): 0 at the start, 1 once the warp's first weight batch has arrived.
   int pdl_trigger = 0;
+  // MoE down launched by fused_moe right after GEMM1 (launch_moe_decode's ids_early): the ids
+  // are read, and the first weight batches requested, before waiting for GEMM1 (see the kernel).
+  int ids_early = 0;
 };
 
 // Per-group constants of this lane's 8 columns (16j + g + 8h, j = 0..3, h = 0..1), kept as
@@ -295,7 +298,11 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       // independent (one memory latency before the weights are requested, not three): block
       // b < the grid's align blocks <= max_padded / BM, so expert_ids[b] and sorted_ids[b *
       // BM + r] are in bounds (the align fills them past the end too).
-      asm volatile("griddepcontrol.wait;\n" ::: "memory");
+      // ids_early (down only): GEMM1's blocks let us launch only after their own wait for the
+      // routing, so the ids are complete already; the weight batches below then stream during
+      // GEMM1's tail (as in the single-token path), and the main loop's wait comes before inter
+      // is read.
+      if (!(MODE == kDecMoeDown && p.ids_early != 0)) asm volatile("griddepcontrol.wait;\n" ::: "memory");
       npp = __ldg(p.npp);
       e = __ldg(p.expert_ids + b);
 #pragma unroll

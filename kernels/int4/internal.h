@@ -77,7 +77,14 @@ bool moe_single_token_enabled();
 // the single-token path above (m == 1, block_m 8), which reads no sorted / expert ids.
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
-                              int bm, void* out, cudaStream_t stream, const MoeSingleToken* single = nullptr);
+                              int bm, void* out, cudaStream_t stream, const MoeSingleToken* single = nullptr,
+                              bool ids_early = false);
+// ids_early (down only; fused_moe, launching GEMM2 right after GEMM1): GEMM2 reads the ids and
+// requests its first weight batches before waiting for GEMM1, whose blocks each waited for the
+// routing before letting GEMM2 launch; its weights then stream during GEMM1's tail. Not for a
+// GEMM2 whose predecessor may still be writing the ids (moe_gemm2 launches without it).
+// LOWBIT_INT4_MOE_EARLY=0 turns it off (read once; measurements).
+bool moe_early_down_enabled();
 // MoE GEMMs on the pipelined tile (moe_pipelined.cu), same contract as launch_moe_decode
 // (no single-token path): align blocks of 16 / 32 / 64 rows, or 128 with wgmma; launched only
 // where moe_pipelined_fits() holds (the callers check it).

@@ -28,9 +28,14 @@ bool moe_single_token_enabled() {
   return v;
 }
 
+bool moe_early_down_enabled() {
+  static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_EARLY");
+  return v;
+}
+
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
-                              int bm, void* out, cudaStream_t stream, const MoeSingleToken* single) {
+                              int bm, void* out, cudaStream_t stream, const MoeSingleToken* single, bool ids_early) {
   const WeightShape& s = w.shape;
   kern::DecodeParams p;
   p.x = x;
@@ -59,6 +64,7 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
     p.single = *single;
     if (gate_up) p.single.y = nullptr;  // the sum is GEMM2's
   }
+  p.ids_early = !gate_up && ids_early && moe_early_down_enabled() ? 1 : 0;
   const int64_t grid_y = moe_decode_grid_rows(m, topk, s.experts, bm);
   if (grid_y > 65535) return cudaErrorInvalidConfiguration;  // validate_moe_gemm refuses it first
   const int blocks = static_cast<int>(grid_y / p.parts);   // align blocks that can hold rows
