@@ -211,15 +211,11 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   }
   LOWBIT_RETURN_IF_ERROR(moe_route(a.router_logits, a.m, E, a.topk, a.renormalize, bm, ids, tw, sorted, eids, npp, stream));
   LOWBIT_RETURN_IF_ERROR(moe_gemm1(a.x, w13, sorted, eids, npp, a.m, a.topk, bm, inter, stream));
-  if (tiled && !detail::moe_pipelined_fits(false, w2, a.m, a.topk, bm, slots)) {
-    // GEMM2 on the decode tile right after GEMM1: its weights may stream during GEMM1's tail
-    // (internal.h: launch_moe_decode's ids_early).
-    LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "inter", inter, w2, 8, a.m, a.topk, bm));
-    LOWBIT_CUDA_RETURN(
-        detail::launch_moe_decode(false, inter, w2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, cst, nullptr, true));
-  } else {
-    LOWBIT_RETURN_IF_ERROR(moe_gemm2(inter, w2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, stream));
-  }
+  // GEMM2 right after GEMM1: on the decode tile its weights may stream during GEMM1's tail
+  // (internal.h: launch_moe_decode's ids_early; only with MMA-tiled GEMM1, whose blocks wait for
+  // the routing before letting GEMM2 launch).
+  LOWBIT_RETURN_IF_ERROR(
+      detail::moe_gemm2_launch(inter, w2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, cst, tiled));
   LOWBIT_RETURN_IF_ERROR(moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream));
   return Status::Ok();
 }

@@ -181,6 +181,12 @@ Status validate_topk_args(const char* who, int m, int experts, int topk);
 Status validate_align_args(const char* who, int m, int topk, int experts, int block_m);
 Status validate_moe_gemm(const char* who, const char* act_name, const void* act, const KernelWeightsView& w,
                          int n_multiple, int m, int topk, int block_m);
+// moe_gemm2's checks and path choice (pipelined tile, decode tile, N-packed tile); ids_early is
+// passed to the decode tile (launch_moe_decode): fused_moe sets it when GEMM1 ran right before on
+// MMA-tiled experts, moe_gemm2 never.
+Status moe_gemm2_launch(const void* inter, const KernelWeightsView& w2, const int32_t* sorted_ids,
+                        const int32_t* expert_ids, const int32_t* num_post_padded, const float* topk_weights, int m,
+                        int topk, int block_m, float* slot_out, cudaStream_t stream, bool ids_early);
 
 // ---- grouped MoE prefill (moe_grouped.cu; dispatched from fused_moe.cu) -------------------
 size_t moe_grouped_workspace_bytes(int m, int topk, int experts, int hidden, int inter, int block_m);

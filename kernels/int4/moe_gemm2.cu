@@ -63,13 +63,12 @@ cudaError_t launch_t(const void* inter, const KernelWeightsView& w, const int32_
 }  // namespace
 }  // namespace kern
 
-Status moe_gemm2(const void* inter, const KernelWeightsView& w2, const int32_t* sorted_ids, const int32_t* expert_ids,
-                 const int32_t* num_post_padded, const float* topk_weights, int m, int topk, int block_m,
-                 float* slot_out, Stream stream) {
+Status detail::moe_gemm2_launch(const void* inter, const KernelWeightsView& w2, const int32_t* sorted_ids,
+                                const int32_t* expert_ids, const int32_t* num_post_padded, const float* topk_weights,
+                                int m, int topk, int block_m, float* slot_out, cudaStream_t st, bool ids_early) {
   LOWBIT_CHECK_ARG(inter && sorted_ids && expert_ids && num_post_padded && topk_weights && slot_out,
                    "int4::moe_gemm2: null pointer");
   LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::moe_gemm2", "inter", inter, w2, 8, m, topk, block_m));
-  cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   if (detail::moe_pipelined_fits(false, w2, m, topk, block_m, slot_out)) {
     LOWBIT_CUDA_RETURN(detail::launch_moe_pipelined(false, inter, w2, sorted_ids, expert_ids, num_post_padded,
                                                     topk_weights, m, topk, block_m, slot_out, st));
@@ -77,7 +76,7 @@ Status moe_gemm2(const void* inter, const KernelWeightsView& w2, const int32_t* 
   }
   if (w2.kind == KernelLayoutKind::kMmaTiled) {
     LOWBIT_CUDA_RETURN(detail::launch_moe_decode(false, inter, w2, sorted_ids, expert_ids, num_post_padded,
-                                                 topk_weights, m, topk, block_m, slot_out, st));
+                                                 topk_weights, m, topk, block_m, slot_out, st, nullptr, ids_early));
     return Status::Ok();
   }
   LOWBIT_CUDA_RETURN(w2.shape.act == DType::kF16
@@ -86,6 +85,13 @@ Status moe_gemm2(const void* inter, const KernelWeightsView& w2, const int32_t* 
                          : kern::launch_t<__nv_bfloat16>(inter, w2, sorted_ids, expert_ids, num_post_padded,
                                                          topk_weights, m, topk, block_m, slot_out, st));
   return Status::Ok();
+}
+
+Status moe_gemm2(const void* inter, const KernelWeightsView& w2, const int32_t* sorted_ids, const int32_t* expert_ids,
+                 const int32_t* num_post_padded, const float* topk_weights, int m, int topk, int block_m,
+                 float* slot_out, Stream stream) {
+  return detail::moe_gemm2_launch(inter, w2, sorted_ids, expert_ids, num_post_padded, topk_weights, m, topk, block_m,
+                                  slot_out, reinterpret_cast<cudaStream_t>(stream), false);
 }
 
 }  // namespace lowbit::int4
