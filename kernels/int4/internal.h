@@ -79,7 +79,8 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
                               int bm, void* out, cudaStream_t stream, const MoeSingleToken* single = nullptr,
                               bool ids_early = false);
-// ids_early (down only; fused_moe, launching GEMM2 right after GEMM1): GEMM2 reads the ids and
+// ids_early (down only; fused_moe, launching GEMM2 right after GEMM1; launch_moe_pipelined
+// below takes it too): GEMM2 reads the ids and
 // requests its first weight batches before waiting for GEMM1, whose blocks each waited for the
 // routing before letting GEMM2 launch; its weights then stream during GEMM1's tail. Not for a
 // GEMM2 whose predecessor may still be writing the ids (moe_gemm2 launches without it).
@@ -95,7 +96,7 @@ bool moe_pipelined_enabled();
 bool moe_pipelined_fits(bool gate_up, const KernelWeightsView& w, int m, int topk, int block_m, const void* out);
 cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                                  const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m,
-                                 int topk, int bm, void* out, cudaStream_t stream);
+                                 int topk, int bm, void* out, cudaStream_t stream, bool ids_early = false);
 // Pipelined GEMM on the MMA-tiled layout (gemm_pipelined.cu): any m >= 1, no workspace.
 // pipelined_uses_wgmma(): whether its 64 / 128-row tiles run on wgmma here (sm_90a build, a
 // compute capability 9.0 device, LOWBIT_INT4_PIPE_WGMMA not 0); kAuto's crossovers depend on it.
@@ -182,8 +183,8 @@ Status validate_align_args(const char* who, int m, int topk, int experts, int bl
 Status validate_moe_gemm(const char* who, const char* act_name, const void* act, const KernelWeightsView& w,
                          int n_multiple, int m, int topk, int block_m);
 // moe_gemm2's checks and path choice (pipelined tile, decode tile, N-packed tile); ids_early is
-// passed to the decode tile (launch_moe_decode): fused_moe sets it when GEMM1 ran right before on
-// MMA-tiled experts, moe_gemm2 never.
+// passed to both MMA-tiled paths (launch_moe_pipelined, launch_moe_decode): fused_moe sets it when
+// GEMM1 ran right before on MMA-tiled experts, moe_gemm2 never.
 Status moe_gemm2_launch(const void* inter, const KernelWeightsView& w2, const int32_t* sorted_ids,
                         const int32_t* expert_ids, const int32_t* num_post_padded, const float* topk_weights, int m,
                         int topk, int block_m, float* slot_out, cudaStream_t stream, bool ids_early);

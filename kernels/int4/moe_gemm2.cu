@@ -71,7 +71,7 @@ Status detail::moe_gemm2_launch(const void* inter, const KernelWeightsView& w2, 
   LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::moe_gemm2", "inter", inter, w2, 8, m, topk, block_m));
   if (detail::moe_pipelined_fits(false, w2, m, topk, block_m, slot_out)) {
     LOWBIT_CUDA_RETURN(detail::launch_moe_pipelined(false, inter, w2, sorted_ids, expert_ids, num_post_padded,
-                                                    topk_weights, m, topk, block_m, slot_out, st));
+                                                    topk_weights, m, topk, block_m, slot_out, st, ids_early));
     return Status::Ok();
   }
   if (w2.kind == KernelLayoutKind::kMmaTiled) {

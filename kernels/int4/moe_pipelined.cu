@@ -56,7 +56,7 @@ cudaError_t launch_mode(DType act, bool sym, const kern::PipeMoeParams& p, int b
 // The callers (moe_gemm1 / moe_gemm2) took this path through moe_pipelined_fits().
 cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                                  const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m,
-                                 int topk, int bm, void* out, cudaStream_t stream) {
+                                 int topk, int bm, void* out, cudaStream_t stream, bool ids_early) {
   const WeightShape& s = w.shape;
   kern::PipeMoeParams p;
   p.qw = static_cast<const uint4*>(w.qweight);
@@ -86,6 +86,7 @@ cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeight
   p.row_tiles = static_cast<int>(max_blocks < p.P ? max_blocks : p.P);
   p.col_tiles = gate_up ? kern::ceil_div(p.half_groups, 2) : kern::ceil_div(s.n / kMmaTileCols, kern::kPipeWarps);
   p.raster_rows = moe_raster_rows();
+  p.ids_early = !gate_up && ids_early && moe_early_down_enabled() ? 1 : 0;
   const int64_t tiles = static_cast<int64_t>(p.col_tiles) * p.row_tiles;
   if (tiles > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
   const auto t = static_cast<unsigned>(tiles);

@@ -84,6 +84,7 @@ struct PipeMoeParams : PipeParams {
   int col_tiles = 1, raster_rows = 1;   // block order: raster groups of raster_rows row tiles
   size_t qw_estride = 0;                // one expert's words, in uint4
   size_t sc_estride = 0;                // one expert's scales / zeros
+  int ids_early = 0;  // down, launched by fused_moe right after GEMM1: ids before the wait (see the kernel)
 };
 enum PipeMode : int { kPipeDense = 0, kPipeMoeGateUp = 1, kPipeMoeDown = 2 };
 template <int MODE>
@@ -402,7 +403,10 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) ge
   const uint16_t* zeros = p.zeros;
   __shared__ int s_ids[kMoe ? BM : 1];
   if constexpr (kMoe) {
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    // ids_early (down only): GEMM1's blocks let us launch only after their own wait for the
+    // routing, so the ids are complete already; the first stages' weights below then stream
+    // during GEMM1's tail, and we wait for GEMM1 before loading inter (x).
+    if (!(MODE == kPipeMoeDown && p.ids_early != 0)) asm volatile("griddepcontrol.wait;\n" ::: "memory");
     const int npp = __ldg(p.npp), e = __ldg(p.expert_ids + rt);
     if (rt * BM >= npp || e < 0) return;
     for (int i = tid; i < BM; i += kThreads) {
@@ -484,7 +488,10 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) ge
 #pragma unroll
   for (int i = 0; i < L::kAhead; ++i)
     if (i < nstages) load_weights(i);
-  if constexpr (!kMoe) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // MoE: waited above
+  if constexpr (!kMoe)
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");  // MoE: waited above, unless ids_early
+  else if (MODE == kPipeMoeDown && p.ids_early != 0)
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #pragma unroll
   for (int i = 0; i < L::kAhead; ++i) {
     if (i < nstages) load_x(i);
