@@ -282,9 +282,14 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       // during GEMM1's tail, and it waits for GEMM1 (inter) before loading activations.
       if constexpr (kGateUp) asm volatile("griddepcontrol.wait;\n" ::: "memory");
       __shared__ int s_pick[32];
-      if (warp == 0)
-        topk_token_t<8>(p.single.logits, 0, p.single.experts, p.topk, p.single.renormalize, nullptr,
-                        kGateUp ? nullptr : s_wt, s_pick, lane);
+      if (warp == 0) {  // E <= 256 on this path; the same picks and weights for either register set
+        if (p.single.experts <= 128)
+          topk_token_t<4>(p.single.logits, 0, p.single.experts, p.topk, p.single.renormalize, nullptr,
+                          kGateUp ? nullptr : s_wt, s_pick, lane);
+        else
+          topk_token_t<8>(p.single.logits, 0, p.single.experts, p.topk, p.single.renormalize, nullptr,
+                          kGateUp ? nullptr : s_wt, s_pick, lane);
+      }
       __syncthreads();
       if (kGateUp && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)  // GEMM2 counts from zero
         for (int i = threadIdx.x; i < p.single.num_counters; i += blockDim.x) p.single.counters[i] = 0;

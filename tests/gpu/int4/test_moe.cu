@@ -27,10 +27,12 @@ std::vector<float> random_logits(int M, int E, uint32_t seed, bool with_ties) {
 }
 
 TEST(Int4MoeRouting, TopkAndAlignExact) {
-  // E: the register top-k variants (E <= 64, <= 256) at and past their bounds, and the loop (E > 256).
-  for (int E : {8, 64, 65, 128, 256, 300})
+  // E: the register top-k variants (E <= 32, 64, 128, 256) at and past their bounds, and the
+  // loop (E > 256). M: moe_route's one-launch block sizes (256 threads to M = 8, 512 to 16,
+  // 1024 to 64) and the two kernels past 64.
+  for (int E : {8, 32, 33, 64, 65, 128, 129, 256, 300})
     for (int topk : {1, 2, 6, 8})
-      for (int M : {1, 5, 64, 1000})
+      for (int M : {1, 5, 12, 64, 1000})
         for (bool ties : {false, true}) {
           if (topk > E) continue;
           const bool renorm = (M + topk) % 2 == 0;
