@@ -80,11 +80,11 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
                               int bm, void* out, cudaStream_t stream, const MoeSingleToken* single = nullptr,
                               bool ids_early = false);
 // ids_early (down only; fused_moe, launching GEMM2 right after GEMM1; launch_moe_pipelined
-// below takes it too): GEMM2 reads the ids and
-// requests its first weight batches before waiting for GEMM1, whose blocks each waited for the
-// routing before letting GEMM2 launch; its weights then stream during GEMM1's tail. Not for a
-// GEMM2 whose predecessor may still be writing the ids (moe_gemm2 launches without it).
-// LOWBIT_INT4_MOE_EARLY=0 turns it off (read once; measurements).
+// below takes it too): GEMM2 reads the ids and requests its first weight batches before
+// waiting for GEMM1, whose blocks each waited for the routing before letting GEMM2 launch; its
+// weights then stream during GEMM1's tail. Not for a GEMM2 whose predecessor may still be
+// writing the ids (moe_gemm2 launches without it). moe_early_down_enabled():
+// LOWBIT_INT4_MOE_EARLY=0 turns it off (read once; measurements), applied in moe_gemm2_launch.
 bool moe_early_down_enabled();
 // MoE GEMMs on the pipelined tile (moe_pipelined.cu), same contract as launch_moe_decode
 // (no single-token path): align blocks of 16 / 32 / 64 rows, or 128 with wgmma; launched only

@@ -64,7 +64,7 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
     p.single = *single;
     if (gate_up) p.single.y = nullptr;  // the sum is GEMM2's
   }
-  p.ids_early = !gate_up && ids_early && moe_early_down_enabled() ? 1 : 0;
+  p.ids_early = !gate_up && ids_early ? 1 : 0;
   const int64_t grid_y = moe_decode_grid_rows(m, topk, s.experts, bm);
   if (grid_y > 65535) return cudaErrorInvalidConfiguration;  // validate_moe_gemm refuses it first
   const int blocks = static_cast<int>(grid_y / p.parts);   // align blocks that can hold rows
