@@ -22,6 +22,11 @@
 #include "tests/gpu/int4/moe_cpu_ref.h"
 #include "tools/cli/args.h"
 #include "tools/cli/command.h"
+#ifdef LOWBIT_INT4_TRACE
+#include <cstdlib>
+
+#include "kernels/int4/internal.h"
+#endif
 
 namespace lowbit::int4 {
 namespace {
@@ -291,6 +296,12 @@ int run_bench_moe(const std::vector<std::string>& argv) {
         } else if (st.ok()) {
           st = lowbit::bench::time_in_graph(stream, run_int4, copies, 2, reps, &t4);
         }
+#ifdef LOWBIT_INT4_TRACE
+        if (const char* tp = std::getenv("LOWBIT_INT4_TRACE_OUT"); tp != nullptr && st.ok())
+          detail::moe_trace_dump((std::string(tp) + "_" + sh.name + "_m" + std::to_string(m) + ".csv").c_str());
+        if (const char* tp = std::getenv("LOWBIT_INT4_TRACE_OUT"); tp != nullptr && st.ok())
+          detail::moe_token_trace_dump((std::string(tp) + "_tok_" + sh.name + "_m" + std::to_string(m) + ".csv").c_str());
+#endif
         if (st.ok() && !have_tb) {
           st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);
           have_tb = st.ok();

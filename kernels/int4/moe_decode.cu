@@ -6,7 +6,9 @@
 // the routing weight applied to the fp32 slot rows (moe_sum adds them in slot order).
 // Padding rows cost no K loop; blocks past num_post_padded exit before loading anything.
 // Called by moe_gemm1.cu / moe_gemm2.cu when the weight is MMA-tiled.
+#include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "kernels/int4/decode_tile.cuh"
 
@@ -35,7 +37,8 @@ bool moe_early_down_enabled() {
 
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
-                              int bm, void* out, cudaStream_t stream, const MoeSingleToken* single, bool ids_early) {
+                              int bm, void* out, cudaStream_t stream, const MoeSingleToken* single, bool ids_early,
+                              MoeDecodePlan* plan_only) {
   const WeightShape& s = w.shape;
   kern::DecodeParams p;
   p.x = x;
@@ -79,11 +82,36 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
                                                               kern::current_sm_count())))
                ? 1
                : 0;
-  const kern::DecodeGrid gr{1, static_cast<int>(grid_y), p.wide ? kern::ceil_div(groups, 4) : groups};
+  const kern::DecodeGrid gr{1, static_cast<int>(grid_y), p.wide ? kern::ceil_div(groups, 4) : groups, plan_only};
   const kern::DecodeTiles tiles = nt == 1 ? kern::DecodeTiles::kRows8 : kern::DecodeTiles::kRows16;
   const kern::DecodeShape shape = kern::decode_shape(busy, nt, kern::current_sm_count());
   return gate_up ? kern::launch_dtype<kern::kDecMoeGateUp>(s.act, p, tiles, shape, gr, stream)
                  : kern::launch_dtype<kern::kDecMoeDown>(s.act, p, tiles, shape, gr, stream);
 }
+
+#ifdef LOWBIT_INT4_TRACE
+void moe_trace_dump(const char* path) {
+  constexpr int kF = 11;
+  std::vector<unsigned long long> buf(static_cast<size_t>(kern::kTraceRecords) * kF);
+  unsigned n = 0;
+  if (cudaDeviceSynchronize() != cudaSuccess ||
+      cudaMemcpyFromSymbol(buf.data(), kern::g_trace, buf.size() * sizeof(buf[0])) != cudaSuccess ||
+      cudaMemcpyFromSymbol(&n, kern::g_trace_next, sizeof(n)) != cudaSuccess) {
+    std::fprintf(stderr, "moe_trace_dump: could not read the trace\n");
+    return;
+  }
+  FILE* f = std::fopen(path, "w");
+  if (f == nullptr) return;
+  std::fprintf(f, "mode,bx,by,bz,smid,entry,routed,waited,first,loop,end\n");
+  const unsigned cap = kern::kTraceRecords, count = n < cap ? n : cap, first = n < cap ? 0 : n % cap;
+  for (unsigned i = 0; i < count; ++i) {
+    const unsigned long long* r = &buf[static_cast<size_t>((first + i) % cap) * kF];
+    for (int k = 0; k < kF; ++k) std::fprintf(f, k + 1 < kF ? "%llu," : "%llu\n", r[k]);
+  }
+  std::fclose(f);
+  const unsigned zero = 0;
+  (void)cudaMemcpyToSymbol(kern::g_trace_next, &zero, sizeof(zero));
+}
+#endif
 
 }  // namespace lowbit::int4::detail

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Session 15 round EF (experiment): one-launch layer with relaxed hand-offs (no release /
+# acquire; not a valid protocol) vs the default, bench M = 1 and trace.
+set -uo pipefail
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
+B=/tmp/lb; rm -rf $B; mkdir -p $B; tar -C $B -xJf .dev/bin/bins.tar.xz
+R=/tmp/r; rm -rf $R; mkdir -p $R
+for env in "X=1" "LOWBIT_INT4_MOE_TOKEN_RELAXED=1"; do
+  tag=$(echo "$env" | tr ' =' '__')
+  env $env timeout 60 $B/lowbit bench moe --m 1 --shapes qwen3-30b-a3b.tp1,qwen3-30b-a3b.tp2,deepseek-v2-lite --path fused --reps 10 --out $R/moe_$tag > $R/bench_$tag.log 2>&1; echo "== $env rc=$?"
+  grep -E "^ +(qwen|mixtral|deepseek)" $R/bench_$tag.log | awk '{print $1, $4, $6, $9, $12}'
+done
+LOWBIT_INT4_MOE_TOKEN_RELAXED=1 LOWBIT_INT4_TRACE_OUT=$R/trrelax timeout 100 $B/lowbit_trace bench moe --m 1 --shapes qwen3-30b-a3b.tp2 --path fused --reps 3 --out $R/moe_trace > $R/trace.log 2>&1; echo "trace rc=$?"
+tar -C $R -czf $OUT/results.tgz .
