@@ -299,8 +299,6 @@ int run_bench_moe(const std::vector<std::string>& argv) {
 #ifdef LOWBIT_INT4_TRACE
         if (const char* tp = std::getenv("LOWBIT_INT4_TRACE_OUT"); tp != nullptr && st.ok())
           detail::moe_trace_dump((std::string(tp) + "_" + sh.name + "_m" + std::to_string(m) + ".csv").c_str());
-        if (const char* tp = std::getenv("LOWBIT_INT4_TRACE_OUT"); tp != nullptr && st.ok())
-          detail::moe_token_trace_dump((std::string(tp) + "_tok_" + sh.name + "_m" + std::to_string(m) + ".csv").c_str());
 #endif
         if (st.ok() && !have_tb) {
           st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);

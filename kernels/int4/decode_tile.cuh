@@ -32,11 +32,12 @@ namespace {
 enum DecodeMode : int { kDecDense = 0, kDecMoeGateUp = 1, kDecMoeDown = 2 };
 
 #ifdef LOWBIT_INT4_TRACE
-// Timeline probes of the MoE modes (a measurement build only: -DLOWBIT_INT4_TRACE=1). Each
-// block writes one record of %globaltimer stamps at its end into a ring; moe_decode.cu's
-// moe_trace_dump() copies it out. Fields: mode, blockIdx.x/y/z, smid, then the stamps at
-// entry, routed (ids known), after griddepcontrol.wait, warp 0's first batch landed, K loop
-// done, end.
+// Timeline probes of the MoE modes (a measurement build only: -DLOWBIT_INT4_TRACE=1; the
+// default build has none of this). Each block writes one record of %globaltimer stamps at its
+// end into a ring; moe_decode.cu's moe_trace_dump() copies it out (bench moe writes it with
+// LOWBIT_INT4_TRACE_OUT=prefix). Fields: mode, blockIdx.x/y/z, smid, then the stamps at entry,
+// routed (ids known), after griddepcontrol.wait, warp 0's first batch landed, K loop done,
+// end. docs/int4-kernels.md, "Session 15", reads a layer's timeline from them.
 constexpr int kTraceRecords = 1 << 14;
 __device__ unsigned long long g_trace[kTraceRecords][11];
 __device__ unsigned int g_trace_next;
@@ -141,74 +142,6 @@ struct Steps {
 template <typename T>
 __device__ __forceinline__ float pair_to_float(uint32_t v, int h) {
   return Act<T>::bits_to_float(static_cast<uint16_t>(h ? v >> 16 : v & 0xFFFFu));
-}
-
-// The tile's arithmetic, shared with the single-token MoE layer (moe_token.cu), which must
-// give the same bits. The MMAs take the weights as magic + q (one LOP3 per pair, exact) and
-// a fifth MMA per step with an all-ones A sums x over the same K: at each window end (<= 8 K
-// steps, inside one group) tot += s * (acc - (magic + z) * sum(x)) in fp32, i.e.
-// s * sum (q - z) x. The short window keeps the fp32 sums small: (magic + q) x is exact in
-// fp32 and a window sum loses about log2(magic / 8) bits to the cancellation (~2^-16
-// relative for fp16), far below the output's rounding.
-// fp16 only: the nibbles of A rows g + 8 (registers 1 and 3) are masked in place, one nibble
-// up, as 1024 + 16 q (exact: fp16's ulp at 1024 is 1), which saves two of the three shifts
-// per word; their fold uses magic + 16 z and s / 16 (exact power-of-two scaling). bf16 has 7
-// mantissa bits: no room for a nibble above bit 3, so it shifts every nibble.
-//
-// One K step: the step's 16 B of the lane's weight words against x fragments xf (one per
-// 8-row tile); first: the window's first step (zero accumulators in).
-template <typename T, int NT>
-__device__ __forceinline__ void decode_step_mma(const uint4& wv, const uint2 (&xf)[NT], bool first,
-                                                float (&acc)[4][NT][4], float (&accx)[NT][4]) {
-  constexpr bool kHiX16 = !Act<T>::kBf16;
-  const uint32_t ones = Act<T>::kBf16 ? 0x3F803F80u : 0x3C003C00u;  // 1.0 pairs
-  const uint32_t ones_a[4] = {ones, ones, ones, ones};
-  const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    uint32_t a[4];
-    if constexpr (kHiX16) {
-      const uint32_t w8 = words[j] >> 8;
-      a[0] = lop3_and_or(words[j], 0x000F000Fu, Act<T>::kMagic);
-      a[1] = lop3_and_or(words[j], 0x00F000F0u, Act<T>::kMagic);
-      a[2] = lop3_and_or(w8, 0x000F000Fu, Act<T>::kMagic);
-      a[3] = lop3_and_or(w8, 0x00F000F0u, Act<T>::kMagic);
-    } else {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) a[r] = lop3_and_or(words[j] >> (4 * r), 0x000F000Fu, Act<T>::kMagic);
-    }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      if (first)
-        mma_m16n8k16_zc<T>(acc[j][nt], a, xf[nt].x, xf[nt].y);
-      else
-        mma_m16n8k16<T>(acc[j][nt], a, xf[nt].x, xf[nt].y);
-    }
-  }
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    if (first)
-      mma_m16n8k16_zc<T>(accx[nt], ones_a, xf[nt].x, xf[nt].y);
-    else
-      mma_m16n8k16<T>(accx[nt], ones_a, xf[nt].x, xf[nt].y);
-  }
-}
-
-// The window fold with the window's group constants gp.
-template <typename T, int NT, bool kSym>
-__device__ __forceinline__ void decode_fold(const GroupParams& gp, const float (&acc)[4][NT][4],
-                                            const float (&accx)[NT][4], float (&tot)[4][NT][4]) {
-  constexpr bool kHiX16 = !Act<T>::kBf16;
-  constexpr float kMagicF = Act<T>::kMagicValue;
-  for_each_acc<NT>([&](int j, int nt, int q) {
-    // C fragment: element q is at activation row frag_row(nt, t, q), column frag_col(j, g, q).
-    const int h = q >> 1;
-    const float mul = kHiX16 && h ? 16.f : 1.f;
-    const float zc = kMagicF + mul * (kSym ? 8.f : pair_to_float<T>(gp.z[j], h));
-    const float sc = kHiX16 && h ? pair_to_float<T>(gp.s[j], h) * 0.0625f : pair_to_float<T>(gp.s[j], h);
-    const float d = fmaf(-zc, accx[nt][q & 1], acc[j][nt][q]);
-    tot[j][nt][q] = fmaf(d, sc, tot[j][nt][q]);
-  });
 }
 
 // Block-shared x (DecodeCfg::XS): the block's 8 * NT activation rows of one batch (D K steps)
@@ -374,7 +307,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       if constexpr (kGateUp) asm volatile("griddepcontrol.wait;\n" ::: "memory");
       __shared__ int s_pick[32];
       if (warp == 0) {  // E <= 256 on this path; the same picks and weights for either register set
-        if (p.single.experts <= 128)
+        if (p.single.experts <= 128)  // topk_per_lane's bound of the 4-per-lane set (asserted there)
           topk_token_t<4>(p.single.logits, 0, p.single.experts, p.topk, p.single.renormalize, nullptr,
                           kGateUp ? nullptr : s_wt, s_pick, lane);
         else
@@ -463,7 +396,20 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // acc and accx are written by the window's first MMA (zero accumulator in), never cleared.
   float acc[4][NT][4] = {}, tot[4][NT][4] = {}, accx[NT][4] = {};
 
-  // The arithmetic (magic + q MMAs, sum(x), window folds): decode_step_mma / decode_fold.
+  // The MMAs take the weights as magic + q (one LOP3 per pair, exact) and a fifth MMA per
+  // step with an all-ones A sums x over the same K: at each window end (<= 8 K steps,
+  // inside one group) tot += s * (acc - (magic + z) * sum(x)) in fp32, i.e. s * sum (q - z) x.
+  // The short window keeps the fp32 sums small: (magic + q) x is exact in fp32 and a window
+  // sum loses about log2(magic / 8) bits to the cancellation (~2^-16 relative for fp16),
+  // far below the output's rounding.
+  // fp16 only: the nibbles of A rows g + 8 (registers 1 and 3) are masked in place, one
+  // nibble up, as 1024 + 16 q (exact: fp16's ulp at 1024 is 1), which saves two of the three
+  // shifts per word; their fold uses magic + 16 z and s / 16 (exact power-of-two scaling).
+  // bf16 has 7 mantissa bits: no room for a nibble above bit 3, so it shifts every nibble.
+  constexpr bool kHiX16 = !Act<T>::kBf16;
+  constexpr float kMagicF = Act<T>::kMagicValue;
+  const uint32_t ones = Act<T>::kBf16 ? 0x3F803F80u : 0x3C003C00u;  // 1.0 pairs
+  const uint32_t ones_a[4] = {ones, ones, ones, ones};
   // Group scales (+ zeros). With windows of a whole batch (W == D: G = 128, or one group per
   // channel) every batch lies in one group, and its 64 columns' scale row (128 B) travels in
   // the batch's stage, copied with its words (kStagedScales): they arrive S - 1 batches
@@ -499,7 +445,16 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     }
   };
   auto fold = [&](int st_end) {  // st_end: first step after the window
-    decode_fold<T, NT, kSym>(group_params(), acc, accx, tot);
+    const GroupParams gp = group_params();
+    for_each_acc<NT>([&](int j, int nt, int q) {
+      // C fragment: element q is at activation row frag_row(nt, t, q), column frag_col(j, g, q).
+      const int h = q >> 1;
+      const float mul = kHiX16 && h ? 16.f : 1.f;
+      const float zc = kMagicF + mul * (kSym ? 8.f : pair_to_float<T>(gp.z[j], h));
+      const float sc = kHiX16 && h ? pair_to_float<T>(gp.s[j], h) * 0.0625f : pair_to_float<T>(gp.s[j], h);
+      const float d = fmaf(-zc, accx[nt][q & 1], acc[j][nt][q]);
+      tot[j][nt][q] = fmaf(d, sc, tot[j][nt][q]);
+    });
     if (!kStagedScales && --wleft == 0 && st_end < s1) {  // group end: next group's constants
       ++grp;
       wleft = gsteps / W;
@@ -547,6 +502,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     for (int i = decltype(steps)::lo; i < decltype(steps)::hi; ++i) {
       if (kFull || i < n_in) {
         const bool first = i % W == 0;  // window start: zero accumulators in
+        const uint32_t words[4] = {wa[i].x, wa[i].y, wa[i].z, wa[i].w};
         uint2 xf[NT];
         if constexpr (kXS) {
           ldsm_x(xs_lane + 32u * i, xf);
@@ -554,7 +510,34 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) xf[nt] = xa[i][nt];
         }
-        decode_step_mma<T, NT>(wa[i], xf, first, acc, accx);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          uint32_t a[4];
+          if constexpr (kHiX16) {
+            const uint32_t w8 = words[j] >> 8;
+            a[0] = lop3_and_or(words[j], 0x000F000Fu, Act<T>::kMagic);
+            a[1] = lop3_and_or(words[j], 0x00F000F0u, Act<T>::kMagic);
+            a[2] = lop3_and_or(w8, 0x000F000Fu, Act<T>::kMagic);
+            a[3] = lop3_and_or(w8, 0x00F000F0u, Act<T>::kMagic);
+          } else {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) a[r] = lop3_and_or(words[j] >> (4 * r), 0x000F000Fu, Act<T>::kMagic);
+          }
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            if (first)
+              mma_m16n8k16_zc<T>(acc[j][nt], a, xf[nt].x, xf[nt].y);
+            else
+              mma_m16n8k16<T>(acc[j][nt], a, xf[nt].x, xf[nt].y);
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          if (first)
+            mma_m16n8k16_zc<T>(accx[nt], ones_a, xf[nt].x, xf[nt].y);
+          else
+            mma_m16n8k16<T>(accx[nt], ones_a, xf[nt].x, xf[nt].y);
+        }
       }
       // Window end (a window with at least one step in range; the tail window may be short).
       if ((i + 1) % W == 0 && (kFull || i + 1 - W < n_in)) fold(sb + i + 1);
@@ -940,10 +923,6 @@ int env_rows16_max() {
 // z = column groups (gate/up: groups of one half).
 struct DecodeGrid {
   int splits, y, groups;
-  // Plan only (the single-token MoE layer, moe_token.cu, takes the partition of K that these
-  // launches would use): the block's warps and the cluster size are written here and nothing
-  // is launched.
-  detail::MoeDecodePlan* plan = nullptr;
 };
 
 template <typename T, typename Cfg, int W, bool kSym, int MODE>
@@ -958,12 +937,6 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   static ClusterSchedulable known = {};
   p.splits = schedulable_splits(kernel, gr.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                 32 * Cfg::NW, kSmem, known);
-  if (gr.plan != nullptr) {
-    gr.plan->splits = p.splits;
-    gr.plan->warps = Cfg::NW;
-    gr.plan->wide = p.wide;
-    return cudaSuccess;
-  }
   p.x_prefetch = x_prefetch_rule<Cfg, W>(env_x_prefetch(), p.splits);
   // A grid of at most one block per SM lets the next kernel launch only once its warps' first
   // weight batches have arrived: its blocks would otherwise take each SM's second slot at once

@@ -55,8 +55,7 @@ bool grouped_by_size(int m, int topk, int experts, int hidden, int inter, double
 
 // Workspace layout (each region 256 B aligned), in this order.
 struct MoeWorkspace {
-  size_t ids = 0, weights = 0, sorted = 0, experts = 0, npp = 0, counters = 0, inter = 0, slots = 0, token = 0,
-         token_bytes = 0, total = 0;
+  size_t ids = 0, weights = 0, sorted = 0, experts = 0, npp = 0, counters = 0, inter = 0, slots = 0, total = 0;
 };
 
 MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
@@ -80,11 +79,6 @@ MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
   off += align256(P * I * 2);
   w.slots = off;
   off += align256(P * H * 4);
-  if (m == 1) {  // the one-launch single-token layer's partial sums and counters
-    w.token = off;
-    w.token_bytes = detail::moe_token_scratch_bytes(topk, H, I);
-    off += align256(w.token_bytes);
-  }
   w.total = off;
   return w;
 }
@@ -201,8 +195,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   void* inter = ws + L.inter;
   auto* slots = reinterpret_cast<float*>(ws + L.slots);
   if (a.m == 1 && bm == 8 && E <= 256 && tiled && detail::moe_single_token_enabled()) {
-    // Decode of one token: the layer in one launch where it fits, else routing inside both
-    // GEMMs and the slot sum inside GEMM2 (internal.h).
+    // Decode of one token: routing inside both GEMMs, the slot sum inside GEMM2 (internal.h).
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, 1, a.topk, bm));
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "inter", inter, w2, 8, 1, a.topk, bm));
     detail::MoeSingleToken st;
@@ -212,10 +205,6 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
     st.counters = reinterpret_cast<int*>(ws + L.counters);
     st.num_counters = H / kMmaTileCols;
     st.y = a.y;
-    bool taken = false;
-    LOWBIT_CUDA_RETURN(detail::launch_moe_token(a.x, a.router_logits, E, a.topk, a.renormalize, w13, w2, inter,
-                                                ws + L.token, L.token_bytes, a.y, cst, &taken));
-    if (taken) return Status::Ok();
     LOWBIT_CUDA_RETURN(detail::launch_moe_decode(true, a.x, w13, sorted, eids, npp, nullptr, 1, a.topk, bm, inter, cst, &st));
     LOWBIT_CUDA_RETURN(detail::launch_moe_decode(false, inter, w2, sorted, eids, npp, tw, 1, a.topk, bm, slots, cst, &st));
     return Status::Ok();

@@ -70,29 +70,10 @@ struct MoeSingleToken {
 };
 // LOWBIT_INT4_MOE_SINGLE=0 turns the single-token path off (read once; measurements).
 bool moe_single_token_enabled();
-// The single-token layer in one launch (moe_token.cu): taken first on the single-token path
-// when the GEMMs' K and scale groups are whole batches of 128 (G >= 128 or per channel), both
-// weights symmetric or both asymmetric, and its cooperative grid fits the device; *taken
-// says whether it launched (else the two launches above run). Outputs bit-identical to them.
-// scratch: moe_token_scratch_bytes(topk, H, I) of the workspace. LOWBIT_INT4_MOE_TOKEN=0 turns
-// it off (read once; measurements); set_moe_token_mode(0 / 1) overrides that for tests (-1:
-// back to the environment).
-size_t moe_token_scratch_bytes(int topk, int hidden, int inter);
-cudaError_t launch_moe_token(const void* x, const float* logits, int experts, int topk, bool renorm,
-                             const KernelWeightsView& w13, const KernelWeightsView& w2, void* inter, void* scratch,
-                             size_t scratch_bytes, void* y, cudaStream_t stream, bool* taken);
-void set_moe_token_mode(int mode);
-long long moe_token_launches();  // launches so far (tests: the path was taken)
-// How launch_moe_decode splits a GEMM's K (plan_only below): per 64-column group, `splits`
-// cluster ranks of `warps`-warp blocks (gate/up: half of them per half), or wide (one warp per
-// column group over all of K).
-struct MoeDecodePlan {
-  int splits = 1, warps = 4, wide = 0;
-};
 #ifdef LOWBIT_INT4_TRACE
-// The MoE decode modes' timeline records (decode_tile.cuh) as CSV into `path`; clears the ring.
+// The MoE decode modes' timeline records (decode_tile.cuh's probes, a -DLOWBIT_INT4_TRACE=1
+// build) as CSV into `path`; clears the ring.
 void moe_trace_dump(const char* path);
-void moe_token_trace_dump(const char* path);  // moe_token.cu's records
 #endif
 // MoE GEMMs on MMA-tiled expert stacks (moe_decode.cu, the decode tile in its MoE modes):
 // gate_up: inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)) for w13 [E, 2I, H]
@@ -102,7 +83,7 @@ void moe_token_trace_dump(const char* path);  // moe_token.cu's records
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
                               int bm, void* out, cudaStream_t stream, const MoeSingleToken* single = nullptr,
-                              bool ids_early = false, MoeDecodePlan* plan_only = nullptr);
+                              bool ids_early = false);
 // ids_early (down only; fused_moe, launching GEMM2 right after GEMM1; launch_moe_pipelined
 // below takes it too): GEMM2 reads the ids and requests its first weight batches before
 // waiting for GEMM1, whose blocks each waited for the routing before letting GEMM2 launch; its

@@ -37,8 +37,7 @@ bool moe_early_down_enabled() {
 
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
-                              int bm, void* out, cudaStream_t stream, const MoeSingleToken* single, bool ids_early,
-                              MoeDecodePlan* plan_only) {
+                              int bm, void* out, cudaStream_t stream, const MoeSingleToken* single, bool ids_early) {
   const WeightShape& s = w.shape;
   kern::DecodeParams p;
   p.x = x;
@@ -82,7 +81,7 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
                                                               kern::current_sm_count())))
                ? 1
                : 0;
-  const kern::DecodeGrid gr{1, static_cast<int>(grid_y), p.wide ? kern::ceil_div(groups, 4) : groups, plan_only};
+  const kern::DecodeGrid gr{1, static_cast<int>(grid_y), p.wide ? kern::ceil_div(groups, 4) : groups};
   const kern::DecodeTiles tiles = nt == 1 ? kern::DecodeTiles::kRows8 : kern::DecodeTiles::kRows16;
   const kern::DecodeShape shape = kern::decode_shape(busy, nt, kern::current_sm_count());
   return gate_up ? kern::launch_dtype<kern::kDecMoeGateUp>(s.act, p, tiles, shape, gr, stream)
@@ -101,7 +100,10 @@ void moe_trace_dump(const char* path) {
     return;
   }
   FILE* f = std::fopen(path, "w");
-  if (f == nullptr) return;
+  if (f == nullptr) {
+    std::fprintf(stderr, "moe_trace_dump: cannot write %s\n", path);
+    return;
+  }
   std::fprintf(f, "mode,bx,by,bz,smid,entry,routed,waited,first,loop,end\n");
   const unsigned cap = kern::kTraceRecords, count = n < cap ? n : cap, first = n < cap ? 0 : n % cap;
   for (unsigned i = 0; i < count; ++i) {

@@ -174,6 +174,13 @@ __device__ __forceinline__ void topk_token_t(const float* __restrict__ logits, i
 
 // The smallest register set of topk_token_t that holds E experts (0: the loop).
 __host__ __device__ constexpr int topk_per_lane(int E) { return E <= 32 ? 1 : E <= 64 ? 2 : E <= 128 ? 4 : E <= 256 ? 8 : 0; }
+// Its bounds are written out again where a kernel picks the set at run time (topk_token below,
+// and the single-token path's `experts <= 128` in decode_tile.cuh), as plain compares: written
+// through topk_per_lane they compiled to more instructions in those kernels. Held equal here.
+static_assert(topk_per_lane(32) == 1 && topk_per_lane(33) == 2 && topk_per_lane(64) == 2 && topk_per_lane(65) == 4 &&
+                  topk_per_lane(128) == 4 && topk_per_lane(129) == 8 && topk_per_lane(256) == 8 &&
+                  topk_per_lane(257) == 0,
+              "topk_token's and decode_tile.cuh's bounds (32 / 64 / 128 / 256) are topk_per_lane's");
 
 // topk_token_t with that register set, chosen at run time (moe_topk; moe_route picks it on the
 // host instead, so that its kernel holds only the variant it runs).

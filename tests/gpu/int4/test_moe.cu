@@ -6,7 +6,6 @@
 #include <cmath>
 #include <random>
 
-#include "kernels/int4/internal.h"
 #include "lowbit/int4/kernels.h"
 #include "tests/cpu/int4/random_weights.h"
 #include "tests/gpu/int4/gpu_buffers.h"
@@ -214,30 +213,20 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{96, 6, 192, 64, 3, 64, true, DType::kF16, 32, MoePath::kFused, kTiled},
                       MoeCase{520, 8, 256, 128, 2, 128, false, DType::kBF16, 0, MoePath::kFused}));
 
-// The single-token paths (fused_moe at M = 1 on MMA-tiled experts) against the four launches
-// of the same stages (moe_route, moe_gemm1, moe_gemm2, moe_sum) on the same weights:
-// bit-identical outputs. Both paths run: the one-launch layer (moe_token.cu; where it applies:
-// whole batches of 128 in K and in the scale groups, `token` says so and the test checks that
-// it launched) and the two launches (routing inside both GEMMs, the slot sum inside GEMM2).
-// Each runs the layer twice with different logits on one workspace (counters must start from
-// zero again) and replays it from a CUDA graph; outputs and workspace are poisoned first.
+// The single-token path (fused_moe at M = 1 on MMA-tiled experts: routing inside both GEMMs,
+// the slot sum inside GEMM2) against the four launches of the same stages (moe_route, moe_gemm1,
+// moe_gemm2, moe_sum) on the same weights: bit-identical outputs. Each case runs the layer
+// twice with different logits on one workspace (the sum counters must start from zero again)
+// and replays it from a CUDA graph; outputs and workspace are poisoned first.
 struct SingleCase {
   int E, H, I, topk, g;
   bool sym, renorm, ties;
   DType act;
-  bool token;  // the one-launch layer applies
 };
-class Int4MoeSingleToken : public ::testing::TestWithParam<std::tuple<SingleCase, int>> {};
-
-struct TokenModeGuard {  // restores the environment's choice
-  explicit TokenModeGuard(int mode) { detail::set_moe_token_mode(mode); }
-  ~TokenModeGuard() { detail::set_moe_token_mode(-1); }
-};
+class Int4MoeSingleToken : public ::testing::TestWithParam<SingleCase> {};
 
 TEST_P(Int4MoeSingleToken, BitIdenticalToFourLaunches) {
-  const SingleCase c = std::get<0>(GetParam());
-  const int mode = std::get<1>(GetParam());
-  TokenModeGuard guard(mode);
+  const SingleCase c = GetParam();
   WeightShape s13{c.E, 2 * c.I, c.H, c.g, c.sym, c.act}, s2{c.E, c.H, c.I, c.g, c.sym, c.act};
   KPackedWeights k13 = random_kpacked(s13, 31u + c.E, 0.05f), k2 = random_kpacked(s2, 47u + c.H, 0.05f);
   KernelWeights w13, w2;
@@ -272,10 +261,8 @@ TEST_P(Int4MoeSingleToken, BitIdenticalToFourLaunches) {
     a.topk = c.topk;
     a.renormalize = c.renorm;
     a.path = MoePath::kFused;
-    const long long before = detail::moe_token_launches();
     Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
     ASSERT_TRUE(st.ok()) << st.to_string();
-    ASSERT_EQ(detail::moe_token_launches() - before, mode == 1 && c.token ? 1 : 0) << "one-launch layer taken?";
     ASSERT_TRUE(moe_route(dl.as<float>(), 1, c.E, c.topk, c.renorm, bm, ri.as<int32_t>(), rw.as<float>(),
                           rs.as<int32_t>(), re.as<int32_t>(), rn.as<int32_t>(), nullptr)
                     .ok());
@@ -318,21 +305,17 @@ TEST_P(Int4MoeSingleToken, BitIdenticalToFourLaunches) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, Int4MoeSingleToken,
-    ::testing::Combine(
-        ::testing::Values(
-            SingleCase{128, 512, 384, 8, 128, true, true, false, DType::kBF16, true},    // Qwen3-like, many column groups
-            SingleCase{64, 256, 128, 6, 64, false, false, false, DType::kF16, false},    // DeepSeek-like, G=64
-            SingleCase{200, 256, 192, 8, 32, false, true, true, DType::kBF16, false},    // E not a power of 2, ties
-            SingleCase{8, 512, 128, 2, kPerChannel, true, false, false, DType::kF16, true},
-            SingleCase{16, 256, 128, 1, 128, false, true, false, DType::kBF16, true},    // topk 1
-            SingleCase{256, 256, 128, 32, 128, true, true, false, DType::kF16, true},    // E, topk at their limits
-            // The benchmark models' K (the decode tile's plans: clusters of 2 in GEMM1, GEMM2 split
-            // over 8 warps or wide), fewer experts: Qwen3-30B-A3B TP1 / TP2, DeepSeek-V2-Lite.
-            SingleCase{16, 2048, 768, 8, 128, true, true, false, DType::kBF16, true},
-            SingleCase{16, 2048, 384, 8, 128, false, true, true, DType::kF16, true},
-            SingleCase{12, 2048, 1408, 6, 128, true, false, false, DType::kBF16, true},
-            SingleCase{8, 256, 192, 2, kPerChannel, false, true, false, DType::kBF16, false}),  // I % 128: two launches
-        ::testing::Values(1, 0)));
+    ::testing::Values(SingleCase{128, 512, 384, 8, 128, true, true, false, DType::kBF16},    // Qwen3-like, many column groups
+                      SingleCase{64, 256, 128, 6, 64, false, false, false, DType::kF16},     // DeepSeek-like, G=64
+                      SingleCase{200, 256, 192, 8, 32, false, true, true, DType::kBF16},     // E not a power of 2, ties
+                      SingleCase{8, 512, 128, 2, kPerChannel, true, false, false, DType::kF16},
+                      SingleCase{16, 256, 128, 1, 128, false, true, false, DType::kBF16},    // topk 1
+                      SingleCase{256, 256, 128, 32, 128, true, true, false, DType::kF16},    // E, topk at their limits
+                      // The benchmark models' K (the decode plans: GEMM1 in clusters of 2, GEMM2 split over 8
+                      // warps or wide), fewer experts: Qwen3-30B-A3B TP1 / TP2, DeepSeek-V2-Lite.
+                      SingleCase{16, 2048, 768, 8, 128, true, true, false, DType::kBF16},
+                      SingleCase{16, 2048, 384, 8, 128, false, true, true, DType::kF16},
+                      SingleCase{12, 2048, 1408, 6, 128, true, false, false, DType::kBF16}));
 
 TEST(Int4MoeArgs, Refused) {
   WeightShape s13{4, 64, 64, 32, true, DType::kBF16}, s2{4, 64, 32, 32, true, DType::kBF16};
