@@ -88,6 +88,12 @@ struct DecodeParams {
   // MoE down launched by fused_moe right after GEMM1 (launch_moe_decode's ids_early): the ids
   // are read, and the first weight batches requested, before waiting for GEMM1 (see the kernel).
   int ids_early = 0;
+  // Single-token path, down (launch() sets it when it can): the topk blocks of a column group
+  // form one cluster along y, keep their slot rows in shared memory, and rank 0 adds them in
+  // slot order (moe_sum's expression) after a cluster barrier, instead of storing them and
+  // counting on a global counter whose last block reads them back (the timeline of session 15:
+  // ~4 us from GEMM2's last batch to its end at Qwen3 TP1 M = 1).
+  int ysum = 0;
 };
 
 // Per-group constants of this lane's 8 columns (16j + g + 8h, j = 0..3, h = 0..1), kept as
@@ -703,9 +709,32 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // order, as moe_sum does.
   // Down: the routing weight of slot row id (the single-token path computed it in s_wt).
   auto slot_weight = [&](int id) { return p.single.logits != nullptr ? s_wt[id] : p.topk_weights[id]; };
+  // ysum: the block's slot rows (its columns of row 0), after the reduction buffer.
+  float* const s_slot = reinterpret_cast<float*>(smem) + NW * 16 * NT * 32;
   auto single_token_sum = [&](int n0, int ncols) {
     if constexpr (MODE == kDecMoeDown) {
       if (p.single.y == nullptr) return;
+      if (p.ysum != 0) {
+        cg::cluster_group cl = cg::this_cluster();
+        cl.sync();  // every rank's slot row in its shared memory
+        if (cl.block_rank() == 0) {
+          const float* src[kClusterMaxSplits];
+#pragma unroll
+          for (int r = 0; r < kClusterMaxSplits; ++r) src[r] = r < p.topk ? cl.map_shared_rank(s_slot, r) : s_slot;
+          for (int c = threadIdx.x; c < ncols; c += 32 * NW) {
+            float v[kClusterMaxSplits];
+#pragma unroll
+            for (int r = 0; r < kClusterMaxSplits; ++r) v[r] = r < p.topk ? src[r][c] : 0.f;
+            float s = 0.f;
+#pragma unroll
+            for (int r = 0; r < kClusterMaxSplits; ++r)
+              if (r < p.topk) s += v[r];
+            static_cast<T*>(p.single.y)[n0 + c] = Act<T>::from_float(s);
+          }
+        }
+        cl.sync();  // no rank exits before rank 0 has read its row
+        return;
+      }
       __shared__ int s_last;
       __threadfence();  // this thread's slot stores before the block's arrival
       __syncthreads();
@@ -744,7 +773,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
           const int id = s_id[frag_row(nt, t, q)];
           if (id < 0) return;
           const int n = cgrp * kMmaTileCols + frag_col(j, g, q);
-          static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(id) * tot[j][nt][q];
+          if (p.ysum != 0)
+            s_slot[warp * kMmaTileCols + frag_col(j, g, q)] = slot_weight(id) * tot[j][nt][q];
+          else
+            static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(id) * tot[j][nt][q];
         });
       }
       const int n0 = cblk * NW * kMmaTileCols;
@@ -771,8 +803,9 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // Warps -> block sum in warp order, then cluster ranks -> rank 0 in rank order (XS: each
   // warp's group added over the ranks).
   constexpr int kElems = 16 * NT;  // per lane
-  static_assert(NW * kElems * 32 * 4 <= decode_stage_region_bytes<D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>()>(),
-                "reduction buffer size");
+  static_assert((NW * kElems * 32 + NW * kMmaTileCols) * 4 <=
+                    decode_stage_region_bytes<D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>()>(),
+                "reduction buffer and slot rows (ysum) size");
   auto& red = *reinterpret_cast<float(*)[NW][kElems][32]>(smem);
   for_each_acc<NT>([&](int j, int nt, int q) { red[warp][(j * NT + nt) * 4 + q][lane] = tot[j][nt][q]; });
   __syncthreads();
@@ -857,7 +890,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
           const int I = p.half_groups * kMmaTileCols;
           static_cast<T*>(p.y)[static_cast<size_t>(id) * I + n] = Act<T>::from_float(v / (1.f + expf(-v)) * u);
         } else {
-          static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(id) * v;
+          if (p.ysum != 0)
+            s_slot[ncol] = slot_weight(id) * v;
+          else
+            static_cast<float*>(p.y)[static_cast<size_t>(id) * p.N + n] = slot_weight(id) * v;
         }
       }
     }
@@ -946,6 +982,32 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   // a little (8b.qkv, 192 blocks, M = 8 9.4 vs 9.8; 70b.qkv, 160, M = 8 21.0 vs 21.7).
   if constexpr (MODE == kDecDense)  // the only mode that reads it
     p.pdl_trigger = static_cast<long long>(p.splits) * gr.y * gr.groups <= current_sm_count() ? 1 : 0;
+  if constexpr (MODE == kDecMoeDown) {
+    // DecodeParams::ysum: single-token down, no K split, the topk blocks of a column group
+    // (grid.y = topk) one cluster the device can run (probed once per kernel and topk).
+    static std::atomic<int> ysum_ok[kClusterMaxSplits + 1] = {};
+    const int k = p.topk;
+    if (p.ysum != 0 && (p.splits != 1 || k < 1 || k > kClusterMaxSplits || gr.y != k)) p.ysum = 0;
+    if (p.ysum != 0) {
+      int ok = ysum_ok[k].load(std::memory_order_relaxed);
+      cudaLaunchAttribute la[2];
+      cudaLaunchConfig_t cfg = split_cluster_config(&la[0], 1, 1, static_cast<unsigned>(gr.y),
+                                                    static_cast<unsigned>(gr.groups), 32 * Cfg::NW, kSmem, stream);
+      la[0].val.clusterDim.y = static_cast<unsigned>(k);
+      cfg.numAttrs = 1;
+      if (ok == 0) {
+        int n = 0;
+        ok = cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) == cudaSuccess && n > 0 ? 1 : -1;
+        if (ok < 0) (void)cudaGetLastError();
+        ysum_ok[k].store(ok, std::memory_order_relaxed);
+      }
+      if (ok > 0) {
+        if (pdl_enabled()) allow_programmatic_launch(cfg, la);
+        return cudaLaunchKernelEx(&cfg, kernel, p);
+      }
+      p.ysum = 0;
+    }
+  }
   return launch_split_clusters(kernel, p, p.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                32 * Cfg::NW, kSmem, stream, pdl_enabled());
 }

@@ -70,6 +70,9 @@ struct MoeSingleToken {
 };
 // LOWBIT_INT4_MOE_SINGLE=0 turns the single-token path off (read once; measurements).
 bool moe_single_token_enabled();
+// The largest topk whose single-token GEMM2 adds its slot rows in a cluster (DecodeParams::ysum;
+// moe_decode.cu: 6 as measured, LOWBIT_INT4_MOE_YSUM=0 / 2 for none / up to 8).
+int moe_ysum_max_topk();
 #ifdef LOWBIT_INT4_TRACE
 // The MoE decode modes' timeline records (decode_tile.cuh's probes, a -DLOWBIT_INT4_TRACE=1
 // build) as CSV into `path`; clears the ring.

@@ -30,6 +30,24 @@ bool moe_single_token_enabled() {
   return v;
 }
 
+// The single-token GEMM2's slot sum in a cluster of its topk blocks (DecodeParams::ysum) up to
+// this topk. Measured on H200 against the global counter (session 15, round EH, M = 1, two
+// runs each, us): DeepSeek-V2-Lite (topk 6) 21.2 / 21.3 vs 22.2 / 22.3, Mixtral-8x7B (topk 2)
+// 64.4 / 64.6 vs 63.9 / 64.4, but Qwen3-30B-A3B (topk 8) TP1 22.8 / 22.7 vs 19.6 / 19.6 and TP2
+// 16.9 / 16.9 vs 15.9 / 15.9: a cluster of 8 blocks must find 8 SMs of one GPC with room while
+// GEMM1's blocks still hold them, which delays GEMM2's early weight requests (not verified).
+constexpr int kMoeYsumMaxTopk = 6;
+// LOWBIT_INT4_MOE_YSUM=0 / 2 (read once; measurements and tests): never / up to topk 8 (the
+// largest cluster), instead of up to kMoeYsumMaxTopk.
+int moe_ysum_max_topk() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_MOE_YSUM");
+    const int n = e ? std::atoi(e) : 1;
+    return n == 0 ? 0 : n == 2 ? kern::kClusterMaxSplits : kMoeYsumMaxTopk;
+  }();
+  return v;
+}
+
 bool moe_early_down_enabled() {
   static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_EARLY");
   return v;
@@ -65,6 +83,7 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
     if (m != 1 || bm != 8 || single->experts > 256 || topk > 32) return cudaErrorInvalidValue;
     p.single = *single;
     if (gate_up) p.single.y = nullptr;  // the sum is GEMM2's
+    p.ysum = !gate_up && topk <= moe_ysum_max_topk() ? 1 : 0;  // launch() keeps it where the cluster can run
   }
   p.ids_early = !gate_up && ids_early ? 1 : 0;
   const int64_t grid_y = moe_decode_grid_rows(m, topk, s.experts, bm);
