@@ -23,6 +23,10 @@ step gpu_int4_pipe_mma 60 env LOWBIT_INT4_PIPE_WGMMA=0 "$BIN/lowbit_tests_gpu_in
 # The MoE cases with the decode tile at every block size (LOWBIT_INT4_MOE_PIPE=0; by default
 # the pipelined tile takes align blocks of 16..128 rows).
 step gpu_int4_moe_decode 40 env LOWBIT_INT4_MOE_PIPE=0 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 --gtest_filter='*Moe*'
+# The single-token GEMM2's slot sum in a cluster at every topk up to 8, and never (by default up
+# to topk 6; kernels/int4/moe_decode.cu).
+step gpu_int4_moe_ysum 40 bash -c 'LOWBIT_INT4_MOE_YSUM=2 "$0" --gtest_brief=1 --gtest_filter="*Moe*" &&
+  LOWBIT_INT4_MOE_YSUM=0 "$0" --gtest_brief=1 --gtest_filter="*Moe*"' "$BIN/lowbit_tests_gpu_int4"
 step bench_gemm 55 "$BIN/lowbit" bench gemm ${quick[@]+"${quick[@]}"} --out "$OUT/gemm"
 step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/moe"
 # Batched decode / short prefill on the MMA-tiled layout: kAuto next to each path forced (the
