@@ -984,12 +984,19 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
     p.pdl_trigger = static_cast<long long>(p.splits) * gr.y * gr.groups <= current_sm_count() ? 1 : 0;
   if constexpr (MODE == kDecMoeDown) {
     // DecodeParams::ysum: single-token down, no K split, the topk blocks of a column group
-    // (grid.y = topk) one cluster the device can run (probed once per kernel and topk).
-    static std::atomic<int> ysum_ok[kClusterMaxSplits + 1] = {};
+    // (grid.y = topk) one cluster the device can run (probed once per kernel, device and topk).
+    static ClusterSchedulable ysum_known = {};
     const int k = p.topk;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      p.ysum = 0;
+    }
+    if (dev < 0 || dev >= kClusterMaxDevices) dev = kClusterMaxDevices - 1;  // shared slot
     if (p.ysum != 0 && (p.splits != 1 || k < 1 || k > kClusterMaxSplits || gr.y != k)) p.ysum = 0;
     if (p.ysum != 0) {
-      int ok = ysum_ok[k].load(std::memory_order_relaxed);
+      std::atomic<int>& known = ysum_known[dev][k];
+      int ok = known.load(std::memory_order_relaxed);
       cudaLaunchAttribute la[2];
       cudaLaunchConfig_t cfg = split_cluster_config(&la[0], 1, 1, static_cast<unsigned>(gr.y),
                                                     static_cast<unsigned>(gr.groups), 32 * Cfg::NW, kSmem, stream);
@@ -999,7 +1006,7 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
         int n = 0;
         ok = cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) == cudaSuccess && n > 0 ? 1 : -1;
         if (ok < 0) (void)cudaGetLastError();
-        ysum_ok[k].store(ok, std::memory_order_relaxed);
+        known.store(ok, std::memory_order_relaxed);
       }
       if (ok > 0) {
         if (pdl_enabled()) allow_programmatic_launch(cfg, la);

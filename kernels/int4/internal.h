@@ -54,8 +54,11 @@ inline int64_t moe_decode_grid_rows(int m, int topk, int experts, int block_m) {
 // by expert, which changes no output row). GEMM2 routes before waiting for GEMM1, so its
 // first weight batches stream during GEMM1's tail. GEMM1's first block zeroes the sum
 // counters; per 64-column group, the last of GEMM2's topk blocks to finish (an atomic
-// counter) adds the topk slot rows in slot order into y, exactly as moe_sum does. Output
-// bit-identical to the four-launch path. Both halves were also tried at M > 1 and measured
+// counter) adds the topk slot rows in slot order into y, exactly as moe_sum does; up to topk 6
+// the topk blocks of a column group form one cluster instead and rank 0 adds the slot rows from
+// their shared memory (moe_ysum_max_topk below; session 15). Output bit-identical to the
+// four-launch path. A single launch for the whole layer was measured 2x slower (session 15,
+// docs/int4-kernels.md). Both halves were also tried at M > 1 and measured
 // slower (docs/int4-kernels.md, "Session 13"): every block routing the whole batch (the serial
 // top-k of several tokens per warp, paid by every block), and the slot sum in GEMM2 behind the
 // align kernel (per-token counters; its fence, atomic and sum lengthen GEMM2's tail more than
