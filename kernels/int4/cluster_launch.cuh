@@ -17,17 +17,19 @@ namespace lowbit::int4::kern {
 constexpr int kClusterMaxSplits = 8;   // portable cluster size
 constexpr int kClusterMaxDevices = 16; // per-device cache (later devices share the last slot)
 
-// A launch configuration with clusters of `splits` blocks along x (no cluster attribute when
-// splits == 1); `attr` must outlive the configuration.
+// A launch configuration with clusters of `splits` blocks along x, `cluster_y` deep along y
+// (grid_y a multiple of it; no cluster attribute when both are 1); `attr` must outlive the
+// configuration.
 inline cudaLaunchConfig_t split_cluster_config(cudaLaunchAttribute* attr, int splits, unsigned tiles, unsigned grid_y,
-                                               unsigned grid_z, unsigned threads, size_t smem, cudaStream_t stream) {
+                                               unsigned grid_z, unsigned threads, size_t smem, cudaStream_t stream,
+                                               int cluster_y = 1) {
   cudaLaunchConfig_t cfg = {};
   attr->id = cudaLaunchAttributeClusterDimension;
   attr->val.clusterDim.x = static_cast<unsigned>(splits);
-  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.y = static_cast<unsigned>(cluster_y);
   attr->val.clusterDim.z = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = splits > 1 ? 1 : 0;
+  cfg.numAttrs = splits * cluster_y > 1 ? 1 : 0;
   cfg.blockDim = dim3(threads, 1, 1);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
@@ -59,28 +61,29 @@ inline int current_sm_count() {
   return sm_count(dev);
 }
 
-// One per kernel instantiation (the caller keeps it static): per device and cluster size, the
-// clusters the device runs at once; 0 unknown, -1 none.
+// One per kernel instantiation and cluster shape family (the caller keeps it static): per
+// device and cluster size, the clusters the device runs at once; 0 unknown, -1 none.
 using ClusterSchedulable = std::atomic<int>[kClusterMaxDevices][kClusterMaxSplits + 1];
 
-// Clusters of `splits` blocks of `kernel` (this block shape, a grid of (tiles * splits,
-// grid_y, grid_z)) the current device runs at once, probed once per device and size with
-// cudaOccupancyMaxActiveClusters (not a stream operation: fine under graph capture); 0 when
-// it cannot run them at all.
+// Clusters of `splits` x `cluster_y` blocks of `kernel` (this block shape, a grid of (tiles *
+// splits, grid_y, grid_z)) the current device runs at once, probed once per device and size
+// (splits * cluster_y <= kClusterMaxSplits) with cudaOccupancyMaxActiveClusters (not a stream
+// operation: fine under graph capture); 0 when it cannot run them at all.
 template <typename Kernel>
 int active_clusters(Kernel kernel, int splits, unsigned tiles, unsigned grid_y, unsigned grid_z, unsigned threads,
-                    size_t smem, ClusterSchedulable& known) {
+                    size_t smem, ClusterSchedulable& known, int cluster_y = 1) {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
   if (dev < 0 || dev >= kClusterMaxDevices) dev = kClusterMaxDevices - 1;  // shared slot: correct, may re-probe
-  std::atomic<int>& k = known[dev][splits];
+  std::atomic<int>& k = known[dev][splits * cluster_y];
   int n = k.load(std::memory_order_relaxed);
   if (n == 0) {
     cudaLaunchAttribute la;
-    const cudaLaunchConfig_t cfg = split_cluster_config(&la, splits, tiles, grid_y, grid_z, threads, smem, nullptr);
+    const cudaLaunchConfig_t cfg =
+        split_cluster_config(&la, splits, tiles, grid_y, grid_z, threads, smem, nullptr, cluster_y);
     if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n < 1) {
       (void)cudaGetLastError();  // clear; treat as not schedulable
       n = -1;
@@ -138,14 +141,14 @@ cudaError_t launch_programmatic(void (*kernel)(KArgs...), dim3 grid, dim3 block,
 }
 
 // Launches kernel(params) on a grid of (tiles * splits, grid_y, grid_z) with clusters of
-// `splits` blocks along x (no cluster attribute when splits == 1). programmatic: a
-// programmatic dependent launch (see allow_programmatic_launch).
+// `splits` blocks along x and `cluster_y` along y (no cluster attribute when both are 1).
+// programmatic: a programmatic dependent launch (see allow_programmatic_launch).
 template <typename Kernel, typename Params>
 cudaError_t launch_split_clusters(Kernel kernel, const Params& params, int splits, unsigned tiles, unsigned grid_y,
                                   unsigned grid_z, unsigned threads, size_t smem, cudaStream_t stream,
-                                  bool programmatic = false) {
+                                  bool programmatic = false, int cluster_y = 1) {
   cudaLaunchAttribute la[2];
-  cudaLaunchConfig_t cfg = split_cluster_config(&la[0], splits, tiles, grid_y, grid_z, threads, smem, stream);
+  cudaLaunchConfig_t cfg = split_cluster_config(&la[0], splits, tiles, grid_y, grid_z, threads, smem, stream, cluster_y);
   if (programmatic) allow_programmatic_launch(cfg, la);
   return cudaLaunchKernelEx(&cfg, kernel, params);
 }

@@ -645,9 +645,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       sc_stage = sc0 + static_cast<uint32_t>(stage * kScBytes) + 16u * g;
       auto read_stage = [&] {  // the stage's words once its copies have landed
         mbar_wait(bar0 + 8 * stage, phase);
-#ifdef LOWBIT_INT4_TRACE
         if (b == 0) LOWBIT_TRACE_STAMP(tr_first);
-#endif
         if (trig == 1 && b == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #pragma unroll
         for (int i = 0; i < D; ++i) wa[i] = lds128(st + 512u * i);  // tail: stale stage words, skipped
@@ -983,37 +981,17 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   if constexpr (MODE == kDecDense)  // the only mode that reads it
     p.pdl_trigger = static_cast<long long>(p.splits) * gr.y * gr.groups <= current_sm_count() ? 1 : 0;
   if constexpr (MODE == kDecMoeDown) {
-    // DecodeParams::ysum: single-token down, no K split, the topk blocks of a column group
-    // (grid.y = topk) one cluster the device can run (probed once per kernel, device and topk).
+    // DecodeParams::ysum: single-token down, no K split, the topk (>= 2: one slot row needs no
+    // sum) blocks of a column group (grid.y = topk) one cluster along y that the device can run.
     static ClusterSchedulable ysum_known = {};
     const int k = p.topk;
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) {
-      (void)cudaGetLastError();
+    if (p.ysum != 0 && (p.splits != 1 || k < 2 || k > kClusterMaxSplits || gr.y != k ||
+                        active_clusters(kernel, 1, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
+                                        32 * Cfg::NW, kSmem, ysum_known, k) == 0))
       p.ysum = 0;
-    }
-    if (dev < 0 || dev >= kClusterMaxDevices) dev = kClusterMaxDevices - 1;  // shared slot
-    if (p.ysum != 0 && (p.splits != 1 || k < 1 || k > kClusterMaxSplits || gr.y != k)) p.ysum = 0;
-    if (p.ysum != 0) {
-      std::atomic<int>& known = ysum_known[dev][k];
-      int ok = known.load(std::memory_order_relaxed);
-      cudaLaunchAttribute la[2];
-      cudaLaunchConfig_t cfg = split_cluster_config(&la[0], 1, 1, static_cast<unsigned>(gr.y),
-                                                    static_cast<unsigned>(gr.groups), 32 * Cfg::NW, kSmem, stream);
-      la[0].val.clusterDim.y = static_cast<unsigned>(k);
-      cfg.numAttrs = 1;
-      if (ok == 0) {
-        int n = 0;
-        ok = cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) == cudaSuccess && n > 0 ? 1 : -1;
-        if (ok < 0) (void)cudaGetLastError();
-        known.store(ok, std::memory_order_relaxed);
-      }
-      if (ok > 0) {
-        if (pdl_enabled()) allow_programmatic_launch(cfg, la);
-        return cudaLaunchKernelEx(&cfg, kernel, p);
-      }
-      p.ysum = 0;
-    }
+    if (p.ysum != 0)
+      return launch_split_clusters(kernel, p, 1, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
+                                   32 * Cfg::NW, kSmem, stream, pdl_enabled(), k);
   }
   return launch_split_clusters(kernel, p, p.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                32 * Cfg::NW, kSmem, stream, pdl_enabled());

@@ -22,7 +22,7 @@
 
 namespace lowbit::int4::kern {
 
-constexpr int kRouteThreads = 256, kRouteWarps = kRouteThreads / 32;
+constexpr int kRouteThreads = 256;
 
 // Shared memory of align_block<threads>, in ints.
 __host__ __device__ constexpr int align_smem_ints(int E, int threads = kRouteThreads) { return E * (2 + threads / 32); }
