@@ -921,16 +921,6 @@ int env_warps() {
   return v;
 }
 
-// LOWBIT_INT4_DECODE_STAGES=4 (read once; measurement): 8-row tiles with 4 weight stages per
-// warp instead of 3.
-int env_stages() {
-  static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_DECODE_STAGES");
-    return e != nullptr && std::atoi(e) == 4 ? 4 : 3;
-  }();
-  return v;
-}
-
 // LOWBIT_INT4_DECODE_XSHARED=0 / 2 (read once; measurements and tests): block-shared x
 // tiles never / wherever they can run, instead of where measured faster (dense_decode_plan's
 // xshared).
@@ -1039,9 +1029,6 @@ cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, D
   gr.splits = sh.splits;
   switch (tiles) {
     case DecodeTiles::kRows8:
-      if (env_stages() == 4)
-        return sh.warps == 8 ? launch_cfg<T, DecodeCfg<1, 8, 4, 8, 1>, MODE>(p, gr, stream)
-                             : launch_cfg<T, DecodeCfg<1, 8, 4, 4, 3>, MODE>(p, gr, stream);
       return sh.warps == 8 ? launch_cfg<T, DecodeCfg<1, 8, 3, 8, 2>, MODE>(p, gr, stream)
                            : launch_cfg<T, DecodeCfg<1, 8, 3, 4, 4>, MODE>(p, gr, stream);
     case DecodeTiles::kRows16Shared:  // dense only (dense_decode_plan); grid.z: blocks of NW column groups
