@@ -94,6 +94,9 @@ struct DecodeParams {
   // counting on a global counter whose last block reads them back (the timeline of session 15:
   // ~4 us from GEMM2's last batch to its end at Qwen3 TP1 M = 1).
   int ysum = 0;
+  // Split-K clusters of 2 (not XS): rank 1 pushes its block sums into rank 0's receive buffer
+  // (st.async, counted by an mbarrier there) instead of rank 0 loading them (decode_push_rule).
+  int push = 0;
 };
 
 // Per-group constants of this lane's 8 columns (16j + g + 8h, j = 0..3, h = 0..1), kept as
@@ -172,11 +175,22 @@ constexpr int decode_stage_region_bytes() {
   return NW * S * (D * 512 + 8 + kScBytes);
 }
 template <int NT, int D, int S, int NW, int kScBytes, bool XS = false>
-constexpr int decode_smem_bytes() {
+constexpr int decode_smem_base_bytes() {
   constexpr int red = NW * 16 * NT * 32 * 4;
   constexpr int stages = decode_stage_region_bytes<D, S, NW, kScBytes>();
   constexpr int all = stages + (XS ? kXsSlots * (xs_chunk_bytes<NT, D>() + 8 + 4) : 0);  // x after the stages
   return red > all ? red : all;
+}
+// Split-K push (DecodeParams::push): rank 0's receive buffer for rank 1's block sums (one
+// stream, two for gate/up) and its mbarrier, after everything else: rank 1 may push while
+// rank 0 still streams its stages.
+template <int NT, bool kGateUp>
+constexpr int decode_push_bytes() {
+  return 16 * NT * 32 * 4 * (kGateUp ? 2 : 1) + 16;
+}
+template <int NT, int D, int S, int NW, int kScBytes, bool XS = false, bool kGateUp = false>
+constexpr int decode_smem_bytes() {
+  return decode_smem_base_bytes<NT, D, S, NW, kScBytes, XS>() + (XS ? 0 : decode_push_bytes<NT, kGateUp>());
 }
 // Bytes of one group's scales (+ zeros) of a 64-column group in a weight stage: the kernels
 // with windows of a whole batch (W == D) stage them with the batch's words.
@@ -285,6 +299,9 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int split = blockIdx.x, mtile = blockIdx.y, cblk = blockIdx.z;
+  // Split-K push (DecodeParams::push): rank 0's receive buffer and its mbarrier.
+  constexpr int kPushOff = decode_smem_base_bytes<NT, D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>(), kXS>();
+  constexpr int kPushFloats = 16 * NT * 32 * (kGateUp ? 2 : 1);
 #ifdef LOWBIT_INT4_TRACE
   unsigned long long tr_entry = 0, tr_routed = 0, tr_waited = 0, tr_first = 0, tr_loop = 0;
   LOWBIT_TRACE_STAMP(tr_entry);
@@ -583,7 +600,17 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 32;\n" ::"r"(xbar0 + 8 * i) : "memory");
         xcnt[i] = 0;
       }
+    if constexpr (!kXS) {
+      if (p.push != 0 && split == 0 && threadIdx.x == 0) {  // expects rank 1's bytes before they come
+        const uint32_t rbar = smem_addr(smem) + static_cast<uint32_t>(kPushOff + kPushFloats * 4);
+        mbar_init(rbar);
+        mbar_arrive_expect_tx(rbar, static_cast<uint32_t>(kPushFloats * 4));
+      }
+    }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    // Push: rank 1 waits for this arrival (after the receive barrier's initialization) before
+    // it pushes; the phase completes long before that, during the K loop.
+    if (!kXS && p.push != 0) asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
     if (kXS)
       __syncthreads();  // the x chunks' barriers are the block's
     else
@@ -859,7 +886,36 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       if constexpr (kGateUp) flat[kOut + e] = v1;
     }
     cg::cluster_group cluster = cg::this_cluster();
-    if (p.splits > 1) {
+    const float* recv = reinterpret_cast<const float*>(smem + kPushOff);
+    if (p.push != 0) {
+      // Rank 1 sends its block sums into rank 0's receive buffer (one-way stores that count
+      // their bytes on rank 0's barrier) and rank 0 adds them once they have landed: no
+      // remote loads and one cluster barrier less on rank 0's path than below. Both wait at
+      // the end so that rank 1 does not exit before its stores have landed.
+      asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");  // rank 0's barrier initialized
+      __syncthreads();  // the block sums above
+      const uint32_t rbuf = smem_addr(smem) + static_cast<uint32_t>(kPushOff);
+      if (split != 0) {
+        uint32_t rdst, rbar;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, 0;\n" : "=r"(rdst) : "r"(rbuf));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, 0;\n" : "=r"(rbar) : "r"(rbuf + kPushFloats * 4));
+        const uint4* src = reinterpret_cast<const uint4*>(flat);
+        for (int i = threadIdx.x; i < kPushFloats / 4; i += 32 * NW) {
+          const uint4 v = src[i];
+          asm volatile(
+              "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                  rdst + 16u * static_cast<uint32_t>(i)),
+              "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(rbar)
+              : "memory");
+        }
+        asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory");
+        asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");  // rank 0 has all our bytes
+        LOWBIT_TRACE_RECORD();
+        return;
+      }
+      mbar_wait(rbuf + kPushFloats * 4, 0);
+      asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");  // rank 1 may exit
+    } else if (p.splits > 1) {
       cluster.sync();
       if (cluster.block_rank() != 0) {
         cluster.sync();  // rank 0 reads our sums before we exit
@@ -871,7 +927,11 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     }
     for (int e = threadIdx.x; e < kOut; e += 32 * NW) {
       float v = flat[e], u = kGateUp ? flat[kOut + e] : 0.f;
-      for (int r = 1; r < p.splits; ++r) {
+      if (p.push != 0) {
+        v += recv[e];
+        if constexpr (kGateUp) u += recv[kOut + e];
+      }
+      for (int r = 1; r < p.splits && p.push == 0; ++r) {
         const float* rf = cluster.map_shared_rank(flat, r);
         v += rf[e];
         if constexpr (kGateUp) u += rf[kOut + e];
@@ -896,7 +956,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       }
     }
     single_token_sum(cblk * kMmaTileCols, kMmaTileCols);
-    if (p.splits > 1) cluster.sync();
+    if (p.push != 0)
+      asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+    else if (p.splits > 1)
+      cluster.sync();
     LOWBIT_TRACE_RECORD();
   }
 }
@@ -910,6 +973,12 @@ int env_splits() {
     const int n = e ? std::atoi(e) : 0;
     return n >= 1 && n <= kClusterMaxSplits ? n : 0;
   }();
+  return v;
+}
+// LOWBIT_INT4_DECODE_PUSH=0 (read once; measurements and tests): split-K clusters of 2 add
+// rank 1's sums by rank 0's remote loads instead of rank 1's pushes (DecodeParams::push).
+bool env_push() {
+  static const bool v = env_on_unless_zero("LOWBIT_INT4_DECODE_PUSH");
   return v;
 }
 int env_warps() {
@@ -963,7 +1032,8 @@ template <typename T, typename Cfg, int W, bool kSym, int MODE>
 cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   auto kernel = gemm_decode_kernel<T, Cfg, W, kSym, MODE>;
   constexpr int kSmem =
-      decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW, decode_stage_scale_bytes<Cfg, W, kSym>(), Cfg::XS>();
+      decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW, decode_stage_scale_bytes<Cfg, W, kSym>(), Cfg::XS,
+                        MODE == kDecMoeGateUp>();
   // Per function and per device: set on every launch (once per process breaks a second GPU).
   if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
       e != cudaSuccess)
@@ -972,6 +1042,7 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   p.splits = schedulable_splits(kernel, gr.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                 32 * Cfg::NW, kSmem, known);
   p.x_prefetch = x_prefetch_rule<Cfg, W>(env_x_prefetch(), p.splits);
+  p.push = !Cfg::XS && p.splits == 2 && env_push() ? 1 : 0;
   // A grid of at most one block per SM lets the next kernel launch only once its warps' first
   // weight batches have arrived: its blocks would otherwise take each SM's second slot at once
   // and stream their first batches against ours. Measured (session 9, round E, 1x H200, bf16;
