@@ -21,6 +21,9 @@ namespace cg = cooperative_groups;
 
 namespace lowbit::int4 {
 namespace kern {
+// detail::set_decode_push (tests): 0 as LOWBIT_INT4_DECODE_PUSH says, 1 push, 2 remote loads.
+// Defined in gemm_decode.cu: one flag for every translation unit of this header.
+extern std::atomic<int> g_decode_push_override;
 namespace {
 
 
@@ -979,7 +982,8 @@ int env_splits() {
 // rank 1's sums by rank 0's remote loads instead of rank 1's pushes (DecodeParams::push).
 bool env_push() {
   static const bool v = env_on_unless_zero("LOWBIT_INT4_DECODE_PUSH");
-  return v;
+  const int o = g_decode_push_override.load(std::memory_order_relaxed);
+  return o == 0 ? v : o == 1;
 }
 int env_warps() {
   static const int v = [] {

@@ -35,6 +35,10 @@
 // One launch, no workspace.
 #include "kernels/int4/decode_tile.cuh"
 
+namespace lowbit::int4::kern {
+std::atomic<int> g_decode_push_override{0};
+}  // namespace lowbit::int4::kern
+
 namespace lowbit::int4::detail {
 
 cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
@@ -59,5 +63,7 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
   const int mtiles = kern::ceil_div(m, 8 * nt);
   return kern::launch_dtype<kern::kDecDense>(s.act, p, plan.tiles, plan.shape, {1, mtiles, groups}, stream);
 }
+
+void set_decode_push(int mode) { kern::g_decode_push_override.store(mode == 1 || mode == 2 ? mode : 0); }
 
 }  // namespace lowbit::int4::detail

@@ -27,6 +27,10 @@ step gpu_int4_moe_decode 40 env LOWBIT_INT4_MOE_PIPE=0 "$BIN/lowbit_tests_gpu_in
 # to topk 6; kernels/int4/moe_decode.cu).
 step gpu_int4_moe_ysum 40 bash -c 'LOWBIT_INT4_MOE_YSUM=2 "$0" --gtest_brief=1 --gtest_filter="*Moe*" &&
   LOWBIT_INT4_MOE_YSUM=0 "$0" --gtest_brief=1 --gtest_filter="*Moe*"' "$BIN/lowbit_tests_gpu_int4"
+# Split-K clusters of 2 with rank 0 loading rank 1's sums (LOWBIT_INT4_DECODE_PUSH=0; by default
+# rank 1 pushes them): the dense decode and MoE cases.
+step gpu_int4_push_off 60 env LOWBIT_INT4_DECODE_PUSH=0 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
+  --gtest_filter='*/Int4Gemm.*:*Moe*'
 step bench_gemm 55 "$BIN/lowbit" bench gemm ${quick[@]+"${quick[@]}"} --out "$OUT/gemm"
 step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/moe"
 # Batched decode / short prefill on the MMA-tiled layout: kAuto next to each path forced (the
@@ -75,7 +79,7 @@ fi
 echo "=== int4 summary ==="
 printf "$summary"
 grep -E "PASSED|FAILED" "$OUT/gpu_int4_tests.log" "$OUT/gpu_int4_xshared.log" "$OUT/gpu_int4_pipe_mma.log" \
-  "$OUT/gpu_int4_moe_decode.log" | tail -12
+  "$OUT/gpu_int4_moe_decode.log" "$OUT/gpu_int4_push_off.log" | tail -14
 for f in gemm moe gemm_medium gemm_medium_mma gemm_layouts moe_npacked prefill_seq prefill_overlap moe_paths moe_grouped4 gemm_decode gemm_decode_fp16 gemm_decode_xoff moe_wide_off moe_pipe_off gemm_decode_unshared; do [ -f "$OUT/$f.md" ] && { echo "--- $f"; cat "$OUT/$f.md"; }; done
 grep -h "total #wrong" "$OUT"/bench_*.log
 cat "$OUT/sass_summary.txt" 2>/dev/null

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "kernels/int4/internal.h"
 #include "lowbit/int4/kernels.h"
 #include "tests/cpu/int4/random_weights.h"
 #include "tests/gpu/int4/gpu_buffers.h"
@@ -278,6 +279,51 @@ std::vector<GemmCase> forced_cases() {
   return v;
 }
 INSTANTIATE_TEST_SUITE_P(Forced, Int4Gemm, ::testing::ValuesIn(forced_cases()), case_name);
+
+// Split-K clusters of 2 in the decode kernel: rank 1 pushing its block sums into rank 0 (the
+// default) and rank 0 loading them add the same values in the same order, so the outputs are
+// bit-identical. On an H200 (132 SMs) the plan takes clusters of 2 for these 64 column groups:
+// 8-row tiles at M = 1 / 8 (and G = 32 at M = 16), 16-row tiles at M = 16 (G = 128, per-channel).
+TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
+  for (DType t : {DType::kBF16, DType::kF16})
+    for (int g : {128, 32, kPerChannel})
+      for (int m : {1, 8, 16}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(t) << " G=" << g << " M=" << m);
+        WeightShape s{1, 4096, 4096, g, g != 32, t};
+        const HostWeights& hw = weights_for(s, static_cast<int>(KernelLayoutKind::kMmaTiled));
+        ASSERT_EQ(hw.kw.kind, KernelLayoutKind::kMmaTiled);
+        DevWeights dw(hw.kw);
+        DevBuf dx = upload(random_act(static_cast<size_t>(m) * s.k, t, 77u * m + g));
+        size_t ws_bytes = 0;
+        ASSERT_TRUE(gemm_workspace_size(s, m, &ws_bytes).ok());
+        DevBuf ws(ws_bytes);
+        std::vector<uint16_t> out[2];
+        for (int mode : {1, 2}) {
+          DevBuf dy(static_cast<size_t>(m) * s.n * 2);
+          ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);  // NaN poison
+          detail::set_decode_push(mode);
+          GemmArgs a;
+          a.x = dx.p;
+          a.y = dy.p;
+          a.m = m;
+          const Status st = gemm(a, dw.view, ws.p, ws_bytes, nullptr);
+          detail::set_decode_push(0);
+          ASSERT_TRUE(st.ok()) << st.to_string();
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          out[mode - 1] = download<uint16_t>(dy.p, static_cast<size_t>(m) * s.n);
+        }
+        size_t diff = 0, nonfinite = 0, zero = 0;
+        for (size_t i = 0; i < out[0].size(); ++i) {
+          diff += out[0][i] != out[1][i];
+          const float v = half_bits_to_float(t, out[0][i]);
+          nonfinite += !std::isfinite(v);
+          zero += v == 0.f;
+        }
+        EXPECT_EQ(diff, 0u);
+        EXPECT_EQ(nonfinite, 0u);  // every output written (the poison is NaN)
+        EXPECT_LT(zero, out[0].size() / 100);
+      }
+}
 
 // ---- argument validation ------------------------------------------------------------------
 
