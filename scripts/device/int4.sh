@@ -6,7 +6,7 @@
 # batched-decode paths side by side (bench_gemm_medium), then the prefill paths/schedules side
 # by side (bench_prefill_paths).
 # QUICK=1: the benches' --quick subsets (M = 1,16,256,4096 dense; 1,16,128,2048 MoE).
-# Env: BIN (built binaries), OUT (results). Budget: under 5 minutes (step limits below).
+# Env: BIN (built binaries), OUT (results). Budget: under 7 minutes (step limits below).
 set -uo pipefail
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
 source "$(dirname "$0")/common.sh"
@@ -29,7 +29,7 @@ step gpu_int4_moe_ysum 40 bash -c 'LOWBIT_INT4_MOE_YSUM=2 "$0" --gtest_brief=1 -
   LOWBIT_INT4_MOE_YSUM=0 "$0" --gtest_brief=1 --gtest_filter="*Moe*"' "$BIN/lowbit_tests_gpu_int4"
 # Split-K clusters of 2 with rank 0 loading rank 1's sums (LOWBIT_INT4_DECODE_PUSH=0; by default
 # rank 1 pushes them): the dense decode and MoE cases.
-step gpu_int4_push_off 60 env LOWBIT_INT4_DECODE_PUSH=0 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
+step gpu_int4_push_off 120 env LOWBIT_INT4_DECODE_PUSH=0 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
   --gtest_filter='*/Int4Gemm.*:*Moe*'
 step bench_gemm 55 "$BIN/lowbit" bench gemm ${quick[@]+"${quick[@]}"} --out "$OUT/gemm"
 step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/moe"

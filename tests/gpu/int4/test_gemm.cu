@@ -290,9 +290,12 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
       for (int m : {1, 8, 16}) {
         SCOPED_TRACE(::testing::Message() << dtype_name(t) << " G=" << g << " M=" << m);
         WeightShape s{1, 4096, 4096, g, g != 32, t};
-        const HostWeights& hw = weights_for(s, static_cast<int>(KernelLayoutKind::kMmaTiled));
-        ASSERT_EQ(hw.kw.kind, KernelLayoutKind::kMmaTiled);
-        DevWeights dw(hw.kw);
+        KernelWeights kw;  // (not weights_for: no fp64 reference here, so no dequantized copy)
+        ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 91u + static_cast<uint32_t>(g)), &kw,
+                                       static_cast<int>(KernelLayoutKind::kMmaTiled))
+                        .ok());
+        ASSERT_EQ(kw.kind, KernelLayoutKind::kMmaTiled);
+        DevWeights dw(kw);
         DevBuf dx = upload(random_act(static_cast<size_t>(m) * s.k, t, 77u * m + g));
         size_t ws_bytes = 0;
         ASSERT_TRUE(gemm_workspace_size(s, m, &ws_bytes).ok());
