@@ -98,7 +98,8 @@ struct DecodeParams {
   // ~4 us from GEMM2's last batch to its end at Qwen3 TP1 M = 1).
   int ysum = 0;
   // Split-K clusters of 2 (not XS): rank 1 pushes its block sums into rank 0's receive buffer
-  // (st.async, counted by an mbarrier there) instead of rank 0 loading them (decode_push_rule).
+  // (st.async, counted by an mbarrier there) instead of rank 0 loading them (set by launch()
+  // unless LOWBIT_INT4_DECODE_PUSH=0 or detail::set_decode_push says otherwise).
   int push = 0;
 };
 
@@ -305,6 +306,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // Split-K push (DecodeParams::push): rank 0's receive buffer and its mbarrier.
   constexpr int kPushOff = decode_smem_base_bytes<NT, D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>(), kXS>();
   constexpr int kPushFloats = 16 * NT * 32 * (kGateUp ? 2 : 1);
+  static_assert(kPushOff % 16 == 0, "16 B stores into the receive buffer, its mbarrier 8 B aligned after it");
 #ifdef LOWBIT_INT4_TRACE
   unsigned long long tr_entry = 0, tr_routed = 0, tr_waited = 0, tr_first = 0, tr_loop = 0;
   LOWBIT_TRACE_STAMP(tr_entry);
