@@ -165,8 +165,9 @@ TEST(KernelLayout, MmaTiledScaleOrder) {
                                       (kind == KernelLayoutKind::kMmaTiled ? 64 * c + 8 * g + 2 * j + h : n);
                   ASSERT_EQ(kernel_scale_index(kind, s.n, NG, e, grp, n), want);
                   ASSERT_EQ(kw.scales[want], sc_of(e, grp, n)) << kernel_layout_name(kind) << " n=" << n;
-                  if (!sym)
+                  if (!sym) {
                     ASSERT_EQ(kw.zeros[want], float_to_half_bits(s.act, static_cast<float>(z_of(e, grp, n))));
+                  }
                 }
       KPackedWeights back;
       ASSERT_TRUE(unpack_from_kernels(kw, &back).ok());
