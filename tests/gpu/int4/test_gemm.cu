@@ -282,8 +282,9 @@ INSTANTIATE_TEST_SUITE_P(Forced, Int4Gemm, ::testing::ValuesIn(forced_cases()), 
 
 // Split-K clusters of 2 in the decode kernel: rank 1 pushing its block sums into rank 0 (the
 // default) and rank 0 loading them add the same values in the same order, so the outputs are
-// bit-identical. On an H200 (132 SMs) the plan takes clusters of 2 for these 64 column groups:
-// 8-row tiles at M = 1 / 8 (and G = 32 at M = 16), 16-row tiles at M = 16 (G = 128, per-channel).
+// bit-identical. The decode kernel is forced (kAuto takes the pipelined kernel for G = 32 at
+// M = 16); on an H200 (132 SMs) its plan takes clusters of 2 for these 64 column groups: 8-row
+// tiles at M = 1 / 8 (and G = 32 at M = 16), 16-row tiles at M = 16 (G = 128, per-channel).
 TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
   for (DType t : {DType::kBF16, DType::kF16})
     for (int g : {128, 32, kPerChannel})
@@ -298,7 +299,7 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
         DevWeights dw(kw);
         DevBuf dx = upload(random_act(static_cast<size_t>(m) * s.k, t, 77u * m + g));
         size_t ws_bytes = 0;
-        ASSERT_TRUE(gemm_workspace_size(s, m, &ws_bytes).ok());
+        ASSERT_TRUE(gemm_workspace_size(s, m, &ws_bytes, GemmPath::kSkinny).ok());
         DevBuf ws(ws_bytes);
         std::vector<uint16_t> out[2];
         for (int mode : {1, 2}) {
@@ -309,6 +310,7 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
           a.x = dx.p;
           a.y = dy.p;
           a.m = m;
+          a.path = GemmPath::kSkinny;
           const Status st = gemm(a, dw.view, ws.p, ws_bytes, nullptr);
           detail::set_decode_push(0);
           ASSERT_TRUE(st.ok()) << st.to_string();
