@@ -189,8 +189,12 @@ constexpr int decode_smem_base_bytes() {
 // stream, two for gate/up) and its mbarrier, after everything else: rank 1 may push while
 // rank 0 still streams its stages.
 template <int NT, bool kGateUp>
+constexpr int decode_push_floats() {  // the block sums: 16 * NT per lane per stream
+  return 16 * NT * 32 * (kGateUp ? 2 : 1);
+}
+template <int NT, bool kGateUp>
 constexpr int decode_push_bytes() {
-  return 16 * NT * 32 * 4 * (kGateUp ? 2 : 1) + 16;
+  return decode_push_floats<NT, kGateUp>() * 4 + 16;
 }
 template <int NT, int D, int S, int NW, int kScBytes, bool XS = false, bool kGateUp = false>
 constexpr int decode_smem_bytes() {
@@ -305,7 +309,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   const int split = blockIdx.x, mtile = blockIdx.y, cblk = blockIdx.z;
   // Split-K push (DecodeParams::push): rank 0's receive buffer and its mbarrier.
   constexpr int kPushOff = decode_smem_base_bytes<NT, D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>(), kXS>();
-  constexpr int kPushFloats = 16 * NT * 32 * (kGateUp ? 2 : 1);
+  constexpr int kPushFloats = decode_push_floats<NT, kGateUp>();
   static_assert(kPushOff % 16 == 0, "16 B stores into the receive buffer, its mbarrier 8 B aligned after it");
 #ifdef LOWBIT_INT4_TRACE
   unsigned long long tr_entry = 0, tr_routed = 0, tr_waited = 0, tr_first = 0, tr_loop = 0;
