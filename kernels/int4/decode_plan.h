@@ -31,6 +31,22 @@ inline DecodeShape decode_shape(int units, int nt, int sms) {
 // per-channel, the last window may be short).
 constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps == 4 ? 4 : D; }
 
+// Dense 8-row tiles at M <= 8: decode_shape(), except that a unit count past its "few" that
+// one wave of 4-warp blocks (4 per SM) holds three times over takes 4-warp blocks in split-K
+// clusters of 3, whose ranks push their sums (decode_tile.cuh; session 17) instead of 8-warp
+// blocks alone, which leave part of the SMs with two blocks and the rest with one; not with
+// windows of 2 K steps (G = 32). Measured (session 17, rounds GA / GB, 1x H200, 70b.qkv: 160
+// groups, the one Llama-3 projection in that range): bf16 G = 128 M = 1 / 8 16.7 / 18.5 us
+// vs 19.6 / 21.3 for 8 warps alone (with remote-load sums 18.2 / 20.0; 8 warps in pairs 18.9
+// / 21.7, 4 in pairs 19.8 / 21.5, 4 in fours 20.7 / 23.6); G = 64 21.1 / 22.8 vs 23.0 / 25.3,
+// per-channel 16.8 / 18.5 vs 19.6 / 21.2, asymmetric 17.2 / 19.0 vs 20.5 / 22.3; G = 32
+// 35.9 / 38.1 vs 30.1 / 32.8.
+inline DecodeShape dense_rows8_shape(int units, int gsteps, int sms) {
+  const DecodeShape s = decode_shape(units, 1, sms);
+  if (s.warps == 8 && s.splits == 1 && 3 * units <= 4 * sms && decode_window(gsteps, 8) != 2) return {4, 3};
+  return s;
+}
+
 // Row tiles of the dense decode GEMM. Up to M = 8: one 8-row tile. M = 9..32 with windows
 // of 8 K steps (G = 128 or one group): 16-row tiles (one or two per column group) that
 // unpack each weight word once for both 8-row halves (kRows16Deep: batches of 8 K steps, 3
@@ -59,6 +75,7 @@ struct DensePlan {
 inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int sms, int rows16_max) {
   const bool rows16 = m > 8 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   if (!rows16) {
+    if (m <= 8) return {DecodeTiles::kRows8, dense_rows8_shape(groups, gsteps, sms)};
     const int nt = m <= 32 ? 1 : 2;
     return {nt == 1 ? DecodeTiles::kRows8 : DecodeTiles::kRows16,
             decode_shape(plan_ceil_div(m, 8 * nt) * groups, nt, sms)};

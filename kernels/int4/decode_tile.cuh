@@ -97,9 +97,10 @@ struct DecodeParams {
   // counting on a global counter whose last block reads them back (the timeline of session 15:
   // ~4 us from GEMM2's last batch to its end at Qwen3 TP1 M = 1).
   int ysum = 0;
-  // Split-K clusters of 2 (not XS): rank 1 pushes its block sums into rank 0's receive buffer
-  // (st.async, counted by an mbarrier there) instead of rank 0 loading them (set by launch()
-  // unless LOWBIT_INT4_DECODE_PUSH=0 or detail::set_decode_push says otherwise).
+  // Split-K clusters of 2 (3 in the dense mode; not XS): ranks 1.. push their block sums into
+  // rank 0's receive buffer (st.async, counted by an mbarrier there) instead of rank 0 loading
+  // them (set by launch() unless LOWBIT_INT4_DECODE_PUSH=0 or detail::set_decode_push says
+  // otherwise).
   int push = 0;
 };
 
@@ -185,20 +186,27 @@ constexpr int decode_smem_base_bytes() {
   constexpr int all = stages + (XS ? kXsSlots * (xs_chunk_bytes<NT, D>() + 8 + 4) : 0);  // x after the stages
   return red > all ? red : all;
 }
-// Split-K push (DecodeParams::push): rank 0's receive buffer for rank 1's block sums (one
-// stream, two for gate/up) and its mbarrier, after everything else: rank 1 may push while
-// rank 0 still streams its stages.
-template <int NT, bool kGateUp>
-constexpr int decode_push_floats() {  // the block sums: 16 * NT per lane per stream
-  return 16 * NT * 32 * (kGateUp ? 2 : 1);
+// Split-K push (DecodeParams::push): rank 0's receive buffer for the block sums of ranks 1..
+// (one stream, two for gate/up; one slot per pushing rank) and its mbarrier, after everything
+// else: the other ranks may push while rank 0 still streams its stages. Dense 8-row tiles
+// take clusters of up to 3 (two slots: the 4-warp block with asymmetric G = 128 scales still
+// fits 4 per SM with them, not with three), the other tiles clusters of 2 (a second slot
+// would cost the 4-warp 16-row tiles their fourth block per SM).
+template <int NT, int MODE>
+constexpr int decode_push_peers() {
+  return MODE == kDecDense && NT == 1 ? 2 : 1;
 }
-template <int NT, bool kGateUp>
+template <int NT, int MODE>
+constexpr int decode_push_floats() {  // one rank's block sums: 16 * NT per lane per stream
+  return 16 * NT * 32 * (MODE == kDecMoeGateUp ? 2 : 1);
+}
+template <int NT, int MODE>
 constexpr int decode_push_bytes() {
-  return decode_push_floats<NT, kGateUp>() * 4 + 16;
+  return decode_push_peers<NT, MODE>() * decode_push_floats<NT, MODE>() * 4 + 16;
 }
-template <int NT, int D, int S, int NW, int kScBytes, bool XS = false, bool kGateUp = false>
+template <int NT, int D, int S, int NW, int kScBytes, bool XS, int MODE>
 constexpr int decode_smem_bytes() {
-  return decode_smem_base_bytes<NT, D, S, NW, kScBytes, XS>() + (XS ? 0 : decode_push_bytes<NT, kGateUp>());
+  return decode_smem_base_bytes<NT, D, S, NW, kScBytes, XS>() + (XS ? 0 : decode_push_bytes<NT, MODE>());
 }
 // Bytes of one group's scales (+ zeros) of a 64-column group in a weight stage: the kernels
 // with windows of a whole batch (W == D) stage them with the batch's words.
@@ -309,7 +317,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   const int split = blockIdx.x, mtile = blockIdx.y, cblk = blockIdx.z;
   // Split-K push (DecodeParams::push): rank 0's receive buffer and its mbarrier.
   constexpr int kPushOff = decode_smem_base_bytes<NT, D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>(), kXS>();
-  constexpr int kPushFloats = decode_push_floats<NT, kGateUp>();
+  constexpr int kPushFloats = decode_push_floats<NT, MODE>();
+  constexpr int kPushBar = kPushOff + decode_push_peers<NT, MODE>() * kPushFloats * 4;  // its mbarrier
   static_assert(kPushOff % 16 == 0, "16 B stores into the receive buffer, its mbarrier 8 B aligned after it");
 #ifdef LOWBIT_INT4_TRACE
   unsigned long long tr_entry = 0, tr_routed = 0, tr_waited = 0, tr_first = 0, tr_loop = 0;
@@ -610,15 +619,15 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         xcnt[i] = 0;
       }
     if constexpr (!kXS) {
-      if (p.push != 0 && split == 0 && threadIdx.x == 0) {  // expects rank 1's bytes before they come
-        const uint32_t rbar = smem_addr(smem) + static_cast<uint32_t>(kPushOff + kPushFloats * 4);
+      if (p.push != 0 && split == 0 && threadIdx.x == 0) {  // expects the other ranks' bytes before they come
+        const uint32_t rbar = smem_addr(smem) + static_cast<uint32_t>(kPushBar);
         mbar_init(rbar);
-        mbar_arrive_expect_tx(rbar, static_cast<uint32_t>(kPushFloats * 4));
+        mbar_arrive_expect_tx(rbar, static_cast<uint32_t>((p.splits - 1) * kPushFloats * 4));
       }
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    // Push: rank 1 waits for this arrival (after the receive barrier's initialization) before
-    // it pushes; the phase completes long before that, during the K loop.
+    // Push: ranks 1.. wait for this arrival (after the receive barrier's initialization)
+    // before they push; the phase completes long before that, during the K loop.
     if (!kXS && p.push != 0) asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
     if (kXS)
       __syncthreads();  // the x chunks' barriers are the block's
@@ -899,17 +908,19 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     cg::cluster_group cluster = cg::this_cluster();
     const float* recv = reinterpret_cast<const float*>(smem + kPushOff);
     if (p.push != 0) {
-      // Rank 1 sends its block sums into rank 0's receive buffer (one-way stores that count
-      // their bytes on rank 0's barrier) and rank 0 adds them once they have landed: no
-      // remote loads and one cluster barrier less on rank 0's path than below. Both wait at
-      // the end so that rank 1 does not exit before its stores have landed.
+      // Ranks 1.. send their block sums into their slots of rank 0's receive buffer (one-way
+      // stores that count their bytes on rank 0's barrier) and rank 0 adds them, in rank
+      // order, once all have landed: no remote loads and one cluster barrier less on rank 0's
+      // path than below. All wait at the end so that no rank exits before its stores landed.
       asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");  // rank 0's barrier initialized
       __syncthreads();  // the block sums above
       const uint32_t rbuf = smem_addr(smem) + static_cast<uint32_t>(kPushOff);
+      const uint32_t rbar_local = smem_addr(smem) + static_cast<uint32_t>(kPushBar);
       if (split != 0) {
+        const uint32_t slot = rbuf + static_cast<uint32_t>((split - 1) * kPushFloats * 4);
         uint32_t rdst, rbar;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, 0;\n" : "=r"(rdst) : "r"(rbuf));
-        asm volatile("mapa.shared::cluster.u32 %0, %1, 0;\n" : "=r"(rbar) : "r"(rbuf + kPushFloats * 4));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, 0;\n" : "=r"(rdst) : "r"(slot));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, 0;\n" : "=r"(rbar) : "r"(rbar_local));
         const uint4* src = reinterpret_cast<const uint4*>(flat);
         for (int i = threadIdx.x; i < kPushFloats / 4; i += 32 * NW) {
           const uint4 v = src[i];
@@ -924,8 +935,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         LOWBIT_TRACE_RECORD();
         return;
       }
-      mbar_wait(rbuf + kPushFloats * 4, 0);
-      asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");  // rank 1 may exit
+      mbar_wait(rbar_local, 0);
+      asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");  // the others may exit
     } else if (p.splits > 1) {
       cluster.sync();
       if (cluster.block_rank() != 0) {
@@ -938,9 +949,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     }
     for (int e = threadIdx.x; e < kOut; e += 32 * NW) {
       float v = flat[e], u = kGateUp ? flat[kOut + e] : 0.f;
-      if (p.push != 0) {
-        v += recv[e];
-        if constexpr (kGateUp) u += recv[kOut + e];
+      for (int r = 1; r < p.splits && p.push != 0; ++r) {  // rank order, as the remote loads below
+        const float* rf = recv + (r - 1) * kPushFloats;
+        v += rf[e];
+        if constexpr (kGateUp) u += rf[kOut + e];
       }
       for (int r = 1; r < p.splits && p.push == 0; ++r) {
         const float* rf = cluster.map_shared_rank(flat, r);
@@ -986,8 +998,8 @@ int env_splits() {
   }();
   return v;
 }
-// LOWBIT_INT4_DECODE_PUSH=0 (read once; measurements and tests): split-K clusters of 2 add
-// rank 1's sums by rank 0's remote loads instead of rank 1's pushes (DecodeParams::push).
+// LOWBIT_INT4_DECODE_PUSH=0 (read once; measurements and tests): split-K clusters add the
+// other ranks' sums by rank 0's remote loads instead of their pushes (DecodeParams::push).
 bool env_push() {
   static const bool v = env_on_unless_zero("LOWBIT_INT4_DECODE_PUSH");
   const int o = g_decode_push_override.load(std::memory_order_relaxed);
@@ -1044,8 +1056,7 @@ template <typename T, typename Cfg, int W, bool kSym, int MODE>
 cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   auto kernel = gemm_decode_kernel<T, Cfg, W, kSym, MODE>;
   constexpr int kSmem =
-      decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW, decode_stage_scale_bytes<Cfg, W, kSym>(), Cfg::XS,
-                        MODE == kDecMoeGateUp>();
+      decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW, decode_stage_scale_bytes<Cfg, W, kSym>(), Cfg::XS, MODE>();
   // Per function and per device: set on every launch (once per process breaks a second GPU).
   if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
       e != cudaSuccess)
@@ -1054,7 +1065,7 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   p.splits = schedulable_splits(kernel, gr.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                 32 * Cfg::NW, kSmem, known);
   p.x_prefetch = x_prefetch_rule<Cfg, W>(env_x_prefetch(), p.splits);
-  p.push = !Cfg::XS && p.splits == 2 && env_push() ? 1 : 0;
+  p.push = !Cfg::XS && p.splits >= 2 && p.splits <= 1 + decode_push_peers<Cfg::NT, MODE>() && env_push() ? 1 : 0;
   // A grid of at most one block per SM lets the next kernel launch only once its warps' first
   // weight batches have arrived: its blocks would otherwise take each SM's second slot at once
   // and stream their first batches against ours. Measured (session 9, round E, 1x H200, bf16;

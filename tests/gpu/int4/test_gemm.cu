@@ -280,17 +280,26 @@ std::vector<GemmCase> forced_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(Forced, Int4Gemm, ::testing::ValuesIn(forced_cases()), case_name);
 
-// Split-K clusters of 2 in the decode kernel: rank 1 pushing its block sums into rank 0 (the
+// Split-K clusters in the decode kernel: ranks 1.. pushing their block sums into rank 0 (the
 // default) and rank 0 loading them add the same values in the same order, so the outputs are
 // bit-identical. The decode kernel is forced (kAuto takes the pipelined kernel for G = 32 at
-// M = 16); on an H200 (132 SMs) its plan takes clusters of 2 for these 64 column groups: 8-row
-// tiles at M = 1 / 8 (and G = 32 at M = 16), 16-row tiles at M = 16 (G = 128, per-channel).
+// M = 16). On an H200 (132 SMs) its plan takes clusters of 2 for 64 column groups (N = 4096):
+// 8-row tiles at M = 1 / 8 (and G = 32 at M = 16), 16-row tiles at M = 16 (G = 128,
+// per-channel); and clusters of 3 of 4-warp 8-row blocks for 160 (N = 10240) at M = 1 / 8
+// with G = 128 and per-channel (dense_rows8_shape; K = 2176: 17 batches of 8 K steps, so the
+// ranks' K ranges differ; G = 32 runs 8-warp blocks alone there).
 TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
+  struct Case {
+    int n, k, m;
+  };
+  const Case cases[] = {{4096, 4096, 1}, {4096, 4096, 8}, {4096, 4096, 16}, {10240, 2176, 1}, {10240, 2176, 8}};
   for (DType t : {DType::kBF16, DType::kF16})
     for (int g : {128, 32, kPerChannel})
-      for (int m : {1, 8, 16}) {
-        SCOPED_TRACE(::testing::Message() << dtype_name(t) << " G=" << g << " M=" << m);
-        WeightShape s{1, 4096, 4096, g, g != 32, t};
+      for (const Case& c : cases) {
+        const int m = c.m;
+        SCOPED_TRACE(::testing::Message() << dtype_name(t) << " G=" << g << " N=" << c.n << " K=" << c.k
+                                          << " M=" << m);
+        WeightShape s{1, c.n, c.k, g, g != 32, t};
         KernelWeights kw;  // (not weights_for: no fp64 reference here, so no dequantized copy)
         ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 91u + static_cast<uint32_t>(g)), &kw,
                                        static_cast<int>(KernelLayoutKind::kMmaTiled))
