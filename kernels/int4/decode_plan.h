@@ -31,19 +31,21 @@ inline DecodeShape decode_shape(int units, int nt, int sms) {
 // per-channel, the last window may be short).
 constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps == 4 ? 4 : D; }
 
-// Dense 8-row tiles at M <= 8: decode_shape(), except that a unit count past its "few" that
-// one wave of 4-warp blocks (4 per SM) holds three times over takes 4-warp blocks in split-K
-// clusters of 3, whose ranks push their sums (decode_tile.cuh; session 17) instead of 8-warp
-// blocks alone, which leave part of the SMs with two blocks and the rest with one; not with
-// windows of 2 K steps (G = 32). Measured (session 17, rounds GA / GB, 1x H200, 70b.qkv: 160
-// groups, the one Llama-3 projection in that range): bf16 G = 128 M = 1 / 8 16.7 / 18.5 us
-// vs 19.6 / 21.3 for 8 warps alone (with remote-load sums 18.2 / 20.0; 8 warps in pairs 18.9
-// / 21.7, 4 in pairs 19.8 / 21.5, 4 in fours 20.7 / 23.6); G = 64 21.1 / 22.8 vs 23.0 / 25.3,
-// per-channel 16.8 / 18.5 vs 19.6 / 21.2, asymmetric 17.2 / 19.0 vs 20.5 / 22.3; G = 32
-// 35.9 / 38.1 vs 30.1 / 32.8.
-inline DecodeShape dense_rows8_shape(int units, int gsteps, int sms) {
+// Dense 8-row tiles at M <= 8: decode_shape(), except that in bf16 a unit count past its
+// "few" that one wave of 4-warp blocks (4 per SM) holds three times over takes 4-warp blocks
+// in split-K clusters of 3, whose ranks push their sums (decode_tile.cuh; session 17) instead
+// of 8-warp blocks alone, which leave part of the SMs with two blocks and the rest with one;
+// not with windows of 2 K steps (G = 32). Measured (session 17, rounds GA-GD, 1x H200,
+// 70b.qkv: 160 groups, the one Llama-3 projection in that range): bf16 G = 128 M = 1 / 8 16.7
+// / 18.5 us vs 19.6 / 21.3 for 8 warps alone (with remote-load sums 18.2 / 20.0; 8 warps in
+// pairs 18.9 / 21.7, 4 in pairs 19.8 / 21.5, 4 in fours 20.7 / 23.6); G = 64 21.1 / 22.8 vs
+// 23.0 / 25.3, per-channel 16.8 / 18.5 vs 19.6 / 21.2, asymmetric 17.2 / 19.0 vs 20.5 / 22.3;
+// G = 32 35.9 / 38.1 vs 30.1 / 32.8. fp16, whose 8-warp blocks alone are faster than bf16's
+// (17.6 us at M = 1: it unpacks with fewer instructions), lost: M = 1 / 2 / 4 / 8 17.6-18.2 /
+// 18.6-19.0 / 19.9-20.3 / 22.9 vs 17.6 / 17.9 / 18.1 / 19.3 (rounds GB, GC, twice each).
+inline DecodeShape dense_rows8_shape(int units, int gsteps, int sms, bool bf16) {
   const DecodeShape s = decode_shape(units, 1, sms);
-  if (s.warps == 8 && s.splits == 1 && 3 * units <= 4 * sms && decode_window(gsteps, 8) != 2) return {4, 3};
+  if (bf16 && s.warps == 8 && s.splits == 1 && 3 * units <= 4 * sms && decode_window(gsteps, 8) != 2) return {4, 3};
   return s;
 }
 
@@ -72,10 +74,11 @@ struct DensePlan {
 // block costs ~1.25x an 8-row block (70b.gate_up, 8b.gate_up) and whole waves decide:
 // 16-row tiles only if 1.25 x their waves < the waves of the 8-row blocks (4 per SM). The
 // same rule holds at M = 17..32 (two 16-row tiles per column group; measured at M = 24, 32).
-inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int sms, int rows16_max) {
+// bf16: the activations' type (dense_rows8_shape).
+inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int sms, int rows16_max, bool bf16 = true) {
   const bool rows16 = m > 8 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   if (!rows16) {
-    if (m <= 8) return {DecodeTiles::kRows8, dense_rows8_shape(groups, gsteps, sms)};
+    if (m <= 8) return {DecodeTiles::kRows8, dense_rows8_shape(groups, gsteps, sms, bf16)};
     const int nt = m <= 32 ? 1 : 2;
     return {nt == 1 ? DecodeTiles::kRows8 : DecodeTiles::kRows16,
             decode_shape(plan_ceil_div(m, 8 * nt) * groups, nt, sms)};
@@ -120,8 +123,8 @@ inline DensePlan shared_x_plan(int groups, int steps, int sms) {
 // xshared: 1 as above; 0 unshared_decode_plan() alone, 2 shared tiles wherever they can run
 // (LOWBIT_INT4_DECODE_XSHARED=0 / 2: measurements and tests).
 inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int steps, int sms, int rows16_max,
-                                   int xshared = 1) {
-  const DensePlan base = unshared_decode_plan(m, groups, gsteps, sms, rows16_max);
+                                   int xshared = 1, bool bf16 = true) {
+  const DensePlan base = unshared_decode_plan(m, groups, gsteps, sms, rows16_max, bf16);
   const bool rows16 = m > 8 && m <= 16 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   const bool four_warp_pairs =
       base.tiles == DecodeTiles::kRows16Deep && base.shape.warps == 4 && base.shape.splits == 2;

@@ -169,6 +169,13 @@ TEST(Int4DecodePlan, ScalesWithSmCount) {
   EXPECT_EQ(plan_unshared(1, 160, 2, 132, 32).shape.splits, 1);
   EXPECT_EQ(plan_unshared(1, 160, 2, 132, 32).shape.warps, 8);
   EXPECT_EQ(plan_unshared(1, 160, 4, 132, 32).shape.splits, 3);  // G = 64
+  // Not in fp16 (its 8-warp blocks alone were faster on 70b.qkv).
+  for (int m : {1, 8}) {
+    const DensePlan f = unshared_decode_plan(m, 160, kG128Steps, 132, 32, false);
+    EXPECT_EQ(f.shape.warps, 8);
+    EXPECT_EQ(f.shape.splits, 1);
+    EXPECT_EQ(dense_decode_plan(m, 160, kG128Steps, 512, 132, 32, 1, false).shape.splits, 1);
+  }
 }
 
 // MoE GEMM2's wide mode against the session-8 measurements (docs/int4-kernels.md): blocks =

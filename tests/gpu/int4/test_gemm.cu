@@ -286,8 +286,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, Int4Gemm, ::testing::ValuesIn(forced_cases()), 
 // M = 16). On an H200 (132 SMs) its plan takes clusters of 2 for 64 column groups (N = 4096):
 // 8-row tiles at M = 1 / 8 (and G = 32 at M = 16), 16-row tiles at M = 16 (G = 128,
 // per-channel); and clusters of 3 of 4-warp 8-row blocks for 160 (N = 10240) at M = 1 / 8
-// with G = 128 and per-channel (dense_rows8_shape; K = 2176: 17 batches of 8 K steps, so the
-// ranks' K ranges differ; G = 32 runs 8-warp blocks alone there).
+// with G = 128 and per-channel in bf16 (dense_rows8_shape; K = 2176: 17 batches of 8 K steps,
+// so the ranks' K ranges differ; G = 32 and fp16 run 8-warp blocks alone there).
 TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
   struct Case {
     int n, k, m;
