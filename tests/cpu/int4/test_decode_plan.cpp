@@ -38,8 +38,8 @@ DensePlan plan_unshared(int m, int groups, int gsteps, int sms, int rows16_max) 
 TEST(Int4DecodePlan, UnsharedMatchesMeasuredChoicesOnH200) {
   const Expect cases[] = {
       // M = 1 / 8: 8-row tiles, decode_shape() by column groups, except 70b.qkv's 160 groups:
-      // 4-warp blocks in clusters of 3 (dense_rows8_shape; session 17, 18.3 vs 19.5 us for 8
-      // warps alone at M = 1, 20.2 vs 21.3 at M = 8).
+      // 4-warp blocks in clusters of 3 (dense_rows8_shape; session 17, bf16: 16.7 vs 19.6 us for
+      // 8 warps alone at M = 1, 18.5 vs 21.3 at M = 8).
       {"8b.qkv", 96, 1, DecodeTiles::kRows8, 8, 2},
       {"8b.o", 64, 1, DecodeTiles::kRows8, 8, 2},
       {"8b.gate_up", 448, 1, DecodeTiles::kRows8, 4, 1},
