@@ -1057,6 +1057,11 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   auto kernel = gemm_decode_kernel<T, Cfg, W, kSym, MODE>;
   constexpr int kSmem =
       decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW, decode_stage_scale_bytes<Cfg, W, kSym>(), Cfg::XS, MODE>();
+  // The blocks per SM that the configuration's registers allow must also fit in an SM's 228 KB
+  // of shared memory (each block: its dynamic bytes, < 512 B of static ones, 1 KB reserved):
+  // the stages, x ring and push slots are sized for that (decode_push_peers).
+  static_assert(Cfg::kMinBlocks * (kSmem + 512 + 1024) <= 228 * 1024,
+                "decode configuration: shared memory would cost blocks per SM");
   // Per function and per device: set on every launch (once per process breaks a second GPU).
   if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
       e != cudaSuccess)
