@@ -181,8 +181,9 @@ class CublasLease {
 // chunk i's GEMM runs; used when the weight spans >= 2 slab chunks): -1 default (off unless
 // LOWBIT_INT4_OVERLAP=1; not yet measured on the device), 0 off, 1 on. Tests.
 void set_dequant_overlap(int mode);
-// Split-K clusters of 2 in the decode tile (dense and MoE modes): 0 default (push unless
-// LOWBIT_INT4_DECODE_PUSH=0), 1 rank 1 pushes its sums into rank 0, 2 rank 0 loads them. Tests.
+// Split-K clusters in the decode tile (2 ranks, 3 in the dense 8-row tiles; dense and MoE
+// modes): 0 default (push unless LOWBIT_INT4_DECODE_PUSH=0), 1 ranks 1.. push their sums into
+// rank 0, 2 rank 0 loads them. Tests.
 void set_decode_push(int mode);
 
 // ---- MoE decode GEMMs (moe_gemm1.cu, moe_gemm2.cu) -----------------------------------------

@@ -27,8 +27,8 @@ step gpu_int4_moe_decode 40 env LOWBIT_INT4_MOE_PIPE=0 "$BIN/lowbit_tests_gpu_in
 # to topk 6; kernels/int4/moe_decode.cu).
 step gpu_int4_moe_ysum 40 bash -c 'LOWBIT_INT4_MOE_YSUM=2 "$0" --gtest_brief=1 --gtest_filter="*Moe*" &&
   LOWBIT_INT4_MOE_YSUM=0 "$0" --gtest_brief=1 --gtest_filter="*Moe*"' "$BIN/lowbit_tests_gpu_int4"
-# Split-K clusters of 2 with rank 0 loading rank 1's sums (LOWBIT_INT4_DECODE_PUSH=0; by default
-# rank 1 pushes them): the dense decode and MoE cases.
+# Split-K clusters with rank 0 loading the other ranks' sums (LOWBIT_INT4_DECODE_PUSH=0; by
+# default they push them): the dense decode and MoE cases.
 step gpu_int4_push_off 120 env LOWBIT_INT4_DECODE_PUSH=0 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
   --gtest_filter='*/Int4Gemm.*:*Moe*'
 step bench_gemm 55 "$BIN/lowbit" bench gemm ${quick[@]+"${quick[@]}"} --out "$OUT/gemm"
