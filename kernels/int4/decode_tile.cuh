@@ -618,12 +618,14 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 32;\n" ::"r"(xbar0 + 8 * i) : "memory");
         xcnt[i] = 0;
       }
-    if constexpr (!kXS) {
-      if (p.push != 0 && split == 0 && threadIdx.x == 0) {  // expects the other ranks' bytes before they come
-        const uint32_t rbar = smem_addr(smem) + static_cast<uint32_t>(kPushBar);
-        mbar_init(rbar);
-        mbar_arrive_expect_tx(rbar, static_cast<uint32_t>((p.splits - 1) * kPushFloats * 4));
-      }
+    if constexpr (!kXS) {  // expects the other ranks' bytes before they come
+      const bool receiver = p.push != 0 && split == 0 && threadIdx.x == 0;
+      const uint32_t rbar = smem_addr(smem) + static_cast<uint32_t>(kPushBar);
+      if (receiver) mbar_init(rbar);
+      // (the initialization is a warp-wide store on the uniform datapath: racecheck counts it
+      // against the arrival below unless the warp synchronizes between them)
+      __syncwarp();
+      if (receiver) mbar_arrive_expect_tx(rbar, static_cast<uint32_t>((p.splits - 1) * kPushFloats * 4));
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     // Push: ranks 1.. wait for this arrival (after the receive barrier's initialization)
