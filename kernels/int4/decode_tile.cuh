@@ -951,13 +951,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     }
     for (int e = threadIdx.x; e < kOut; e += 32 * NW) {
       float v = flat[e], u = kGateUp ? flat[kOut + e] : 0.f;
-      for (int r = 1; r < p.splits && p.push != 0; ++r) {  // rank order, as the remote loads below
-        const float* rf = recv + (r - 1) * kPushFloats;
-        v += rf[e];
-        if constexpr (kGateUp) u += rf[kOut + e];
-      }
-      for (int r = 1; r < p.splits && p.push == 0; ++r) {
-        const float* rf = cluster.map_shared_rank(flat, r);
+      // The other ranks' sums in rank order, pushed into our slots or read from their blocks:
+      // the same additions either way (bit-identical, Int4GemmDecodePush).
+      for (int r = 1; r < p.splits; ++r) {
+        const float* rf = p.push != 0 ? recv + (r - 1) * kPushFloats : cluster.map_shared_rank(flat, r);
         v += rf[e];
         if constexpr (kGateUp) u += rf[kOut + e];
       }
