@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "lowbit/int4/device_weights.h"
 #include "lowbit/int4/kernel_layout.h"
 
 namespace lowbit::int4::testing {
@@ -47,20 +48,14 @@ std::vector<T> download(const void* p, size_t n) {
   return v;
 }
 
-// Kernel-layout weights resident on the device.
+// Kernel-layout weights resident on the device, uploaded by the library's DeviceWeights (so
+// every GPU test that uploads weights exercises it). A failed upload leaves the view null,
+// which every kernel entry refuses; `status` says why.
 struct DevWeights {
-  DevBuf q, s, z;
+  DeviceWeights dev;
+  Status status;
   KernelWeightsView view;
-  explicit DevWeights(const KernelWeights& w) {
-    q = w.kind == KernelLayoutKind::kKPacked ? upload(w.qweight_k) : upload(w.qweight_n);
-    s = upload(w.scales);
-    if (!w.zeros.empty()) z = upload(w.zeros);
-    view.shape = w.shape;
-    view.kind = w.kind;
-    view.qweight = q.p;
-    view.scales = s.as<uint16_t>();
-    view.zeros = w.zeros.empty() ? nullptr : z.as<uint16_t>();
-  }
+  explicit DevWeights(const KernelWeights& w) : status(DeviceWeights::upload(w, &dev)), view(dev.view()) {}
 };
 
 }  // namespace lowbit::int4::testing

@@ -1,0 +1,56 @@
+// Kernel-layout INT4 weights resident on a CUDA device: the step between the load-time
+// repack (kernel_layout.h: repack_for_kernels) and the kernels (kernels.h), which take a
+// non-owning KernelWeightsView. upload() checks every array against the weight's shape and
+// kind, allocates the three device arrays on the current device (cudaMalloc: 256 B aligned,
+// past the kernels' 16 B requirement) and copies them; the object frees them.
+//
+//   KernelWeights kw;                      // repack_for_kernels(kpacked, &kw)
+//   DeviceWeights dw;
+//   Status st = DeviceWeights::upload(kw, &dw);
+//   st = gemm(args, dw.view(), workspace, workspace_bytes, stream);
+//
+// This header compiles without CUDA; in a build without CUDA upload() returns kNotSupported.
+#pragma once
+
+#include <cstddef>
+
+#include "lowbit/int4/kernel_layout.h"
+#include "lowbit/status.h"
+
+namespace lowbit::int4 {
+
+// Checks that the arrays of `w` hold exactly what its shape and kind need: qweight_n (N-packed,
+// MMA-tiled) or qweight_k (K-packed) of kernel_qweight_bytes(), the other one empty;
+// kernel_scale_count() scales; as many zeros when asymmetric, none when symmetric.
+Status validate(const KernelWeights& w);
+
+class DeviceWeights {
+ public:
+  DeviceWeights() = default;
+  ~DeviceWeights();
+  DeviceWeights(DeviceWeights&& o) noexcept;
+  DeviceWeights& operator=(DeviceWeights&& o) noexcept;
+  DeviceWeights(const DeviceWeights&) = delete;
+  DeviceWeights& operator=(const DeviceWeights&) = delete;
+
+  // validate(w), then allocate on the current device and copy (synchronous: a load-time
+  // step). On error `out` is left empty (its previous arrays are freed either way).
+  static Status upload(const KernelWeights& w, DeviceWeights* out);
+
+  // What the kernels take; all pointers null while empty().
+  const KernelWeightsView& view() const { return view_; }
+  bool empty() const { return qweight_ == nullptr; }
+  size_t device_bytes() const { return bytes_; }  // the three arrays together
+  int device() const { return device_; }          // where they live (-1 while empty)
+
+ private:
+  void release();
+  void* qweight_ = nullptr;
+  void* scales_ = nullptr;
+  void* zeros_ = nullptr;
+  size_t bytes_ = 0;
+  int device_ = -1;
+  KernelWeightsView view_{};
+};
+
+}  // namespace lowbit::int4
