@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the CPU suite, the GPU and multi-GPU suites (they report SKIPPED when
-# the machine has no GPU), and the CPU suite again under ASan + UBSan.
+# the machine has no GPU), the example programs, the install-and-consume check, and the CPU
+# suite and the examples' CPU halves again under ASan + UBSan.
 # Assumes scripts/setup.sh --no-run (or the same dependencies) has been run once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
