@@ -15,6 +15,7 @@ constexpr int kPipeStages = 4;        // shared-memory stages (3 in flight while
 constexpr int kPipeStageSteps = 4;    // K steps of 16 per stage
 constexpr int kPipeMaxSplits = 8;     // split-K ranks form one portable thread-block cluster
 constexpr int kPipeMinRankSteps = 16; // K steps a split-K rank streams at least (4 stages)
+constexpr int kPipeMinRankSteps64 = 64;  // ... in 64-row tiles (below)
 
 struct PipePlan {
   int bm = 0;          // activation rows per block tile: 16, 32 or 64
@@ -37,11 +38,20 @@ inline int pipelined_rows(int m, bool wgmma) {
   return tail != 0 && tail <= 32 ? 32 : 64;
 }
 
-// Tiles of bm rows (16 / 32 / 64). Split-K only while the blocks fit one wave (blocks_per_sm
-// resident per SM: the kernel's occupancy), each rank streaming at least kPipeMinRankSteps,
-// and at most max_splits (the cluster size the device can co-schedule); forced_splits > 0
-// (a measurement knob) takes that many ranks instead, within max_splits and one step per rank.
-// Rank ranges are whole stages, so no rank is left empty.
+// K steps a split-K rank streams at least in tiles of bm rows. 64-row tiles: 64 (16 stages).
+// Measured on H200 (session 18, round HD, wgmma tiles, bf16 G = 128): on K = 4096 at M = 48 /
+// 64, 4 ranks of 64 steps took 17.5 / 18.1 us on llama3-8b.o and 17.9 / 18.6 on 8b.qkv, 8 ranks
+// of 32 steps 19.3 / 22.9 and 21.3 / 24.5 (2 ranks 28.7-29.2): the ranks' pipeline fill and the
+// cluster reduction outweigh the shorter stream. Where K allows 8 ranks of >= 64 steps (the 70B
+// shapes, K >= 8192) 8 stay the fastest (70b.o M = 48: 37.2 us vs 45.6 with 4). 128-row tiles
+// keep 16: there 8 ranks of 32 steps beat 4 on 8b.o (20.9 vs 23.0 us at M = 96).
+inline int pipe_min_rank_steps(int bm) { return bm == 64 ? kPipeMinRankSteps64 : kPipeMinRankSteps; }
+
+// Tiles of bm rows (16 / 32 / 64 / 128). Split-K only while the blocks fit one wave
+// (blocks_per_sm resident per SM: the kernel's occupancy), each rank streaming at least
+// pipe_min_rank_steps(bm), and at most max_splits (the cluster size the device can
+// co-schedule); forced_splits > 0 (a measurement knob) takes that many ranks instead, within
+// max_splits and one step per rank. Rank ranges are whole stages, so no rank is left empty.
 inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_per_sm,
                                int max_splits = kPipeMaxSplits, int forced_splits = 0) {
   PipePlan p;
@@ -56,7 +66,8 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
   } else {
     const long long units = static_cast<long long>(p.row_tiles) * p.col_tiles;
     const long long wave = static_cast<long long>(blocks_per_sm > 0 ? blocks_per_sm : 1) * (sms > 0 ? sms : 1);
-    while (splits < cap && units * (splits + 1) <= wave && ksteps / (splits + 1) >= kPipeMinRankSteps) ++splits;
+    const int min_steps = pipe_min_rank_steps(bm);
+    while (splits < cap && units * (splits + 1) <= wave && ksteps / (splits + 1) >= min_steps) ++splits;
   }
   const int per = (ksteps + splits - 1) / splits;
   p.split_steps = (per + kPipeStageSteps - 1) / kPipeStageSteps * kPipeStageSteps;

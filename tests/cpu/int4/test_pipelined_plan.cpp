@@ -39,17 +39,24 @@ TEST(Int4PipelinedPlan, RowTilesAndRankRanges) {
             EXPECT_LT((p.splits - 1) * p.split_steps, ksteps);  // the last rank has steps
             if (p.splits > 1) {
               EXPECT_LE(static_cast<long long>(p.row_tiles) * p.col_tiles * p.splits, static_cast<long long>(per_sm) * sms);
-              EXPECT_GE(p.split_steps, kPipeMinRankSteps);
+              EXPECT_GE(p.split_steps, pipe_min_rank_steps(p.bm));
             }
           }
 }
 
 TEST(Int4PipelinedPlan, LlamaShapesOnH200) {
   // Two resident blocks per SM (BM = 64: 213-224 registers, 78 KB of stages).
-  // llama3-8b.o at M = 64: 16 blocks of 256 columns -> 8 ranks of 32 K steps (128 blocks).
+  // llama3-8b.o at M = 64: 16 blocks of 256 columns -> 4 ranks of 64 K steps (64 blocks; 8
+  // ranks of 32 steps would fit the wave but measured slower, pipe_min_rank_steps).
   PipePlan p = pipelined_plan(64, 4096, 4096, 64, kH200Sms, 2);
+  EXPECT_EQ(p.splits, 4);
+  EXPECT_EQ(p.split_steps, 64);
+  // llama3-70b.o (K = 8192) at M = 64: 8 ranks of 64 steps.
+  p = pipelined_plan(64, 8192, 8192, 64, kH200Sms, 2);
   EXPECT_EQ(p.splits, 8);
-  EXPECT_EQ(p.split_steps, 32);
+  EXPECT_EQ(p.split_steps, 64);
+  // 128-row tiles keep ranks of 32 steps: llama3-8b.o at M = 128 -> 8 ranks.
+  EXPECT_EQ(pipelined_plan(128, 4096, 4096, 128, kH200Sms, 1).splits, 8);
   // llama3-8b.gate_up at M = 64: 112 blocks -> 2 ranks (224 blocks in one wave of 264).
   p = pipelined_plan(64, 28672, 4096, 64, kH200Sms, 2);
   EXPECT_EQ(p.splits, 2);
