@@ -75,6 +75,26 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
   return p;
 }
 
+// Rows per block tile for one GEMM: pipelined_rows(), except where the 128-row wgmma tiles
+// would leave most of the GPU idle. Their plan (one resident block per SM) cannot split K
+// once twice its units pass the SM count, so 80 units on 132 SMs run alone; 64-row tiles (two
+// resident blocks per SM, the wgmma kernels' launch bounds) take over when the 128-row plan
+// fills less than 2/3 of one wave and theirs fills at least 85% of one. Measured on H200
+// (session 18, round HF, bf16 G = 128): llama3-70b.qkv at M = 192, 128-row tiles 122.0 us
+// (80 blocks), 64-row tiles in 2 ranks 85.3 us (240 blocks); where both plans fill a similar
+// share (70b.qkv M = 256, 70b.o and 8b.qkv M = 192) the 128-row tiles are as fast or faster.
+constexpr int kPipeWgBlocksPerSm64 = 2, kPipeWgBlocksPerSm128 = 1;
+inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
+  const int bm = pipelined_rows(m, wgmma);
+  if (bm != 128 || sms < 1) return bm;
+  const PipePlan p128 = pipelined_plan(m, n, k, 128, sms, kPipeWgBlocksPerSm128);
+  const PipePlan p64 = pipelined_plan(m, n, k, 64, sms, kPipeWgBlocksPerSm64);
+  const long long b128 = static_cast<long long>(p128.row_tiles) * p128.col_tiles * p128.splits;
+  const long long b64 = static_cast<long long>(p64.row_tiles) * p64.col_tiles * p64.splits;
+  const long long w128 = static_cast<long long>(kPipeWgBlocksPerSm128) * sms, w64 = static_cast<long long>(kPipeWgBlocksPerSm64) * sms;
+  return 3 * b128 < 2 * w128 && b64 <= w64 && 100 * b64 >= 85 * w64 ? 64 : 128;
+}
+
 // kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight
 // Llama-3 projections at M = 9..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel
 // up to 16 rows (8 for G = 32 / 64, below), and up to 32 on weights under 64 Mi elements; the

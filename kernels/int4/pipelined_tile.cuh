@@ -739,7 +739,7 @@ inline bool pipe_wgmma_ok() {
 template <typename T, bool kSym>
 cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
   const bool wg = pipe_wgmma_ok();
-  int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows(prm.M, wg);
+  int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows_for(prm.M, prm.N, prm.K, wg, sms);
   if (bm == 128 && !wg) bm = 64;
   if (bm == 16) return launch_typed<T, 16, kSym, false>(prm, sms, stream);
   if (bm == 32) return launch_typed<T, 32, kSym, false>(prm, sms, stream);

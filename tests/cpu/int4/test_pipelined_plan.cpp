@@ -69,6 +69,23 @@ TEST(Int4PipelinedPlan, LlamaShapesOnH200) {
   EXPECT_EQ(p.split_steps, 256);
 }
 
+TEST(Int4PipelinedPlan, RowsByWaveFill) {
+  // llama3-70b.qkv (N = 10240, K = 8192) at M = 129..192: 2 x 40 = 80 blocks of 128 rows (one
+  // per SM, no split: 160 > 132) -> 64-row tiles, 3 x 40 x 2 ranks = 240 of 264 slots.
+  for (int m : {129, 160, 192}) EXPECT_EQ(pipelined_rows_for(m, 10240, 8192, true, kH200Sms), 64) << m;
+  // M = 256: 64-row tiles would fill no more of their wave (160 of 264) -> 128.
+  EXPECT_EQ(pipelined_rows_for(256, 10240, 8192, true, kH200Sms), 128);
+  // llama3-70b.o at M = 192: 64 blocks of 128 rows split in 2 ranks fill 128 of 132 -> 128.
+  EXPECT_EQ(pipelined_rows_for(192, 8192, 8192, true, kH200Sms), 128);
+  // llama3-8b.qkv at M = 192: 96 of 132 (73%) -> 128; llama3-70b.gate_up: several waves -> 128.
+  EXPECT_EQ(pipelined_rows_for(192, 6144, 4096, true, kH200Sms), 128);
+  EXPECT_EQ(pipelined_rows_for(192, 57344, 8192, true, kH200Sms), 128);
+  // Other tile sizes and mma.sync are pipelined_rows() unchanged.
+  for (int m : {1, 17, 33, 64, 65, 96, 200, 512})
+    EXPECT_EQ(pipelined_rows_for(m, 10240, 8192, false, kH200Sms), pipelined_rows(m, false)) << m;
+  EXPECT_EQ(pipelined_rows_for(64, 10240, 8192, true, kH200Sms), 64);
+}
+
 TEST(Int4PipelinedPlan, RowsPerTile) {
   for (bool wg : {false, true}) {
     EXPECT_EQ(pipelined_rows(1, wg), 16);

@@ -270,6 +270,10 @@ std::vector<GemmCase> forced_cases() {
     v.push_back({65, 4096, 4096, 64, false, t, GemmPath::kPipelined});
     v.push_back({128, 28672, 1024, 128, true, t, GemmPath::kPipelined});
   }
+  // With wgmma, 64-row tiles past M = 64 where the 128-row plan fills under 2/3 of the SMs
+  // (pipelined_rows_for): 2 x 40 blocks of 128 rows -> 3 x 40 x 2 ranks of 64 rows.
+  v.push_back({160, 10240, 2048, 128, true, DType::kBF16, GemmPath::kPipelined});
+  v.push_back({160, 10240, 2048, 64, false, DType::kF16, GemmPath::kPipelined});
   // Expert stacks may be forced into the MMA-tiled layout: expert 0 and a split K range.
   v.push_back({5, 128, 96, 32, false, DType::kBF16, GemmPath::kAuto, static_cast<int>(KernelLayoutKind::kMmaTiled)});
   // Two column chunks of the 64 MiB slab (8328 x 4096 x 2 B > 64 MiB), the last one not a
