@@ -372,7 +372,9 @@ __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_
 }
 
 template <typename T, int BM, bool kSym, bool kWg, int MODE>
-__global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? 2 : 1) gemm_pipelined_kernel(const PipeParamsFor<MODE> p) {
+// (64-row wgmma tiles: two resident blocks per SM, the wave pipelined_rows_for() counts on.)
+__global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? kPipeWgBlocksPerSm64 : 1)
+    gemm_pipelined_kernel(const PipeParamsFor<MODE> p) {
   constexpr bool kMoe = MODE != kPipeDense, kGateUp = MODE == kPipeMoeGateUp;
   using L = PipeSmem<BM, kWg>;
   constexpr int NT = BM / 8;  // n8 tiles
