@@ -18,7 +18,7 @@ constexpr int kPipeMinRankSteps = 16; // K steps a split-K rank streams at least
 constexpr int kPipeMinRankSteps64 = 64;  // ... in 64-row tiles (below)
 
 struct PipePlan {
-  int bm = 0;          // activation rows per block tile: 16, 32 or 64
+  int bm = 0;          // activation rows per block tile: 16, 32, 64 or 128
   int row_tiles = 0;   // ceil(M / bm)
   int col_tiles = 0;   // ceil(N / 256)
   int splits = 1;      // split-K ranks (cluster size along grid.x)
@@ -41,8 +41,8 @@ inline int pipelined_rows(int m, bool wgmma) {
 // K steps a split-K rank streams at least in tiles of bm rows. 64-row tiles: 64 (16 stages).
 // Measured on H200 (session 18, round HD, wgmma tiles, bf16 G = 128): on K = 4096 at M = 48 /
 // 64, 4 ranks of 64 steps took 17.5 / 18.1 us on llama3-8b.o and 17.9 / 18.6 on 8b.qkv, 8 ranks
-// of 32 steps 19.3 / 22.9 and 21.3 / 24.5 (2 ranks 28.7-29.2): the ranks' pipeline fill and the
-// cluster reduction outweigh the shorter stream. Where K allows 8 ranks of >= 64 steps (the 70B
+// of 32 steps 19.3 / 22.9 and 21.3 / 24.5 (2 ranks 28.7-29.2); our reading: each rank's pipeline
+// fill and the cluster reduction outweigh the shorter stream. Where K allows 8 ranks of >= 64 steps (the 70B
 // shapes, K >= 8192) 8 stay the fastest (70b.o M = 48: 37.2 us vs 45.6 with 4). 128-row tiles
 // keep 16: there 8 ranks of 32 steps beat 4 on 8b.o (20.9 vs 23.0 us at M = 96).
 inline int pipe_min_rank_steps(int bm) { return bm == 64 ? kPipeMinRankSteps64 : kPipeMinRankSteps; }
@@ -76,10 +76,10 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
 }
 
 // Rows per block tile for one GEMM: pipelined_rows(), except where the 128-row wgmma tiles
-// would leave most of the GPU idle. Their plan (one resident block per SM) cannot split K
-// once twice its units pass the SM count, so 80 units on 132 SMs run alone; 64-row tiles (two
-// resident blocks per SM, the wgmma kernels' launch bounds) take over when the 128-row plan
-// fills less than 2/3 of one wave and theirs fills at least 85% of one. Measured on H200
+// would leave much of the GPU idle. Their plan (one resident block per SM) cannot split K
+// once twice its units pass the SM count (70b.qkv at M = 129..256: 80 units, 52 of 132 SMs
+// idle); 64-row tiles (two resident blocks per SM, the wgmma kernels' launch bounds) take over
+// when the 128-row plan fills less than 2/3 of one wave and theirs at least 85% of one. On H200
 // (session 18, round HF, bf16 G = 128): llama3-70b.qkv at M = 192, 128-row tiles 122.0 us
 // (80 blocks), 64-row tiles in 2 ranks 85.3 us (240 blocks); where both plans fill a similar
 // share (70b.qkv M = 256, 70b.o and 8b.qkv M = 192) the 128-row tiles are as fast or faster.
@@ -91,7 +91,8 @@ inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   const PipePlan p64 = pipelined_plan(m, n, k, 64, sms, kPipeWgBlocksPerSm64);
   const long long b128 = static_cast<long long>(p128.row_tiles) * p128.col_tiles * p128.splits;
   const long long b64 = static_cast<long long>(p64.row_tiles) * p64.col_tiles * p64.splits;
-  const long long w128 = static_cast<long long>(kPipeWgBlocksPerSm128) * sms, w64 = static_cast<long long>(kPipeWgBlocksPerSm64) * sms;
+  const long long w128 = static_cast<long long>(kPipeWgBlocksPerSm128) * sms;
+  const long long w64 = static_cast<long long>(kPipeWgBlocksPerSm64) * sms;
   return 3 * b128 < 2 * w128 && b64 <= w64 && 100 * b64 >= 85 * w64 ? 64 : 128;
 }
 
