@@ -52,23 +52,12 @@ Status validate(const KernelWeights& w) {
 
 DeviceWeights::~DeviceWeights() { release(); }
 
-DeviceWeights::DeviceWeights(DeviceWeights&& o) noexcept
-    : qweight_(std::exchange(o.qweight_, nullptr)),
-      scales_(std::exchange(o.scales_, nullptr)),
-      zeros_(std::exchange(o.zeros_, nullptr)),
-      bytes_(std::exchange(o.bytes_, 0)),
-      device_(std::exchange(o.device_, -1)),
-      view_(std::exchange(o.view_, KernelWeightsView{})) {}
+DeviceWeights::DeviceWeights(DeviceWeights&& o) noexcept : s_(std::exchange(o.s_, State{})) {}
 
 DeviceWeights& DeviceWeights::operator=(DeviceWeights&& o) noexcept {
   if (this != &o) {
     release();
-    qweight_ = std::exchange(o.qweight_, nullptr);
-    scales_ = std::exchange(o.scales_, nullptr);
-    zeros_ = std::exchange(o.zeros_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-    device_ = std::exchange(o.device_, -1);
-    view_ = std::exchange(o.view_, KernelWeightsView{});
+    s_ = std::exchange(o.s_, State{});
   }
   return *this;
 }
@@ -76,35 +65,35 @@ DeviceWeights& DeviceWeights::operator=(DeviceWeights&& o) noexcept {
 #if LOWBIT_HAS_CUDA
 
 void DeviceWeights::release() {
-  if (qweight_ != nullptr || scales_ != nullptr || zeros_ != nullptr) {
-    // The arrays belong to device_; free them there (a destructor cannot report errors).
+  const void* arrays[] = {s_.view.qweight, s_.view.scales, s_.view.zeros};
+  if (arrays[0] != nullptr || arrays[1] != nullptr || arrays[2] != nullptr) {
+    // The arrays belong to s_.device; free them there (a destructor cannot report errors).
     int prev = -1;
-    const bool switched = cudaGetDevice(&prev) == cudaSuccess && prev != device_ && cudaSetDevice(device_) == cudaSuccess;
-    if (qweight_ != nullptr) (void)cudaFree(qweight_);
-    if (scales_ != nullptr) (void)cudaFree(scales_);
-    if (zeros_ != nullptr) (void)cudaFree(zeros_);
+    const bool switched =
+        cudaGetDevice(&prev) == cudaSuccess && prev != s_.device && cudaSetDevice(s_.device) == cudaSuccess;
+    for (const void* a : arrays)
+      if (a != nullptr) (void)cudaFree(const_cast<void*>(a));
     if (switched) (void)cudaSetDevice(prev);
   }
-  qweight_ = scales_ = zeros_ = nullptr;
-  bytes_ = 0;
-  device_ = -1;
-  view_ = KernelWeightsView{};
+  s_ = State{};
 }
 
 namespace {
-// One array: allocated and copied, or a Status naming it (and nothing left allocated).
-Status upload_array(const void* host, size_t bytes, const char* what, void** dev) {
-  *dev = nullptr;
-  const cudaError_t e = cudaMalloc(dev, bytes);
+// One array: allocated into *dev (so that its owner frees it even if the copy fails) and
+// copied, or a Status naming it.
+template <typename P>
+Status upload_array(const void* host, size_t bytes, const char* what, const P** dev) {
+  void* mem = nullptr;
+  const cudaError_t e = cudaMalloc(&mem, bytes);
   if (e != cudaSuccess) {
-    *dev = nullptr;
     int d = -1;
     (void)cudaGetDevice(&d);
     return make_status(e == cudaErrorMemoryAllocation ? StatusCode::kOutOfMemory : StatusCode::kCudaError,
                        "DeviceWeights::upload: cudaMalloc of %s (%zu bytes) on device %d failed: %s", what, bytes, d,
                        cudaGetErrorString(e));
   }
-  LOWBIT_CUDA_RETURN(cudaMemcpy(*dev, host, bytes, cudaMemcpyHostToDevice));
+  *dev = static_cast<const P*>(mem);
+  LOWBIT_CUDA_RETURN(cudaMemcpy(mem, host, bytes, cudaMemcpyHostToDevice));
   return Status::Ok();
 }
 }  // namespace
@@ -114,33 +103,26 @@ Status DeviceWeights::upload(const KernelWeights& w, DeviceWeights* out) {
   out->release();
   LOWBIT_RETURN_IF_ERROR(validate(w));
   DeviceWeights d;
-  LOWBIT_CUDA_RETURN(cudaGetDevice(&d.device_));
+  LOWBIT_CUDA_RETURN(cudaGetDevice(&d.s_.device));
   const bool kpacked = w.kind == KernelLayoutKind::kKPacked;
   const size_t qbytes = kernel_qweight_bytes(w.shape, w.kind);
   const void* qhost = kpacked ? static_cast<const void*>(w.qweight_k.data()) : static_cast<const void*>(w.qweight_n.data());
   const size_t sbytes = w.scales.size() * sizeof(uint16_t);
   // d frees whatever was allocated if a later step fails.
-  LOWBIT_RETURN_IF_ERROR(upload_array(qhost, qbytes, "qweight", &d.qweight_));
-  LOWBIT_RETURN_IF_ERROR(upload_array(w.scales.data(), sbytes, "scales", &d.scales_));
-  if (!w.zeros.empty()) LOWBIT_RETURN_IF_ERROR(upload_array(w.zeros.data(), sbytes, "zeros", &d.zeros_));
-  d.bytes_ = qbytes + sbytes * (w.zeros.empty() ? 1 : 2);
-  d.view_.shape = w.shape;
-  d.view_.kind = w.kind;
-  d.view_.qweight = d.qweight_;
-  d.view_.scales = static_cast<const uint16_t*>(d.scales_);
-  d.view_.zeros = static_cast<const uint16_t*>(d.zeros_);
+  KernelWeightsView& v = d.s_.view;
+  LOWBIT_RETURN_IF_ERROR(upload_array(qhost, qbytes, "qweight", &v.qweight));
+  LOWBIT_RETURN_IF_ERROR(upload_array(w.scales.data(), sbytes, "scales", &v.scales));
+  if (!w.zeros.empty()) LOWBIT_RETURN_IF_ERROR(upload_array(w.zeros.data(), sbytes, "zeros", &v.zeros));
+  d.s_.bytes = qbytes + sbytes * (w.zeros.empty() ? 1 : 2);
+  v.shape = w.shape;
+  v.kind = w.kind;
   *out = std::move(d);
   return Status::Ok();
 }
 
 #else  // !LOWBIT_HAS_CUDA
 
-void DeviceWeights::release() {
-  qweight_ = scales_ = zeros_ = nullptr;
-  bytes_ = 0;
-  device_ = -1;
-  view_ = KernelWeightsView{};
-}
+void DeviceWeights::release() { s_ = State{}; }
 
 Status DeviceWeights::upload(const KernelWeights& w, DeviceWeights* out) {
   LOWBIT_CHECK_ARG(out != nullptr, "DeviceWeights::upload: out is null");

@@ -38,19 +38,20 @@ class DeviceWeights {
   static Status upload(const KernelWeights& w, DeviceWeights* out);
 
   // What the kernels take; all pointers null while empty().
-  const KernelWeightsView& view() const { return view_; }
-  bool empty() const { return qweight_ == nullptr; }
-  size_t device_bytes() const { return bytes_; }  // the three arrays together
-  int device() const { return device_; }          // where they live (-1 while empty)
+  const KernelWeightsView& view() const { return s_.view; }
+  bool empty() const { return s_.view.qweight == nullptr; }
+  size_t device_bytes() const { return s_.bytes; }  // the three arrays together
+  int device() const { return s_.device; }          // where they live (-1 while empty)
 
  private:
+  // The view's three pointers are the owned arrays (freed through it on `device`).
+  struct State {
+    KernelWeightsView view{};
+    size_t bytes = 0;
+    int device = -1;
+  };
   void release();
-  void* qweight_ = nullptr;
-  void* scales_ = nullptr;
-  void* zeros_ = nullptr;
-  size_t bytes_ = 0;
-  int device_ = -1;
-  KernelWeightsView view_{};
+  State s_;
 };
 
 }  // namespace lowbit::int4

@@ -12,10 +12,12 @@
 #include "lowbit/int4/kernels.h"
 #include "lowbit/int4/moe_ref.h"
 #include "tests/cpu/int4/random_weights.h"
+#include "tests/gpu/int4/gpu_buffers.h"
 
 namespace lowbit::int4 {
 namespace {
 
+using testing::DevBuf;
 using testing::random_kpacked;
 
 template <typename T>
@@ -99,22 +101,21 @@ TEST(Int4DeviceWeightsGpu, GemmThroughUploadedViewMatchesReference) {
   std::vector<uint16_t> x(static_cast<size_t>(m) * s.k);
   for (size_t i = 0; i < x.size(); ++i)  // small exact values, never all zero
     x[i] = float_to_half_bits(s.act, static_cast<float>(static_cast<int>(i * 37 % 17) - 8) / 8.0f);
-  void *dx = nullptr, *dy = nullptr, *ws = nullptr;
   size_t ws_bytes = 0;
   ASSERT_TRUE(gemm_workspace_size(s, m, &ws_bytes).ok());
-  ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dy, static_cast<size_t>(m) * s.n * 2), cudaSuccess);
-  if (ws_bytes) ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemset(dy, 0xFF, static_cast<size_t>(m) * s.n * 2), cudaSuccess);  // poison: NaN
+  const DevBuf dx = testing::upload(x), dy(static_cast<size_t>(m) * s.n * 2), ws(ws_bytes);
+  ASSERT_NE(dx.p, nullptr);
+  ASSERT_NE(dy.p, nullptr);
+  ASSERT_TRUE(ws_bytes == 0 || ws.p != nullptr);
+  ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);  // poison: NaN
   GemmArgs g;
-  g.x = dx;
-  g.y = dy;
+  g.x = dx.p;
+  g.y = dy.p;
   g.m = m;
-  const Status st = gemm(g, dw.view(), ws, ws_bytes, nullptr);
+  const Status st = gemm(g, dw.view(), ws.p, ws_bytes, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<uint16_t> y = to_host<uint16_t>(dy, static_cast<size_t>(m) * s.n);
+  const std::vector<uint16_t> y = to_host<uint16_t>(dy.p, static_cast<size_t>(m) * s.n);
   std::vector<double> ref;
   ASSERT_TRUE(gemm_ref(kp, 0, x.data(), m, &ref, nullptr).ok());
   double max_err = 0, max_ref = 0;
@@ -127,9 +128,6 @@ TEST(Int4DeviceWeightsGpu, GemmThroughUploadedViewMatchesReference) {
   ASSERT_GT(max_ref, 0.0);
   // bf16 output rounding (2^-8 relative) plus fp32 accumulation over K = 512.
   EXPECT_LE(max_err, max_ref * 1.0 / 128) << "max |y - ref| " << max_err << " of max |ref| " << max_ref;
-  cudaFree(dx);
-  cudaFree(dy);
-  if (ws) cudaFree(ws);
 }
 
 }  // namespace
