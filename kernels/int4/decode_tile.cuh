@@ -82,8 +82,9 @@ struct DecodeParams {
   // memory. Sums over K in one warp's order: not bit-identical to the split mode (both are
   // checked against fp64).
   int wide = 0;
-  // x fragments ahead of their MMAs (decode_x_ahead); 0 loads each batch's at its start
-  // (x_prefetch_rule; LOWBIT_INT4_DECODE_XPREFETCH=0 for measurements).
+  // kHalf tiles (decode_x_ahead): x fragments ahead of their MMAs; 0 loads each batch's at
+  // its start (x_prefetch_rule; LOWBIT_INT4_DECODE_XPREFETCH=0 for measurements). kFull tiles
+  // always load ahead.
   int x_prefetch = 1;
   // Where the block lets the next kernel launch (griddepcontrol.launch_dependents; dense only,
   // see launch()): 0 at the start, 1 once the warp's first weight batch has arrived.
@@ -279,7 +280,11 @@ struct DecodeCfg {
 //   (ptxas): windows of a whole batch (G = 128 / per-channel), not the 4-warp 16-row deep
 //   tiles (3 blocks per SM). Measured on/off in one run (session 8, bf16): M = 8 / 16 up to
 //   11% faster (70b.down M = 16 60 vs 67 us, 70b.gate_up M = 8 77 vs 84), M = 1 from 3%
-//   slower (8b.qkv 8.0 vs 7.8) to 3% faster (8b.gate_up 22.6 vs 23.2).
+//   slower (8b.qkv 8.0 vs 7.8) to 3% faster (8b.gate_up 22.6 vs 23.2). Since session 19
+//   always (not switchable by DecodeParams::x_prefetch): the kernels then have no second copy
+//   of the batch loop that loads at the batch start, 5-7% less code, and ran 1-2% faster
+//   (round IC, 1x H200, bf16 / fp16 / MoE, old and new binaries alternating: 0.96-1.01x the
+//   time, 70b.qkv M = 1 16.8 vs 17.5 us, 70b.down M = 16 53.5 vs 54.8).
 // - kHalf (the 4-warp 16-row deep tiles): the second half of a batch's fragments is loaded
 //   when the batch starts and the first half of the next batch's once the first half has
 //   been multiplied, each behind half a batch of MMAs, in the registers that loading the
@@ -507,9 +512,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // x fragments, loaded for every row and step of the batch without predicates: rows outside
   // M (or MoE padding) read row 0 and their outputs are never stored; in the tail batch,
   // steps past the range re-read the last one and the MMAs skip them. How far ahead of
-  // their MMAs: XAhead (decode_x_ahead; x_prefetch = 0 loads each batch's at its start).
+  // their MMAs: XAhead (decode_x_ahead; kHalf with x_prefetch = 0 loads each batch's at its
+  // start).
   constexpr XAhead kXAhead = decode_x_ahead<Cfg, W>();
-  const XAhead xmode = p.x_prefetch != 0 ? kXAhead : XAhead::kNow;
+  const XAhead xmode = kXAhead == XAhead::kFull || p.x_prefetch != 0 ? kXAhead : XAhead::kNow;
   constexpr XAhead kXNow = XAhead::kNow, kXFull = XAhead::kFull, kXHalf = XAhead::kHalf;
   constexpr int kHalf = D / 2;
   uint4 wa[D];
@@ -1024,7 +1030,8 @@ int env_x_shared() {
   return v;
 }
 
-// LOWBIT_INT4_DECODE_XPREFETCH=0 (read once; measurements): DecodeParams::x_prefetch off.
+// LOWBIT_INT4_DECODE_XPREFETCH=0 (read once; measurements): DecodeParams::x_prefetch off (the
+// kHalf tiles' half-batch prefetch; kFull tiles always load a batch ahead).
 int env_x_prefetch() {
   static const int v = env_on_unless_zero("LOWBIT_INT4_DECODE_XPREFETCH") ? 1 : 0;
   return v;

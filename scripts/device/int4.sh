@@ -54,8 +54,9 @@ step bench_prefill_paths 70 bash -c '"$0" bench gemm --m 512,2048,4096 --path cu
   "$0" bench moe --m 512,2048,8192 --path fused,grouped --reps 3 --out "$1/moe_paths";
   LOWBIT_INT4_MOE_STREAMS=4 "$0" bench moe --m 512,2048,8192 --path grouped --reps 3 --out "$1/moe_grouped4"' \
   "$BIN/lowbit" "$OUT"
-# The decode tables (bf16, fp16) and switches off in the same round: the x-fragment prefetch
-# (LOWBIT_INT4_DECODE_XPREFETCH=0), MoE GEMM2's wide mode (LOWBIT_INT4_MOE_WIDE=0), the MoE
+# The decode tables (bf16, fp16) and switches off in the same round: the 4-warp 16-row tiles'
+# half-batch x prefetch (LOWBIT_INT4_DECODE_XPREFETCH=0; the other tiles always load x a batch
+# ahead since session 19), MoE GEMM2's wide mode (LOWBIT_INT4_MOE_WIDE=0), the MoE
 # pipelined tile (LOWBIT_INT4_MOE_PIPE=0, every M of bench moe) and the block-shared x tiles at
 # M = 9..16 (LOWBIT_INT4_DECODE_XSHARED=0); ~50 s together.
 step bench_decode 80 bash -c '"$0" bench gemm --m 1,8,12,16 --layout auto --path skinny --out "$1/gemm_decode";
