@@ -6,10 +6,12 @@
 // by more than 2^-6 |ref| + 1e-2 rms(ref) (both accumulate in fp32; orders differ).
 #include <cublas_v2.h>
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/common/bench_common.h"
@@ -30,13 +32,14 @@ struct DenseShape {
 };
 
 int run_bench_gemm(const std::vector<std::string>& argv) {
-  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "shapes", "path", "layout"}, {"quick", "asym", "help"});
+  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "shapes", "path", "layout", "cooldown-ms"},
+                 {"quick", "asym", "help"});
   if (!args.ok() || args.has("help")) {
     if (!args.ok()) std::fprintf(stderr, "bench gemm: %s\n", args.error().c_str());
     std::fprintf(stderr,
                  "usage: lowbit bench gemm [--m 1,8,16,32,128,512,2048,8192] [--quick] [--shapes llama3-8b.qkv,...]\n"
                  "       [--path auto,skinny,tiled,cublas,pipelined] [--layout auto,npacked] [--dtype bf16|fp16]\n"
-                 "       [--group 32|64|128|-1] [--asym] [--reps 10] [--out docs/benchmarks/gemm]\n");
+                 "       [--group 32|64|128|-1] [--asym] [--reps 10] [--cooldown-ms 2000] [--out docs/benchmarks/gemm]\n");
     return args.ok() ? 0 : 2;
   }
   const bool quick = args.has("quick");
@@ -48,6 +51,15 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   const bool sym = !args.has("asym");
   const int reps = static_cast<int>(args.get_int("reps", 10));
   const std::string out = args.get("out", "docs/benchmarks/gemm");
+  // --cooldown-ms: idle time before timing a shape, or a row of M <= 512, after rows of
+  // M >= 2048 (their cuBLAS and int4 GEMMs draw full power; the small-M rows right after them
+  // ran up to 28% slower than in a run of small M alone: session 19, round ID).
+  const int cooldown_ms = static_cast<int>(args.get_int("cooldown-ms", 2000));
+  bool heavy_before = false;
+  auto cool_down = [&] {
+    if (heavy_before && cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(cooldown_ms));
+    heavy_before = false;
+  };
   // --path auto,skinny,tiled,cublas,pipelined: one row per path (forced; skinny only up to M = 512,
   // pipelined only on the MMA-tiled layout).
   std::vector<GemmPath> paths;
@@ -111,6 +123,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   nlohmann::json rows = nlohmann::json::array();
   int total_wrong = 0;
   for (const DenseShape& sh : shapes) {
+    cool_down();  // before the read reference too
     WeightShape ws{1, sh.n, sh.k, group, sym, act};
     // Scale ~ 1/sqrt(K) keeps outputs O(1) for both dtypes.
     const float scale = 0.5f / std::sqrt(static_cast<float>(sh.k));
@@ -214,6 +227,8 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
             total_wrong += wrong;
           }
           lowbit::bench::Timing t4{};
+          if (m <= 512) cool_down();
+          if (m >= 2048) heavy_before = true;
           if (st.ok()) st = lowbit::bench::time_in_graph(stream, run_int4, copies, 2, reps, &t4);
           if (st.ok() && !have_tb) {
             st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);
