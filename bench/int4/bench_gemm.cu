@@ -53,7 +53,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   const std::string out = args.get("out", "docs/benchmarks/gemm");
   // --cooldown-ms: idle time before timing a shape, or a row of M <= 512, after rows of
   // M >= 2048 (their cuBLAS and int4 GEMMs draw full power; the small-M rows right after them
-  // ran up to 28% slower than in a run of small M alone: session 19, round ID).
+  // ran up to 32% slower than in a run of small M alone: session 19, round IE).
   const int cooldown_ms = static_cast<int>(args.get_int("cooldown-ms", 2000));
   bool heavy_before = false;
   auto cool_down = [&] {
