@@ -61,8 +61,7 @@ inline DecodeShape dense_rows8_shape(int units, int gsteps, int sms, bool bf16) 
 // kRows16Shared: kRows16Deep's tile with block-shared x (DecodeCfg::XS): the block's warps
 // stream adjacent column groups over one K range and read x from shared memory that cp.async
 // fills once for all of them.
-// kRows16Wgmma: kRows16Shared's blocks with the MMAs on wgmma (sm_90a; DecodeCfg::WG).
-enum class DecodeTiles : int { kRows8 = 0, kRows16Deep = 1, kRows16 = 2, kRows16Shared = 3, kRows16Wgmma = 4 };
+enum class DecodeTiles : int { kRows8 = 0, kRows16Deep = 1, kRows16 = 2, kRows16Shared = 3 };
 struct DensePlan {
   DecodeTiles tiles;
   DecodeShape shape;
@@ -123,13 +122,10 @@ inline DensePlan shared_x_plan(int groups, int steps, int sms) {
 // 8b.down 26.6 vs 18.8, 70b.o 21.8 vs 18.6, 8b.qkv 12.9 vs 10.9 (8b.o 9.4 vs 9.4).
 // xshared: 1 as above; 0 unshared_decode_plan() alone, 2 shared tiles wherever they can run
 // (LOWBIT_INT4_DECODE_XSHARED=0 / 2: measurements and tests).
-// wgmma (the device runs the wgmma tiles, decode_wgmma_ok): M = 9..16 with windows of 8 take
-// them, in shared_x_plan()'s block shape, unless xshared = 0.
 inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int steps, int sms, int rows16_max,
-                                   int xshared = 1, bool bf16 = true, bool wgmma = false) {
+                                   int xshared = 1, bool bf16 = true) {
   const DensePlan base = unshared_decode_plan(m, groups, gsteps, sms, rows16_max, bf16);
   const bool rows16 = m > 8 && m <= 16 && m <= rows16_max && decode_window(gsteps, 8) == 8;
-  if (rows16 && wgmma && xshared != 0) return {DecodeTiles::kRows16Wgmma, shared_x_plan(groups, steps, sms).shape};
   const bool four_warp_pairs =
       base.tiles == DecodeTiles::kRows16Deep && base.shape.warps == 4 && base.shape.splits == 2;
   if (rows16 && (xshared == 2 || (xshared == 1 && (base.tiles == DecodeTiles::kRows8 || four_warp_pairs))))

@@ -16,7 +16,6 @@
 #include "kernels/int4/decode_plan.h"
 #include "kernels/int4/internal.h"
 #include "kernels/int4/moe_routing.cuh"
-#include "kernels/int4/wgmma.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -268,26 +267,11 @@ __device__ __forceinline__ uint32_t xs_lane_offset(int lane) {
 // XS: block-shared x (dense 16-row tiles, windows of a whole batch): the block's warps
 // stream NW adjacent column groups over one K range (the split's) and read x from chunks of
 // shared memory filled once for all of them (cp.async; see the kernel).
-// WG (with XS, 4 warps: one warpgroup; sm_90a): the column groups' MMAs are wgmma m64n16k16,
-// A = the 4 warps' dequantized words j of one K step (warp w: its own group's 16 columns
-// 16j .. 16j + 15), B = the step's 16 x rows from shared memory, so that one instruction per
-// j replaces each warp's 8 mma.sync and runs asynchronously while the warp dequantizes the
-// next step; x travels through registers into two shared slots in the wgmma core-matrix
-// layout (decode_wg_x_offset), published by one block barrier per batch.
-template <int NT_, int D_, int S_, int NW_, int kMinBlocks_, bool XS_ = false, bool WG_ = false>
+template <int NT_, int D_, int S_, int NW_, int kMinBlocks_, bool XS_ = false>
 struct DecodeCfg {
   static constexpr int NT = NT_, D = D_, S = S_, NW = NW_, kMinBlocks = kMinBlocks_;
-  static constexpr bool XS = XS_, WG = WG_;
+  static constexpr bool XS = XS_;
 };
-
-// WG: byte offset of x row r (0..15), 16 B piece c (= 2 * K step + K half) of a batch in its
-// shared slot: core matrices of 8 rows x 16 B (128 contiguous bytes), K step s at 512 s, rows
-// 8..15 at +256 (the descriptor's stride byte offset), the K half at +128 (its leading byte
-// offset); no swizzle.
-__host__ __device__ constexpr uint32_t decode_wg_x_offset(int r, int c) {
-  return static_cast<uint32_t>((c >> 1) * 512 + (r >> 3) * 256 + (c & 1) * 128 + (r & 7) * 16);
-}
-constexpr uint32_t kWgXLbo = 128, kWgXSbo = 256;
 
 // How far ahead of their MMAs a configuration loads the x fragments (the loads are L2 hits
 // whose latency otherwise stalls the warp once per batch):
@@ -329,9 +313,8 @@ template <typename T, typename Cfg, int W, bool kSym, int MODE>
 __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_kernel(const DecodeParams p) {
   constexpr int NT = Cfg::NT, D = Cfg::D, S = Cfg::S, NW = Cfg::NW;
   constexpr bool kMoe = MODE != kDecDense, kGateUp = MODE == kDecMoeGateUp;
-  constexpr bool kXS = Cfg::XS, kWG = Cfg::WG;
+  constexpr bool kXS = Cfg::XS;
   static_assert(D % W == 0, "windows tile the batch");
-  static_assert(!kWG || (kXS && NW == 4 && NT == 2 && D == 8), "wgmma tiles: one warpgroup, 16 rows, batches of 8");
   static_assert(!kXS || (MODE == kDecDense && W == D && NT == 2),
                 "block-shared x: dense 16-row tiles, windows of a whole batch");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -538,7 +521,6 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   uint4 wa[D];
   uint2 xa[D][NT], xn[D][NT];
   uint32_t xs_lane = 0;  // XS: this lane's ldmatrix address in the current batch's x chunk
-  uint32_t xs_chunk = 0;  // WG: the current batch's x slot
   // Steps [steps.lo, steps.hi) of the batch starting at step sb (n_in of its steps inside the
   // range) into xs (xn or xa; a generic parameter: the array-reference type uint2 (&)[D][NT]
   // crashed nvcc 13.0's front end here).
@@ -560,19 +542,6 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     else
       load_x(steps, xs, sb, s1 - sb, std::false_type{});
   };
-  // A fragment of one word: the four registers (magic + q pairs; fp16: rows g + 8 as 1024 + 16 q).
-  auto unpack = [&](uint32_t word, uint32_t(&a)[4]) {
-    if constexpr (kHiX16) {
-      const uint32_t w8 = word >> 8;
-      a[0] = lop3_and_or(word, 0x000F000Fu, Act<T>::kMagic);
-      a[1] = lop3_and_or(word, 0x00F000F0u, Act<T>::kMagic);
-      a[2] = lop3_and_or(w8, 0x000F000Fu, Act<T>::kMagic);
-      a[3] = lop3_and_or(w8, 0x00F000F0u, Act<T>::kMagic);
-    } else {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) a[r] = lop3_and_or(word >> (4 * r), 0x000F000Fu, Act<T>::kMagic);
-    }
-  };
   // Steps [steps.lo, steps.hi) of the batch; n_in: steps of this batch inside the range (>= 1).
   auto compute = [&](auto steps, int sb, int n_in, auto full_tag) {
     constexpr bool kFull = decltype(full_tag)::value;
@@ -582,38 +551,31 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         const bool first = i % W == 0;  // window start: zero accumulators in
         const uint32_t words[4] = {wa[i].x, wa[i].y, wa[i].z, wa[i].w};
         uint2 xf[NT];
-        if constexpr (kWG) {
-          ldsm_x(xs_lane + 512u * i, xf);  // (for sum(x): the same slot in the core-matrix layout)
-        } else if constexpr (kXS) {
+        if constexpr (kXS) {
           ldsm_x(xs_lane + 32u * i, xf);
         } else {
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) xf[nt] = xa[i][nt];
         }
-        if constexpr (kWG) {
-          // Word j of every warp -> one m64n16k16 over the 4 groups' columns 16j .. 16j + 15;
-          // the wgmmas run while the warp computes sum(x) and dequantizes the next step, and
-          // wg_wait<1> keeps at most this step's in flight (its A registers stay untouched).
-          uint32_t a[4][4];
 #pragma unroll
-          for (int j = 0; j < 4; ++j) unpack(words[j], a[j]);
-          wg_fence();
-          const uint64_t desc = wg_desc(xs_chunk + 512u * i, kWgXLbo, kWgXSbo, 0);
+        for (int j = 0; j < 4; ++j) {
+          uint32_t a[4];
+          if constexpr (kHiX16) {
+            const uint32_t w8 = words[j] >> 8;
+            a[0] = lop3_and_or(words[j], 0x000F000Fu, Act<T>::kMagic);
+            a[1] = lop3_and_or(words[j], 0x00F000F0u, Act<T>::kMagic);
+            a[2] = lop3_and_or(w8, 0x000F000Fu, Act<T>::kMagic);
+            a[3] = lop3_and_or(w8, 0x00F000F0u, Act<T>::kMagic);
+          } else {
 #pragma unroll
-          for (int j = 0; j < 4; ++j) wg_mma_n16<T>(acc[j], a[j], desc, first ? 0 : 1);
-          wg_commit();
-        } else {
+            for (int r = 0; r < 4; ++r) a[r] = lop3_and_or(words[j] >> (4 * r), 0x000F000Fu, Act<T>::kMagic);
+          }
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            uint32_t a[4];
-            unpack(words[j], a);
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-              if (first)
-                mma_m16n8k16_zc<T>(acc[j][nt], a, xf[nt].x, xf[nt].y);
-              else
-                mma_m16n8k16<T>(acc[j][nt], a, xf[nt].x, xf[nt].y);
-            }
+          for (int nt = 0; nt < NT; ++nt) {
+            if (first)
+              mma_m16n8k16_zc<T>(acc[j][nt], a, xf[nt].x, xf[nt].y);
+            else
+              mma_m16n8k16<T>(acc[j][nt], a, xf[nt].x, xf[nt].y);
           }
         }
 #pragma unroll
@@ -623,17 +585,9 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
           else
             mma_m16n8k16<T>(accx[nt], ones_a, xf[nt].x, xf[nt].y);
         }
-        if constexpr (kWG) wg_wait<1>();
       }
       // Window end (a window with at least one step in range; the tail window may be short).
-      if ((i + 1) % W == 0 && (kFull || i + 1 - W < n_in)) {
-        if constexpr (kWG) {  // the window's wgmmas retired before its sums are read
-          wg_wait<0>();
-#pragma unroll
-          for (int j = 0; j < 4; ++j) wg_keep(acc[j]);
-        }
-        fold(sb + i + 1);
-      }
+      if ((i + 1) % W == 0 && (kFull || i + 1 - W < n_in)) fold(sb + i + 1);
     }
   };
   // Programmatic dependent launch (when the launch allows it): the weights and scales do not
@@ -665,7 +619,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     const int row0 = mtile * 8 * NT, xrows = min(8 * NT, p.M - row0);
     if (lane == 0)
       for (int st = 0; st < S; ++st) mbar_init(bar0 + 8 * st);
-    if (kXS && !kWG && threadIdx.x == 0)
+    if (kXS && threadIdx.x == 0)
       for (int i = 0; i < kXsSlots; ++i) {
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 32;\n" ::"r"(xbar0 + 8 * i) : "memory");
         xcnt[i] = 0;
@@ -705,41 +659,9 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(xbar0 + 8u * static_cast<uint32_t>(slot))
                    : "memory");
     };
-    // WG: x through registers into the two slots (decode_wg_x_offset; rows past M repeat row
-    // M - 1, whose outputs are never stored; steps past the range are zeros, so that the tail
-    // batch runs all D steps on whatever its stage holds beyond its copied words: a wgmma under
-    // a run-time test makes ptxas serialize all of them, C7518). Thread
-    // pieces q = threadIdx.x + 128 i: row q % 16, piece q / 16, so that the 8 lanes of a store
-    // phase fill one 128 B core matrix (no bank conflicts).
-    uint4 xv[2];
-    const uint32_t wg_lane = decode_wg_x_offset(8 * (lane >> 4) + (lane & 7), (lane >> 3) & 1);  // ldsm_x's tiles
-    auto wg_load_x = [&](int b) {
-      if (b >= nb) return;
-      const int sb = s0 + b * D, n = min(D, s1 - sb);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int q = static_cast<int>(threadIdx.x) + 128 * i, r = q & 15, c = q >> 4;
-        const int row = min(row0 + r, p.M - 1), step = sb + (c >> 1);
-        xv[i] = c >> 1 < n ? __ldg(reinterpret_cast<const uint4*>(x + static_cast<size_t>(row) * p.K +
-                                                                  static_cast<size_t>(step) * kMmaTileK + 8 * (c & 1)))
-                           : make_uint4(0u, 0u, 0u, 0u);
-      }
-    };
-    auto wg_store_x = [&](int b) {
-      if (b >= nb) return;
-      const uint32_t slot = xs0 + static_cast<uint32_t>((b & 1) * D * 512);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int q = static_cast<int>(threadIdx.x) + 128 * i;
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(slot + decode_wg_x_offset(q & 15, q >> 4)),
-                     "r"(xv[i].x), "r"(xv[i].y), "r"(xv[i].z), "r"(xv[i].w)
-                     : "memory");
-      }
-    };
     auto issue = [&](int b, int stage) {  // batch b into stage `stage` (lane 0)
       bool active = lane == 0 && b < nb;  // (wide spare warps have no batches)
-      if constexpr (kXS && !kWG) active = active && cvalid;  // (not named otherwise: a capture costs registers)
-      // (WG: spare warps stream group 0's words too: every warp takes part in the wgmmas)
+      if constexpr (kXS) active = active && cvalid;  // (not named otherwise: a capture costs registers)
       if (active) {
         const int sb = s0 + b * D, n = min(D, s1 - sb);
         const uint32_t bar = bar0 + 8 * stage;
@@ -762,19 +684,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     for (int b = 0; b < S; ++b) issue(b, b);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     LOWBIT_TRACE_STAMP(tr_waited);
-    if (kXS && !kWG && warp == 0)
+    if (kXS && warp == 0)
       for (int b = 0; b < kXsSlots; ++b) issue_x(b);
-    // WG: batches 0 and 1 into the two slots, published by one block barrier; batch 2 in
-    // registers (wg_load_x / wg_store_x after the batch loop).
-    if constexpr (kWG) {
-      wg_load_x(0);
-      wg_store_x(0);
-      wg_load_x(1);
-      wg_store_x(1);
-      fence_proxy_async();
-      __syncthreads();
-      wg_load_x(2);
-    }
     if (nb > 0) {
       if (kXAhead == kXFull && xmode == kXFull) load_x_batch(Steps<0, D>{}, xn, s0);
       if (kXAhead == kXHalf && xmode == kXHalf) load_x_batch(Steps<0, kHalf>{}, xa, s0);
@@ -793,13 +704,6 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         for (int i = 0; i < D; ++i) wa[i] = lds128(st + 512u * i);  // tail: stale stage words, skipped
       };
       auto consume = [&](auto full_tag) {  // full batch: no per-step range tests
-        if constexpr (kWG) {
-          xs_chunk = xs0 + static_cast<uint32_t>((b & 1) * D * 512);
-          xs_lane = xs_chunk + wg_lane;
-          read_stage();
-          compute(Steps<0, D>{}, sb, n_in, full_tag);
-          return;
-        }
         if constexpr (kXS) {
           const int slot = b % kXsSlots;
           xs_lane = xs0 + static_cast<uint32_t>(slot * kXsChunk) + xs_lane_offset<D>(lane);
@@ -826,19 +730,12 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         read_stage();
         compute(Steps<0, D>{}, sb, n_in, full_tag);
       };
-      if (kWG || n_in >= D)  // (WG: every batch as a full one, see wg_load_x)
+      if (n_in >= D)
         consume(std::true_type{});
       else
         consume(std::false_type{});
       __syncwarp();  // every lane has consumed the stage before it is refilled
-      if constexpr (kWG) {
-        // Every warp's wgmmas of batch b retired (wg_wait<0> at its fold): its slot takes batch
-        // b + 2; the barrier after batch b + 1 publishes it.
-        __syncthreads();
-        wg_store_x(b + 2);
-        fence_proxy_async();
-        wg_load_x(b + 3);
-      } else if constexpr (kXS) {  // count x chunk b consumed; the block's last warp refills it
+      if constexpr (kXS) {  // count x chunk b consumed; the block's last warp refills it
         int last = 0;
         if (lane == 0) {
           __threadfence_block();  // the warp's reads of the chunk before its count
@@ -853,7 +750,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         phase ^= 1u;
       }
     }
-    if (trig == 1 && (nb == 0 || (kXS && !kWG && !cvalid))) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    if (trig == 1 && (nb == 0 || (kXS && !cvalid))) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     __syncthreads();  // the reduction below reuses the stages of all warps
     LOWBIT_TRACE_STAMP(tr_loop);
   }
@@ -1155,27 +1052,6 @@ int env_rows16_max() {
 }
 
 
-// The wgmma 16-row tiles (DecodeCfg::WG) for dense_decode_plan(): built for sm_90a
-// (LOWBIT_SM90A, CMakeLists.txt), running on compute capability 9.0, and not switched off by
-// LOWBIT_INT4_DECODE_WGMMA=0 (read once; measurements and tests).
-bool decode_wgmma_ok() {
-#if defined(LOWBIT_SM90A)
-  static const bool v = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    return major == 9 && minor == 0 && env_on_unless_zero("LOWBIT_INT4_DECODE_WGMMA");
-  }();
-  return v;
-#else
-  return false;
-#endif
-}
-
 // Grid: x = split-K cluster, y = row tiles (dense) or align blocks x 8-row parts (MoE),
 // z = column groups (gate/up: groups of one half).
 struct DecodeGrid {
@@ -1267,13 +1143,6 @@ cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, D
         gr.groups = (gr.groups + sh.warps - 1) / sh.warps;
         return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1, true>, MODE>(p, gr, stream)
                              : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3, true>, MODE>(p, gr, stream);
-      }
-    case DecodeTiles::kRows16Wgmma:  // dense only, sm_90a (decode_wgmma_ok); grid.z: blocks of 4 column groups
-      if constexpr (MODE != kDecDense) {
-        return cudaErrorInvalidValue;
-      } else {
-        gr.groups = (gr.groups + 3) / 4;
-        return launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3, true, true>, MODE>(p, gr, stream);
       }
     case DecodeTiles::kRows16Deep:
       if constexpr (MODE != kDecDense) {  // dense only (dense_decode_plan)

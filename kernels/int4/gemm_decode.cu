@@ -58,8 +58,7 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
   const int groups = s.n / kMmaTileCols;
   const kern::DensePlan plan = kern::dense_decode_plan(m, groups, p.group_steps(), s.k / kMmaTileK,
                                                        kern::current_sm_count(), kern::env_rows16_max(),
-                                                       kern::env_x_shared(), s.act == DType::kBF16,
-                                                       kern::decode_wgmma_ok());
+                                                       kern::env_x_shared(), s.act == DType::kBF16);
   const int nt = plan.tiles == kern::DecodeTiles::kRows8 ? 1 : 2;
   const int mtiles = kern::ceil_div(m, 8 * nt);
   return kern::launch_dtype<kern::kDecDense>(s.act, p, plan.tiles, plan.shape, {1, mtiles, groups}, stream);

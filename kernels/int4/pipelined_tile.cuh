@@ -53,7 +53,6 @@
 #include "kernels/int4/common.cuh"
 #include "kernels/int4/internal.h"
 #include "kernels/int4/pipelined_plan.h"
-#include "kernels/int4/wgmma.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -222,9 +221,29 @@ __device__ __forceinline__ uint32_t pipe_lds32(uint32_t a) {
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a));
   return v;
 }
-// K-major B with the 128 B swizzle: leading byte offset 16 (unused when swizzled), stride byte
-// offset 1024 (8 rows of 128 B), layout type 1 (128 B swizzle).
-__device__ __forceinline__ uint64_t wg_desc_sw128(uint32_t smem_addr) { return wg_desc(smem_addr, 16, 1024, 1); }
+__device__ __forceinline__ void wg_fence() {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit() {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// K-major B with the 128 B swizzle: start >> 4, leading byte offset 1 (unused when swizzled),
+// stride byte offset 1024 >> 4 (8 rows of 128 B), layout type 1 (128 B swizzle).
+__device__ __forceinline__ uint64_t wg_desc(uint32_t smem_addr) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
 #define LOWBIT_WG_D8(d) \
   "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
       "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
@@ -344,7 +363,7 @@ __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_
         a[s & 1][c][r] = as_bits(dequant_pair<T>(words[s][c], r, mz[set][c][r & 1], sc[set][c][r & 1]));
     }
     wg_fence();
-    const uint64_t desc = wg_desc_sw128(x_tile + static_cast<uint32_t>(s * 32));
+    const uint64_t desc = wg_desc(x_tile + static_cast<uint32_t>(s * 32));
 #pragma unroll
     for (int c = 0; c < kWgGroups; ++c) wg_mma<T, NT>(acc[c], a[s & 1][c], desc);
     wg_commit();

@@ -13,12 +13,9 @@ source "$(dirname "$0")/common.sh"
 quick=()
 [ "${QUICK:-0}" = 1 ] && quick=(--quick)
 step gpu_int4_tests 120 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1
-# Every M = 9..16 decode case on the mma.sync tiles: the block-shared x tiles (which the wgmma
-# tiles replace on an H200) and the plan without wgmma.
-step gpu_int4_xshared 60 env LOWBIT_INT4_DECODE_WGMMA=0 LOWBIT_INT4_DECODE_XSHARED=2 "$BIN/lowbit_tests_gpu_int4" \
-  --gtest_brief=1 --gtest_filter='Forced/Int4Gemm*'
-step gpu_int4_wgmma_off 60 env LOWBIT_INT4_DECODE_WGMMA=0 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
-  --gtest_filter='Forced/Int4Gemm*:*Int4GemmDecodePush*'
+# Every M = 9..16 decode case on the block-shared x tiles (the plan takes them for some grids).
+step gpu_int4_xshared 60 env LOWBIT_INT4_DECODE_XSHARED=2 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
+  --gtest_filter='Forced/Int4Gemm*'
 # The pipelined kernel with every tile on mma.sync (LOWBIT_INT4_PIPE_WGMMA=0; by default its 64-
 # and 128-row tiles run on wgmma): its forced cases.
 step gpu_int4_pipe_mma 60 env LOWBIT_INT4_PIPE_WGMMA=0 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
@@ -60,16 +57,14 @@ step bench_prefill_paths 70 bash -c '"$0" bench gemm --m 512,2048,4096 --path cu
 # The decode tables (bf16, fp16) and switches off in the same round: the 4-warp 16-row tiles'
 # half-batch x prefetch (LOWBIT_INT4_DECODE_XPREFETCH=0; the other tiles always load x a batch
 # ahead since session 19), MoE GEMM2's wide mode (LOWBIT_INT4_MOE_WIDE=0), the MoE
-# pipelined tile (LOWBIT_INT4_MOE_PIPE=0, every M of bench moe), the block-shared x tiles at
-# M = 9..16 (LOWBIT_INT4_DECODE_XSHARED=0) and their wgmma tiles (LOWBIT_INT4_DECODE_WGMMA=0);
-# ~55 s together.
+# pipelined tile (LOWBIT_INT4_MOE_PIPE=0, every M of bench moe) and the block-shared x tiles at
+# M = 9..16 (LOWBIT_INT4_DECODE_XSHARED=0); ~50 s together.
 step bench_decode 80 bash -c '"$0" bench gemm --m 1,8,12,16 --layout auto --path skinny --out "$1/gemm_decode";
   "$0" bench gemm --m 1,8,12,16 --layout auto --path skinny --dtype fp16 --out "$1/gemm_decode_fp16";
   LOWBIT_INT4_DECODE_XPREFETCH=0 "$0" bench gemm --m 1,8,12,16 --layout auto --path skinny --out "$1/gemm_decode_xoff";
   LOWBIT_INT4_MOE_WIDE=0 "$0" bench moe --m 1,8,16,32,128 --out "$1/moe_wide_off";
   LOWBIT_INT4_MOE_PIPE=0 "$0" bench moe --out "$1/moe_pipe_off";
-  LOWBIT_INT4_DECODE_XSHARED=0 "$0" bench gemm --m 9,12,16 --layout auto --path skinny --out "$1/gemm_decode_unshared";
-  LOWBIT_INT4_DECODE_WGMMA=0 "$0" bench gemm --m 9,12,16 --layout auto --path skinny --out "$1/gemm_decode_mma"' \
+  LOWBIT_INT4_DECODE_XSHARED=0 "$0" bench gemm --m 9,12,16 --layout auto --path skinny --out "$1/gemm_decode_unshared"' \
   "$BIN/lowbit" "$OUT"
 # SASS facts of the int4 kernels (tensor-core and LOP3 use, local-memory traffic).
 if command -v cuobjdump > /dev/null; then

@@ -24,7 +24,6 @@ std::string tiles_name(DecodeTiles t) {
   return t == DecodeTiles::kRows8        ? "rows8"
          : t == DecodeTiles::kRows16Deep ? "rows16deep"
          : t == DecodeTiles::kRows16     ? "rows16"
-         : t == DecodeTiles::kRows16Wgmma ? "rows16wgmma"
                                          : "rows16shared";
 }
 
@@ -122,31 +121,6 @@ TEST(Int4DecodePlan, SharedXWhereMeasuredFaster) {
     EXPECT_TRUE(p.shape.splits >= 1 && p.shape.splits <= 8) << groups;
   }
   EXPECT_EQ(tiles_name(dense_decode_plan(12, 448, 4, k1024, kH200Sms, 32, 2).tiles), "rows8");
-}
-
-// On a device that runs the wgmma tiles: M = 9..16 with windows of 8 (G = 128, per-channel)
-// take them in shared_x_plan()'s block shape, whatever the grid; M <= 8 or > 16, windows of
-// 2 / 4, rows16_max = 8 and xshared = 0 keep the plan without them.
-TEST(Int4DecodePlan, WgmmaTilesAtNineToSixteenRows) {
-  constexpr int k4096 = 4096 / 16, k8192 = 8192 / 16;
-  for (int m : {9, 12, 16})
-    for (int groups : {1, 64, 65, 160, 896}) {
-      const DensePlan p = dense_decode_plan(m, groups, kG128Steps, k8192, kH200Sms, 32, 1, true, true);
-      const DensePlan s = shared_x_plan(groups, k8192, kH200Sms);
-      EXPECT_EQ(tiles_name(p.tiles), "rows16wgmma") << m << " " << groups;
-      EXPECT_EQ(p.shape.warps, 4);
-      EXPECT_EQ(p.shape.splits, s.shape.splits) << groups;
-    }
-  EXPECT_EQ(tiles_name(dense_decode_plan(12, 160, 67, 67, kH200Sms, 32, 1, true, true).tiles), "rows16wgmma");
-  for (int m : {1, 8, 17, 32})
-    EXPECT_NE(tiles_name(dense_decode_plan(m, 448, kG128Steps, k4096, kH200Sms, 32, 1, true, true).tiles),
-              "rows16wgmma")
-        << m;
-  for (int gsteps : {2, 4})
-    EXPECT_EQ(tiles_name(dense_decode_plan(16, 448, gsteps, k4096, kH200Sms, 32, 1, true, true).tiles), "rows8");
-  EXPECT_EQ(tiles_name(dense_decode_plan(16, 448, kG128Steps, k4096, kH200Sms, 8, 1, true, true).tiles), "rows8");
-  const DensePlan off = dense_decode_plan(16, 896, kG128Steps, k8192, kH200Sms, 32, 0, true, true);
-  EXPECT_EQ(tiles_name(off.tiles), "rows16deep");
 }
 
 TEST(Int4DecodePlan, FallbacksAndBounds) {

@@ -244,11 +244,8 @@ std::vector<GemmCase> forced_cases() {
     v.push_back({13, 10240, 1056, kPerChannel, sym, t, GemmPath::kAuto, kTiled});
     v.push_back({9, 4096, 4096, 64, !sym, t});
     // Block-shared x tiles (kRows16Shared, 4 column groups per block; the plan takes them for
-    // 160 and 448 groups above, LOWBIT_INT4_DECODE_XSHARED=2 for every M = 9..16 case), and on
-    // sm_90a their wgmma variant (kRows16Wgmma) for every M = 9..16 case with windows of 8
-    // (LOWBIT_INT4_DECODE_WGMMA=0: none): 65 groups leave the last block one group and three
-    // spare warps (wgmma: warps that multiply group 0's words and store nothing); a tail batch
-    // of 2 K steps (wgmma: zero x in the 6 steps past K).
+    // 160 and 448 groups above, LOWBIT_INT4_DECODE_XSHARED=2 for every M = 9..16 case): 65
+    // groups leave the last block one group and three spare warps; a tail batch of 2 K steps.
     v.push_back({11, 4160, 2048, 128, sym, t});
     v.push_back({15, 4160, 1056, kPerChannel, !sym, t, GemmPath::kAuto, kTiled});
     // M = 17..32: two 16-row tiles per column group (the last one partial).
