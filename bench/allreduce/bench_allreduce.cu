@@ -82,9 +82,9 @@ Status measure_peer_bandwidth(int n_gpus, double* gbps) {
   cudaEventDestroy(b);
   cudaStreamDestroy(s);
   cudaFree(src);
-  cudaSetDevice(1);
+  LOWBIT_CUDA_RETURN(cudaSetDevice(1));
   cudaFree(dst);
-  cudaSetDevice(0);
+  LOWBIT_CUDA_RETURN(cudaSetDevice(0));
   return Status::Ok();
 }
 
@@ -133,7 +133,7 @@ Status enqueue_all(Ctx& c, size_t count, DType t, const Options& o, const std::v
   if (ncclGroupStart() != ncclSuccess) return make_status(StatusCode::kNcclError, "ncclGroupStart failed");
   Status st;
   for (int r = 0; r < c.L() && st.ok(); ++r) {
-    cudaSetDevice(c.device_of[r]);
+    LOWBIT_CUDA_RETURN(cudaSetDevice(c.device_of[r]));
     Options orank = o;
     if (!trace.empty()) orank.debug_phase_ns = trace[r];
     st = c.comms[r]->allreduce(c.dev[r].in, c.dev[r].out, count, t, orank, c.dev[r].stream);
@@ -152,7 +152,7 @@ Status time_mode(Ctx& c, size_t count, DType t, const Options& o, double* us) {
   Status st;
   for (int k = 0; k < c.iters && st.ok(); ++k) st = enqueue_all(c, count, t, o);
   for (int r = 0; r < c.L(); ++r) {
-    cudaSetDevice(c.device_of[r]);
+    LOWBIT_BENCH_CUDA(cudaSetDevice(c.device_of[r]));
     cudaError_t e = cudaStreamEndCapture(c.dev[r].stream, &g[r]);
     if (st.ok() && e != cudaSuccess) st = make_status(StatusCode::kCudaError, "capture failed: %s", cudaGetErrorString(e));
   }
@@ -164,13 +164,13 @@ Status time_mode(Ctx& c, size_t count, DType t, const Options& o, double* us) {
   std::vector<std::vector<double>> per(c.L());
   for (int rep = 0; rep < c.reps + 2; ++rep) {
     for (int r = 0; r < c.L(); ++r) {
-      cudaSetDevice(c.device_of[r]);
+      LOWBIT_CUDA_RETURN(cudaSetDevice(c.device_of[r]));
       LOWBIT_CUDA_RETURN(cudaEventRecord(c.dev[r].a, c.dev[r].stream));
       LOWBIT_CUDA_RETURN(cudaGraphLaunch(ex[r], c.dev[r].stream));
       LOWBIT_CUDA_RETURN(cudaEventRecord(c.dev[r].b, c.dev[r].stream));
     }
     for (int r = 0; r < c.L(); ++r) {
-      cudaSetDevice(c.device_of[r]);
+      LOWBIT_CUDA_RETURN(cudaSetDevice(c.device_of[r]));
       LOWBIT_CUDA_RETURN(cudaEventSynchronize(c.dev[r].b));
       float ms = 0;
       LOWBIT_CUDA_RETURN(cudaEventElapsedTime(&ms, c.dev[r].a, c.dev[r].b));
@@ -197,17 +197,20 @@ Status trace_mode(Ctx& c, size_t count, DType t, const Options& o, const char* l
   std::vector<uint64_t*> buf(c.L(), nullptr);
   Status st;
   for (int r = 0; r < c.L() && st.ok(); ++r) {
-    cudaSetDevice(c.device_of[r]);
+    LOWBIT_BENCH_CUDA(cudaSetDevice(c.device_of[r]));
     if (cudaMalloc(&buf[r], kPhases * kTiles * sizeof(uint64_t)) != cudaSuccess ||
         cudaMemset(buf[r], 0, kPhases * kTiles * sizeof(uint64_t)) != cudaSuccess)
       st = make_status(StatusCode::kCudaError, "trace buffer allocation failed");
   }
   if (st.ok()) {
-    for (int r = 0; r < c.L(); ++r) cudaSetDevice(c.device_of[r]), cudaDeviceSynchronize();
+    for (int r = 0; r < c.L(); ++r) {
+      LOWBIT_BENCH_CUDA(cudaSetDevice(c.device_of[r]));
+      LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());
+    }
     st = enqueue_all(c, count, t, o, buf);
   }
   for (int r = 0; r < c.L() && st.ok(); ++r) {
-    cudaSetDevice(c.device_of[r]);
+    LOWBIT_BENCH_CUDA(cudaSetDevice(c.device_of[r]));
     std::vector<uint64_t> h(kPhases * kTiles);
     if (cudaStreamSynchronize(c.dev[r].stream) != cudaSuccess ||
         cudaMemcpy(h.data(), buf[r], h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
@@ -338,7 +341,7 @@ int run(const std::vector<std::string>& argv) {
   const DType t = dts == "bf16" ? DType::kBF16 : DType::kF16;
   const int G = static_cast<int>(args.get_int("group", 128));
   int ngpu = 0;
-  cudaGetDeviceCount(&ngpu);
+  LOWBIT_BENCH_CUDA(cudaGetDeviceCount(&ngpu));
   int N = static_cast<int>(args.get_int("gpus", ngpu));
   Ctx c;
   c.iters = static_cast<int>(args.get_int("iters", 20));
@@ -411,7 +414,7 @@ int run(const std::vector<std::string>& argv) {
         return 1;
       }
     }
-    cudaSetDevice(local);
+    LOWBIT_BENCH_CUDA(cudaSetDevice(local));
     if (ncclCommInitRank(&c.world, N, id, rank) != ncclSuccess) {
       std::fprintf(stderr, "bench allreduce: rank %d: ncclCommInitRank failed\n", rank);
       return 1;
@@ -420,7 +423,7 @@ int run(const std::vector<std::string>& argv) {
     st = Communicator::create_from_nccl(c.world, cfg, &c.comms[0]);
     c.rank_of = {rank};
     c.device_of = {local};
-    cudaMalloc(&c.scratch, sizeof(double));
+    LOWBIT_BENCH_CUDA(cudaMalloc(&c.scratch, sizeof(double)));
   } else {
     if (N < 1 || N > ngpu || N > 8) {
       std::fprintf(stderr, "bench allreduce: --gpus %d but %d GPUs visible (1..8)\n", N, ngpu);
@@ -438,15 +441,15 @@ int run(const std::vector<std::string>& argv) {
   c.dev.resize(c.L());
   const size_t max_count = hi / 2;
   for (int r = 0; r < c.L(); ++r) {
-    cudaSetDevice(c.device_of[r]);
+    LOWBIT_BENCH_CUDA(cudaSetDevice(c.device_of[r]));
     Dev& d = c.dev[r];
     if (cudaMalloc(&d.in, max_count * 2) != cudaSuccess || cudaMalloc(&d.out, max_count * 2) != cudaSuccess) {
       std::fprintf(stderr, "bench allreduce: out of memory for %zu-byte buffers\n", max_count * 2);
       return 1;
     }
-    cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking);
-    cudaEventCreate(&d.a);
-    cudaEventCreate(&d.b);
+    LOWBIT_BENCH_CUDA(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+    LOWBIT_BENCH_CUDA(cudaEventCreate(&d.a));
+    LOWBIT_BENCH_CUDA(cudaEventCreate(&d.b));
     fill_input<<<1024, 256, 0, d.stream>>>(d.in, max_count, c.rank_of[r], t);
   }
   // The root prints and writes; every process measures.
@@ -556,7 +559,7 @@ int run(const std::vector<std::string>& argv) {
                        {{"x", "bytes"}, {"y", "time_us"}, {"series", "mode"}, {"logx", true}, {"logy", true},
                         {"title", "all-reduce time per call, " + std::to_string(N) + " GPUs, " + dtype_name(t)}});
   for (int r = 0; r < c.L(); ++r) {
-    cudaSetDevice(c.device_of[r]);
+    LOWBIT_BENCH_CUDA(cudaSetDevice(c.device_of[r]));
     cudaFree(c.dev[r].in);
     cudaFree(c.dev[r].out);
     cudaStreamDestroy(c.dev[r].stream);

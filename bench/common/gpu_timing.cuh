@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -43,5 +44,15 @@ Status time_stream_read(cudaStream_t stream, const std::vector<std::vector<ReadR
 
 // "NVIDIA H200 x2, driver 580.xx, CUDA 13.0"
 std::string machine_description();
+
+// A bench's setup call that must succeed (device selection, streams, events, buffers): a
+// failure throws std::runtime_error naming the call and the CUDA error, which the `lowbit`
+// CLI prints before it exits non-zero. Calls whose failure a bench reports itself keep their
+// own checks.
+inline void check_cuda(cudaError_t e, const char* call) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string(call) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+#define LOWBIT_BENCH_CUDA(x) ::lowbit::bench::check_cuda((x), #x)
 
 }  // namespace lowbit::bench

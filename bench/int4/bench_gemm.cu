@@ -110,7 +110,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     return 1;
   }
   cudaStream_t stream;
-  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  LOWBIT_BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cublasSetStream(handle, stream);
 
   // %peak: TFLOP/s over the H200's dense bf16/fp16 tensor peak (989 TFLOP/s, spec sheet).
@@ -158,7 +158,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
       for (DevInt4* d : w4) d->view.kind = kind;
       // cuBLAS weights: the dequantized int4 weights (same values), rotated likewise.
       std::vector<DevBuf> wbf;
-      cudaDeviceSynchronize();  // fills ran on the default stream; `stream` does not wait for it
+      LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());  // fills ran on the default stream; `stream` does not wait for it
       for (int c = 0; c < bcopies; ++c) {
         wbf.emplace_back(wbf_bytes);
         st = dequantize(w4[c % copies]->view, wbf.back().as<uint16_t>(), stream);
@@ -172,7 +172,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
         DevBuf x(static_cast<size_t>(m) * sh.k * 2), y(static_cast<size_t>(m) * sh.n * 2),
             yref(static_cast<size_t>(m) * sh.n * 2);
         fill_act(x.p, static_cast<size_t>(m) * sh.k, 77u + m, act, 0.1f, 1.f);
-        cudaDeviceSynchronize();  // x fill (default stream) before `stream` uses it
+        LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());  // x fill (default stream) before `stream` uses it
         int bcall = 0;
         auto run_cublas = [&](cudaStream_t s) -> Status {
           if (cublas_gemm(handle, act, m, sh.n, sh.k, x.p, wbf[bcall++ % bcopies].p, yref.p) != CUBLAS_STATUS_SUCCESS)
@@ -202,7 +202,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
           bcall = 0;
           st = run_int4(stream);
           if (st.ok()) st = run_cublas(stream);
-          cudaStreamSynchronize(stream);
+          LOWBIT_BENCH_CUDA(cudaStreamSynchronize(stream));
           int wrong = -1;
           if (st.ok()) {
             const int rows_chk = m < 8 ? m : 8;

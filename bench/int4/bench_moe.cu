@@ -103,7 +103,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
     return 1;
   }
   cudaStream_t stream;
-  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  LOWBIT_BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cublasSetStream(handle, stream);
 
   lowbit::bench::Table table({{"shape", 18}, {"layout", 9}, {"path", 7}, {"M", 6}, {"experts", 7}, {"time_us", 10}, {"TFLOP/s", 8},
@@ -130,7 +130,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
     const size_t b13 = static_cast<size_t>(sh.E) * 2 * sh.I * sh.H * 2, b2 = static_cast<size_t>(sh.E) * sh.H * sh.I * 2;
     const int bcopies = rotation_copies((b13 + b2) / sh.E * std::min(sh.E, sh.topk), 4);
     std::vector<DevBuf> f13, f2;
-    cudaDeviceSynchronize();  // fills ran on the default stream; `stream` does not wait for it
+    LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());  // fills ran on the default stream; `stream` does not wait for it
     for (int c = 0; c < bcopies; ++c) {
       f13.emplace_back(b13);
       f2.emplace_back(b2);
@@ -165,7 +165,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
           ba(static_cast<size_t>(P) * sh.I * 2), by(static_cast<size_t>(P) * sh.H * 2);
       fill_act(bx.p, static_cast<size_t>(P) * sh.H, 7u, act, 0.1f, 1.f);
       fill_act(ba.p, static_cast<size_t>(P) * sh.I, 8u, act, 0.1f, 1.f);
-      cudaDeviceSynchronize();  // fills (default stream) before `stream` uses them
+      LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());  // fills (default stream) before `stream` uses them
       int bcall = 0;
       auto run_cublas = [&](cudaStream_t s) -> Status {
         const int c = bcall++ % bcopies;
@@ -207,7 +207,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
           return fused_moe(a, w13[c]->view, w2[c]->view, work.p, wsb, s);
         };
         st = run_int4(stream);  // copy 0, checked below
-        cudaStreamSynchronize(stream);
+        LOWBIT_BENCH_CUDA(cudaStreamSynchronize(stream));
         int wrong = -1;
         if (st.ok()) {
           // fp64 reference for the last token on copy 0's dequantized weights (rounded to the
@@ -274,16 +274,16 @@ int run_bench_moe(const std::vector<std::string>& argv) {
           // Eager: 2 warm-up calls, then `reps` samples of `copies` back-to-back calls.
           for (int i = 0; i < 2 && st.ok(); ++i) st = run_int4(stream);
           cudaEvent_t e0, e1;
-          cudaEventCreate(&e0);
-          cudaEventCreate(&e1);
+          LOWBIT_BENCH_CUDA(cudaEventCreate(&e0));
+          LOWBIT_BENCH_CUDA(cudaEventCreate(&e1));
           std::vector<double> us;
           for (int r = 0; r < reps && st.ok(); ++r) {
-            cudaEventRecord(e0, stream);
+            LOWBIT_BENCH_CUDA(cudaEventRecord(e0, stream));
             for (int i = 0; i < copies && st.ok(); ++i) st = run_int4(stream);
-            cudaEventRecord(e1, stream);
-            cudaEventSynchronize(e1);
+            LOWBIT_BENCH_CUDA(cudaEventRecord(e1, stream));
+            LOWBIT_BENCH_CUDA(cudaEventSynchronize(e1));
             float ms = 0;
-            cudaEventElapsedTime(&ms, e0, e1);
+            LOWBIT_BENCH_CUDA(cudaEventElapsedTime(&ms, e0, e1));
             us.push_back(1000.0 * ms / copies);
           }
           cudaEventDestroy(e0);

@@ -278,12 +278,13 @@ struct TpRunner::Impl {
     }
     Status cap = enqueue_all();
     for (Rank& r : ranks) {
-      cudaSetDevice(r.device);
-      if (cudaStreamEndCapture(r.stream, &g[r.rank]) != cudaSuccess || !g[r.rank]) ok = false;
+      if (cudaSetDevice(r.device) != cudaSuccess || cudaStreamEndCapture(r.stream, &g[r.rank]) != cudaSuccess ||
+          !g[r.rank])
+        ok = false;
     }
     ok = ok && cap.ok();
     for (Rank& r : ranks) {
-      cudaSetDevice(r.device);
+      if (cudaSetDevice(r.device) != cudaSuccess) ok = false;
       if (ok && cudaGraphInstantiate(&exec[r.rank], g[r.rank], 0) != cudaSuccess) ok = false;
       if (g[r.rank]) cudaGraphDestroy(g[r.rank]);
       (void)cudaGetLastError();  // a failed capture is not an error: we fall back to eager launches
@@ -351,11 +352,11 @@ struct TpRunner::Impl {
   Status sync_all() {
     Status first;
     for (Rank& r : ranks) {
-      cudaSetDevice(r.device);
-      const cudaError_t e = cudaStreamSynchronize(r.stream);
+      cudaError_t e = cudaSetDevice(r.device);
+      if (e == cudaSuccess) e = cudaStreamSynchronize(r.stream);
       Status st = r.comm ? r.comm->check_peer_error() : Status::Ok();
       if (st.ok() && e != cudaSuccess)
-        st = make_status(StatusCode::kCudaError, "cudaStreamSynchronize: %s", cudaGetErrorString(e));
+        st = make_status(StatusCode::kCudaError, "cudaSetDevice / cudaStreamSynchronize: %s", cudaGetErrorString(e));
       if (!st.ok() && first.ok()) first = make_status(st.code(), "rank %d: %s", r.rank, st.message().c_str());
     }
     return first;

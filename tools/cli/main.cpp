@@ -1,6 +1,7 @@
 // `lowbit`: one program, many subcommands (see `lowbit --help`).
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -57,5 +58,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<std::string> rest(args.begin() + static_cast<long>(best_words), args.end());
-  return best->run(rest);
+  // Commands report bad input through their return value; an exception that escapes one (a
+  // failed allocation, a bench helper's failed device copy) is still a clear error, not an abort.
+  try {
+    return best->run(rest);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lowbit %s: error: %s\n", best->name.c_str(), e.what());
+    return 1;
+  }
 }

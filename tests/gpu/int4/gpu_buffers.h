@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "lowbit/int4/device_weights.h"
@@ -35,16 +37,31 @@ struct DevBuf {
   }
 };
 
+// Host <-> device copies that report a failure instead of returning unfilled memory: a
+// std::runtime_error naming the copy, its size and the CUDA error (gtest reports it as the
+// test's failure; the `lowbit` CLI prints it and exits non-zero). A DevBuf that could not be
+// allocated is not an error by itself: its p is null and the caller decides (the benches
+// report and skip the shape).
+[[noreturn]] inline void throw_copy_error(const char* what, size_t bytes, cudaError_t e) {
+  throw std::runtime_error(std::string(what) + " of " + std::to_string(bytes) + " bytes: " + cudaGetErrorName(e) +
+                           " (" + cudaGetErrorString(e) + ")");
+}
 template <typename T>
 DevBuf upload(const std::vector<T>& v) {
-  DevBuf b(v.size() * sizeof(T));
-  if (b.p && !v.empty()) cudaMemcpy(b.p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+  const size_t bytes = v.size() * sizeof(T);
+  DevBuf b(bytes);
+  if (bytes == 0) return b;
+  if (b.p == nullptr) throw_copy_error("upload: cudaMalloc", bytes, cudaErrorMemoryAllocation);
+  if (const cudaError_t e = cudaMemcpy(b.p, v.data(), bytes, cudaMemcpyHostToDevice); e != cudaSuccess)
+    throw_copy_error("upload: cudaMemcpy host -> device", bytes, e);
   return b;
 }
 template <typename T>
 std::vector<T> download(const void* p, size_t n) {
   std::vector<T> v(n);
-  cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
+  if (n == 0) return v;
+  if (const cudaError_t e = cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost); e != cudaSuccess)
+    throw_copy_error("download: cudaMemcpy device -> host", n * sizeof(T), e);
   return v;
 }
 

@@ -18,14 +18,9 @@ namespace lowbit::int4 {
 namespace {
 
 using testing::DevBuf;
+using testing::download;
 using testing::random_kpacked;
-
-template <typename T>
-std::vector<T> to_host(const void* p, size_t n) {
-  std::vector<T> v(n);
-  EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return v;
-}
+using testing::upload;
 
 TEST(Int4DeviceWeightsGpu, ArraysBitIdenticalInEveryLayout) {
   struct Case {
@@ -53,15 +48,15 @@ TEST(Int4DeviceWeightsGpu, ArraysBitIdenticalInEveryLayout) {
     ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
     EXPECT_EQ(dw.device(), dev);
     if (c.kind == KernelLayoutKind::kKPacked)
-      EXPECT_EQ(to_host<uint8_t>(v.qweight, kw.qweight_k.size()), kw.qweight_k);
+      EXPECT_EQ(download<uint8_t>(v.qweight, kw.qweight_k.size()), kw.qweight_k);
     else
-      EXPECT_EQ(to_host<uint32_t>(v.qweight, kw.qweight_n.size()), kw.qweight_n);
-    EXPECT_EQ(to_host<uint16_t>(v.scales, kw.scales.size()), kw.scales);
+      EXPECT_EQ(download<uint32_t>(v.qweight, kw.qweight_n.size()), kw.qweight_n);
+    EXPECT_EQ(download<uint16_t>(v.scales, kw.scales.size()), kw.scales);
     if (c.s.symmetric) {
       EXPECT_EQ(v.zeros, nullptr);
     } else {
       ASSERT_NE(v.zeros, nullptr);
-      EXPECT_EQ(to_host<uint16_t>(v.zeros, kw.zeros.size()), kw.zeros);
+      EXPECT_EQ(download<uint16_t>(v.zeros, kw.zeros.size()), kw.zeros);
     }
     const size_t want = kernel_qweight_bytes(c.s, kw.kind) + kw.scales.size() * 2 + kw.zeros.size() * 2;
     EXPECT_EQ(dw.device_bytes(), want);
@@ -77,7 +72,7 @@ TEST(Int4DeviceWeightsGpu, MoveHandsOverAndFailedUploadEmpties) {
   DeviceWeights b(std::move(a));
   EXPECT_TRUE(a.empty());
   EXPECT_EQ(b.view().qweight, q);
-  EXPECT_EQ(to_host<uint32_t>(b.view().qweight, kw.qweight_n.size()), kw.qweight_n);
+  EXPECT_EQ(download<uint32_t>(b.view().qweight, kw.qweight_n.size()), kw.qweight_n);
   DeviceWeights c;
   c = std::move(b);
   EXPECT_EQ(c.view().qweight, q);
@@ -103,12 +98,9 @@ TEST(Int4DeviceWeightsGpu, GemmThroughUploadedViewMatchesReference) {
     x[i] = float_to_half_bits(s.act, static_cast<float>(static_cast<int>(i * 37 % 17) - 8) / 8.0f);
   size_t ws_bytes = 0;
   ASSERT_TRUE(gemm_workspace_size(s, m, &ws_bytes).ok());
-  const DevBuf dx(x.size() * 2), dy(static_cast<size_t>(m) * s.n * 2), ws(ws_bytes);
-  ASSERT_NE(dx.p, nullptr);
+  const DevBuf dx = upload(x), dy(static_cast<size_t>(m) * s.n * 2), ws(ws_bytes);
   ASSERT_NE(dy.p, nullptr);
   ASSERT_TRUE(ws_bytes == 0 || ws.p != nullptr);
-  // (checked here: testing::upload does not report a failed copy)
-  ASSERT_EQ(cudaMemcpy(dx.p, x.data(), dx.bytes, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);  // poison: NaN
   GemmArgs g;
   g.x = dx.p;
@@ -117,7 +109,7 @@ TEST(Int4DeviceWeightsGpu, GemmThroughUploadedViewMatchesReference) {
   const Status st = gemm(g, dw.view(), ws.p, ws_bytes, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<uint16_t> y = to_host<uint16_t>(dy.p, static_cast<size_t>(m) * s.n);
+  const std::vector<uint16_t> y = download<uint16_t>(dy.p, static_cast<size_t>(m) * s.n);
   std::vector<double> ref;
   ASSERT_TRUE(gemm_ref(kp, 0, x.data(), m, &ref, nullptr).ok());
   double max_err = 0, max_ref = 0;

@@ -17,11 +17,15 @@
 
 #include "lowbit/allreduce.h"
 #include "lowbit/allreduce_cuda.h"
+#include "lowbit/detail/cuda_check.h"
 
 namespace lowbit::allreduce {
 namespace {
 
 #define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x
+// The same in helpers that cannot return early (void functions that other code continues
+// after, destructors' waits): the failure is recorded and the test fails.
+#define CUDA_EXPECT(x) EXPECT_EQ((x), cudaSuccess) << #x
 #define ST_OK(x)                          \
   do {                                    \
     Status _s = (x);                      \
@@ -59,8 +63,8 @@ struct Ranks {
   int n = 0;
   ~Ranks() {
     for (size_t r = 0; r < streams.size(); ++r) {
-      cudaSetDevice(static_cast<int>(r));
-      cudaStreamSynchronize(streams[r]);
+      CUDA_EXPECT(cudaSetDevice(static_cast<int>(r)));
+      CUDA_EXPECT(cudaStreamSynchronize(streams[r]));
       cudaStreamDestroy(streams[r]);
     }
   }
@@ -72,9 +76,9 @@ Status make_ranks(const Config& cfg, Ranks* rk) {
   for (int i = 0; i < rk->n; ++i) devs.push_back(i);
   LOWBIT_RETURN_IF_ERROR(Communicator::create_single_process(devs, cfg, &rk->comms));
   for (int i = 0; i < rk->n; ++i) {
-    cudaSetDevice(i);
+    LOWBIT_CUDA_RETURN(cudaSetDevice(i));
     cudaStream_t s;
-    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    LOWBIT_CUDA_RETURN(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     rk->streams.push_back(s);
   }
   return Status::Ok();
@@ -89,12 +93,12 @@ struct Bufs {
   void alloc(int N, size_t count, bool inplace) {
     n = count, in_place = inplace;
     for (int r = 0; r < N; ++r) {
-      cudaSetDevice(r);
+      CUDA_EXPECT(cudaSetDevice(r));
       uint16_t *a = nullptr, *b = nullptr;
       uint32_t* s = nullptr;
-      cudaMalloc(&a, count * 2 + 16);
-      if (!inplace) cudaMalloc(&b, count * 2 + 16);
-      cudaMalloc(&s, 4);
+      CUDA_EXPECT(cudaMalloc(&a, count * 2 + 16));
+      if (!inplace) CUDA_EXPECT(cudaMalloc(&b, count * 2 + 16));
+      CUDA_EXPECT(cudaMalloc(&s, 4));
       in.push_back(a);
       out.push_back(inplace ? a : b);
       seed.push_back(s);
@@ -102,7 +106,7 @@ struct Bufs {
   }
   ~Bufs() {
     for (size_t r = 0; r < in.size(); ++r) {
-      cudaSetDevice(static_cast<int>(r));
+      CUDA_EXPECT(cudaSetDevice(static_cast<int>(r)));
       cudaFree(in[r]);
       if (!in_place) cudaFree(out[r]);
       cudaFree(seed[r]);
@@ -113,10 +117,11 @@ struct Bufs {
 // Enqueue: set seed, fill input (poison output first when out of place).
 void enqueue_fill(Ranks& rk, Bufs& b, uint32_t seed, DType t, bool integer) {
   for (int r = 0; r < rk.n; ++r) {
-    cudaSetDevice(r);
-    if (!b.in_place) cudaMemsetAsync(b.out[r], 0xFF, b.n * 2, rk.streams[r]);  // NaN poison
-    cudaMemcpyAsync(b.seed[r], &seed, 4, cudaMemcpyHostToDevice, rk.streams[r]);
+    CUDA_EXPECT(cudaSetDevice(r));
+    if (!b.in_place) CUDA_EXPECT(cudaMemsetAsync(b.out[r], 0xFF, b.n * 2, rk.streams[r]));  // NaN poison
+    CUDA_EXPECT(cudaMemcpyAsync(b.seed[r], &seed, 4, cudaMemcpyHostToDevice, rk.streams[r]));
     fill_kernel<<<256, 256, 0, rk.streams[r]>>>(b.in[r], b.n, b.seed[r], r, t, integer);
+    CUDA_EXPECT(cudaGetLastError());
   }
 }
 
@@ -128,7 +133,7 @@ void check_outputs(Ranks& rk, Bufs& b, uint32_t seed, DType t, bool integer, Mod
       want(N, std::vector<uint16_t>(b.n));
   for (int r = 0; r < N; ++r) {
     for (size_t i = 0; i < b.n; ++i) x[r][i] = gen_value(seed, r, i, t, integer);
-    cudaSetDevice(r);
+    CUDA_OK(cudaSetDevice(r));
     ASSERT_EQ(cudaStreamSynchronize(rk.streams[r]), cudaSuccess) << what;
     ASSERT_EQ(cudaMemcpy(got[r].data(), b.out[r], b.n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
   }
@@ -182,8 +187,8 @@ void run_case(Ranks& rk, Mode mode, DType t, int G, size_t n, bool in_place, boo
   if (algo == Mode::kNccl && !integer) {
     // NCCL's summation order is its own: only integer payloads are checked exactly.
     for (int r = 0; r < rk.n; ++r) {
-      cudaSetDevice(r);
-      cudaStreamSynchronize(rk.streams[r]);
+      CUDA_OK(cudaSetDevice(r));
+      CUDA_OK(cudaStreamSynchronize(rk.streams[r]));
     }
     return;
   }
@@ -280,7 +285,7 @@ TEST_F(AllreduceMultiGpu, CudaGraphReplays) {
     o.mode = m;
     std::vector<cudaGraphExec_t> exec(rk.n);
     for (int r = 0; r < rk.n; ++r) {
-      cudaSetDevice(r);
+      CUDA_OK(cudaSetDevice(r));
       cudaGraph_t g;
       CUDA_OK(cudaStreamBeginCapture(rk.streams[r], cudaStreamCaptureModeThreadLocal));
       fill_kernel<<<64, 256, 0, rk.streams[r]>>>(b.in[r], n, b.seed[r], r, t, false);
@@ -294,9 +299,9 @@ TEST_F(AllreduceMultiGpu, CudaGraphReplays) {
     for (int k = 0; k < reps; ++k) {
       uint32_t seed = 5000 + static_cast<uint32_t>(k);
       for (int r = 0; r < rk.n; ++r) {
-        cudaSetDevice(r);
-        cudaMemsetAsync(b.out[r], 0xFF, n * 2, rk.streams[r]);
-        cudaMemcpyAsync(b.seed[r], &seed, 4, cudaMemcpyHostToDevice, rk.streams[r]);
+        CUDA_OK(cudaSetDevice(r));
+        CUDA_OK(cudaMemsetAsync(b.out[r], 0xFF, n * 2, rk.streams[r]));
+        CUDA_OK(cudaMemcpyAsync(b.seed[r], &seed, 4, cudaMemcpyHostToDevice, rk.streams[r]));
         CUDA_OK(cudaGraphLaunch(exec[r], rk.streams[r]));
       }
       check_outputs(rk, b, seed, t, false, m, 128, std::string("graph ") + mode_name(m) + " replay " + std::to_string(k));
@@ -339,8 +344,8 @@ TEST(AllreduceMultiGpuTimeout, MissingPeerReportsTimeout) {
     b.alloc(rk.n, 1 << 16, false);
     enqueue_fill(rk, b, 9, DType::kBF16, false);
     for (int r = 0; r < rk.n; ++r) {
-      cudaSetDevice(r);
-      cudaStreamSynchronize(rk.streams[r]);
+      CUDA_OK(cudaSetDevice(r));
+      CUDA_OK(cudaStreamSynchronize(rk.streams[r]));
     }
     Options o;
     o.mode = m;
@@ -377,8 +382,11 @@ TEST(AllreduceMultiGpuNccl, CreateFromNcclThreads) {
   std::vector<std::thread> th;
   for (int r = 0; r < N; ++r) {
     th.emplace_back([&, r] {
-      cudaSetDevice(r);
-      cudaStreamCreateWithFlags(&rk.streams[r], cudaStreamNonBlocking);
+      if (cudaSetDevice(r) != cudaSuccess ||
+          cudaStreamCreateWithFlags(&rk.streams[r], cudaStreamNonBlocking) != cudaSuccess) {
+        st[r] = make_status(StatusCode::kCudaError, "cudaSetDevice / cudaStreamCreateWithFlags failed on rank %d", r);
+        return;
+      }
       if (ncclCommInitRank(&nc[r], N, id, r) != ncclSuccess) {
         st[r] = make_status(StatusCode::kNcclError, "ncclCommInitRank failed on rank %d", r);
         return;
@@ -428,17 +436,26 @@ int run_process_rank(int rank, const std::string& id_file) {
     std::fprintf(stderr, "rank %d: %s\n", rank, st.to_string().c_str());
     return 14;
   }
+  // A failed CUDA call ends the child with its own exit code and names the call.
+#define CHILD_CUDA(x, code)                                                                        \
+  do {                                                                                             \
+    const cudaError_t _e = (x);                                                                    \
+    if (_e != cudaSuccess) {                                                                       \
+      std::fprintf(stderr, "rank %d: %s: %s\n", rank, #x, cudaGetErrorString(_e));                 \
+      return code;                                                                                 \
+    }                                                                                              \
+  } while (0)
   cudaStream_t s;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  CHILD_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), 15);
   int rc = 0;
   const size_t n = (size_t{1} << 20) + 77;
   uint16_t *in = nullptr, *out = nullptr;
   uint32_t* seed_d = nullptr;
-  cudaMalloc(&in, n * 2);
-  cudaMalloc(&out, n * 2);
-  cudaMalloc(&seed_d, 4);
+  CHILD_CUDA(cudaMalloc(&in, n * 2), 16);
+  CHILD_CUDA(cudaMalloc(&out, n * 2), 16);
+  CHILD_CUDA(cudaMalloc(&seed_d, 4), 16);
   uint32_t seed = 4242;
-  cudaMemcpy(seed_d, &seed, 4, cudaMemcpyHostToDevice);
+  CHILD_CUDA(cudaMemcpy(seed_d, &seed, 4, cudaMemcpyHostToDevice), 17);
   for (Mode m : {Mode::kQ4Q8, Mode::kTwoShot, Mode::kOneShot, Mode::kQ8Q8, Mode::kQ4Q4, Mode::kNccl}) {
     const DType t = DType::kBF16;
     Options o;
@@ -446,14 +463,14 @@ int run_process_rank(int rank, const std::string& id_file) {
     Mode ran = comm->resolve_mode(n, t, o);
     if (rank == 0) std::printf("2-process create_from_nccl: %s runs as %s\n", mode_name(m), mode_name(ran));
     if (m != Mode::kNccl && ran == Mode::kNccl) rc = 20;  // IPC must work between processes of one host
-    cudaMemsetAsync(out, 0xFF, n * 2, s);
+    CHILD_CUDA(cudaMemsetAsync(out, 0xFF, n * 2, s), 18);
     fill_kernel<<<256, 256, 0, s>>>(in, n, seed_d, rank, t, m == Mode::kNccl);
     st = comm->allreduce(in, out, n, t, o, s);
     if (!st.ok()) {
       std::fprintf(stderr, "rank %d: %s\n", rank, st.to_string().c_str());
       return 21;
     }
-    cudaStreamSynchronize(s);
+    const cudaError_t sync = cudaStreamSynchronize(s);
     st = comm->check_peer_error();
     if (!st.ok()) {
       std::fprintf(stderr, "rank %d: %s\n", rank, st.to_string().c_str());
@@ -461,7 +478,8 @@ int run_process_rank(int rank, const std::string& id_file) {
     }
     std::vector<std::vector<uint16_t>> x(N, std::vector<uint16_t>(n)), want(N, std::vector<uint16_t>(n));
     std::vector<uint16_t> got(n);
-    cudaMemcpy(got.data(), out, n * 2, cudaMemcpyDeviceToHost);
+    CHILD_CUDA(sync, 19);
+    CHILD_CUDA(cudaMemcpy(got.data(), out, n * 2, cudaMemcpyDeviceToHost), 19);
     std::vector<const uint16_t*> xi;
     std::vector<uint16_t*> wo;
     for (int r = 0; r < N; ++r) {
