@@ -440,10 +440,17 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
 
   // acc: the current window's sums; tot: scaled sums so far; accx: the window's sum(x).
   // acc and accx are written by the window's first MMA (zero accumulator in), never cleared.
-  float acc[4][NT][4] = {}, tot[4][NT][4] = {}, accx[NT][4] = {};
+  // accx: 8-row tiles, the C fragment of (all-ones A) x (x as B): elements 0 / 1 are rows
+  // 2t / 2t + 1 (every A row alike). 16-row tiles, one MMA for both row tiles with the roles
+  // swapped, (x as A: rows g, g + 8, the B fragments' registers reordered) x (all-ones B):
+  // elements 0 / 2 are rows g / g + 8, handed to the fold's layout by shuffles (sum_x). Half
+  // the sum(x) MMAs of the two-MMA form: at M = 16 the tensor pipe's share of the step is
+  // about the memory time (docs/int4-kernels.md, "Session 20").
+  float acc[4][NT][4] = {}, tot[4][NT][4] = {}, accx[1][4] = {};
+  static_assert(NT == 1 || NT == 2, "8- or 16-row tiles");
 
-  // The MMAs take the weights as magic + q (one LOP3 per pair, exact) and a fifth MMA per
-  // step with an all-ones A sums x over the same K: at each window end (<= 8 K steps,
+  // The MMAs take the weights as magic + q (one LOP3 per pair, exact) and one more MMA per
+  // step sums x over the same K (accx): at each window end (<= 8 K steps,
   // inside one group) tot += s * (acc - (magic + z) * sum(x)) in fp32, i.e. s * sum (q - z) x.
   // The short window keeps the fp32 sums small: (magic + q) x is exact in fp32 and a window
   // sum loses about log2(magic / 8) bits to the cancellation (~2^-16 relative for fp16),
@@ -490,15 +497,28 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       return cur;
     }
   };
+  // sum(x) of activation rows 8 nt + 2t + b (b = 0, 1) in the C-fragment layout.
+  auto sum_x = [&](float(&sx)[NT][2]) {
+    if constexpr (NT == 1) {
+      sx[0][0] = accx[0][0], sx[0][1] = accx[0][1];
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int b = 0; b < 2; ++b) sx[nt][b] = __shfl_sync(0xFFFFFFFFu, accx[0][2 * nt], 4 * (2 * t + b));
+    }
+  };
   auto fold = [&](int st_end) {  // st_end: first step after the window
     const GroupParams gp = group_params();
+    float sx[NT][2];
+    sum_x(sx);
     for_each_acc<NT>([&](int j, int nt, int q) {
       // C fragment: element q is at activation row frag_row(nt, t, q), column frag_col(j, g, q).
       const int h = q >> 1;
       const float mul = kHiX16 && h ? 16.f : 1.f;
       const float zc = kMagicF + mul * (kSym ? 8.f : pair_to_float<T>(gp.z[j], h));
       const float sc = kHiX16 && h ? pair_to_float<T>(gp.s[j], h) * 0.0625f : pair_to_float<T>(gp.s[j], h);
-      const float d = fmaf(-zc, accx[nt][q & 1], acc[j][nt][q]);
+      const float d = fmaf(-zc, sx[nt][q & 1], acc[j][nt][q]);
       tot[j][nt][q] = fmaf(d, sc, tot[j][nt][q]);
     });
     if (!kStagedScales && --wleft == 0 && st_end < s1) {  // group end: next group's constants
@@ -578,12 +598,17 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
               mma_m16n8k16<T>(acc[j][nt], a, xf[nt].x, xf[nt].y);
           }
         }
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
+        if constexpr (NT == 1) {
           if (first)
-            mma_m16n8k16_zc<T>(accx[nt], ones_a, xf[nt].x, xf[nt].y);
+            mma_m16n8k16_zc<T>(accx[0], ones_a, xf[0].x, xf[0].y);
           else
-            mma_m16n8k16<T>(accx[nt], ones_a, xf[nt].x, xf[nt].y);
+            mma_m16n8k16<T>(accx[0], ones_a, xf[0].x, xf[0].y);
+        } else {
+          const uint32_t xrows[4] = {xf[0].x, xf[1].x, xf[0].y, xf[1].y};  // A: rows g, g + 8
+          if (first)
+            mma_m16n8k16_zc<T>(accx[0], xrows, ones, ones);
+          else
+            mma_m16n8k16<T>(accx[0], xrows, ones, ones);
         }
       }
       // Window end (a window with at least one step in range; the tail window may be short).

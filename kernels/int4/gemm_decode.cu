@@ -16,8 +16,8 @@
 // group scale are applied to fp32 sums once per window of <= 8 K steps (see "Numerics").
 // Measured on H200 against the N-packed kernel and cuBLAS: docs/int4-kernels.md.
 //
-// Numerics: the MMAs multiply (magic + q), exact in the activation dtype, by x; a fifth MMA
-// per step with an all-ones A gives sum(x) over the same K. At each window end
+// Numerics: the MMAs multiply (magic + q), exact in the activation dtype, by x; one more MMA
+// per step against all-ones gives sum(x) over the same K (decode_tile.cuh, accx). At each window end
 // tot += s * (acc - (magic + z) * sum(x)) in fp32 = s * sum (q - z) x: the unrounded
 // dequantized weight, never rounded to the activation dtype. Outputs are compared with an
 // fp64 reference under the GEMM tolerance (tests/gpu/int4/test_gemm.cu, which states the
