@@ -443,9 +443,9 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // accx: 8-row tiles, the C fragment of (all-ones A) x (x as B): elements 0 / 1 are rows
   // 2t / 2t + 1 (every A row alike). 16-row tiles, one MMA for both row tiles with the roles
   // swapped, (x as A: rows g, g + 8, the B fragments' registers reordered) x (all-ones B):
-  // elements 0 / 2 are rows g / g + 8, handed to the fold's layout by shuffles (sum_x). Half
-  // the sum(x) MMAs of the two-MMA form: at M = 16 the tensor pipe's share of the step is
-  // about the memory time (docs/int4-kernels.md, "Session 20").
+  // elements 0 / 2 are rows g / g + 8, handed to the fold's layout by shuffles (sum_x): 8 of
+  // a batch's 80 MMAs and 4 registers less than one MMA per row tile; as fast (0.98-1.01x,
+  // session 20: the 16-row tiles are latency-bound, not tensor-bound; docs/int4-kernels.md).
   float acc[4][NT][4] = {}, tot[4][NT][4] = {}, accx[1][4] = {};
   static_assert(NT == 1 || NT == 2, "8- or 16-row tiles");
 
