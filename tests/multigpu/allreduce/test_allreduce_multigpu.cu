@@ -26,6 +26,16 @@ namespace {
 // The same in helpers that cannot return early (void functions that other code continues
 // after, destructors' waits): the failure is recorded and the test fails.
 #define CUDA_EXPECT(x) EXPECT_EQ((x), cudaSuccess) << #x
+// The two-process test's child (no gtest there): a failed CUDA call ends it with its own exit
+// code and names the call.
+#define CHILD_CUDA(x, code)                                                          \
+  do {                                                                               \
+    const cudaError_t _e = (x);                                                      \
+    if (_e != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "rank %d: %s: %s\n", rank, #x, cudaGetErrorString(_e));   \
+      return code;                                                                   \
+    }                                                                                \
+  } while (0)
 #define ST_OK(x)                          \
   do {                                    \
     Status _s = (x);                      \
@@ -436,15 +446,6 @@ int run_process_rank(int rank, const std::string& id_file) {
     std::fprintf(stderr, "rank %d: %s\n", rank, st.to_string().c_str());
     return 14;
   }
-  // A failed CUDA call ends the child with its own exit code and names the call.
-#define CHILD_CUDA(x, code)                                                                        \
-  do {                                                                                             \
-    const cudaError_t _e = (x);                                                                    \
-    if (_e != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "rank %d: %s: %s\n", rank, #x, cudaGetErrorString(_e));                 \
-      return code;                                                                                 \
-    }                                                                                              \
-  } while (0)
   cudaStream_t s;
   CHILD_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), 15);
   int rc = 0;
