@@ -152,7 +152,7 @@ Status time_mode(Ctx& c, size_t count, DType t, const Options& o, double* us) {
   Status st;
   for (int k = 0; k < c.iters && st.ok(); ++k) st = enqueue_all(c, count, t, o);
   for (int r = 0; r < c.L(); ++r) {
-    LOWBIT_BENCH_CUDA(cudaSetDevice(c.device_of[r]));
+    LOWBIT_CUDA_RETURN(cudaSetDevice(c.device_of[r]));
     cudaError_t e = cudaStreamEndCapture(c.dev[r].stream, &g[r]);
     if (st.ok() && e != cudaSuccess) st = make_status(StatusCode::kCudaError, "capture failed: %s", cudaGetErrorString(e));
   }
@@ -197,20 +197,20 @@ Status trace_mode(Ctx& c, size_t count, DType t, const Options& o, const char* l
   std::vector<uint64_t*> buf(c.L(), nullptr);
   Status st;
   for (int r = 0; r < c.L() && st.ok(); ++r) {
-    LOWBIT_BENCH_CUDA(cudaSetDevice(c.device_of[r]));
+    LOWBIT_CUDA_RETURN(cudaSetDevice(c.device_of[r]));
     if (cudaMalloc(&buf[r], kPhases * kTiles * sizeof(uint64_t)) != cudaSuccess ||
         cudaMemset(buf[r], 0, kPhases * kTiles * sizeof(uint64_t)) != cudaSuccess)
       st = make_status(StatusCode::kCudaError, "trace buffer allocation failed");
   }
   if (st.ok()) {
     for (int r = 0; r < c.L(); ++r) {
-      LOWBIT_BENCH_CUDA(cudaSetDevice(c.device_of[r]));
-      LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());
+      LOWBIT_CUDA_RETURN(cudaSetDevice(c.device_of[r]));
+      LOWBIT_CUDA_RETURN(cudaDeviceSynchronize());
     }
     st = enqueue_all(c, count, t, o, buf);
   }
   for (int r = 0; r < c.L() && st.ok(); ++r) {
-    LOWBIT_BENCH_CUDA(cudaSetDevice(c.device_of[r]));
+    LOWBIT_CUDA_RETURN(cudaSetDevice(c.device_of[r]));
     std::vector<uint64_t> h(kPhases * kTiles);
     if (cudaStreamSynchronize(c.dev[r].stream) != cudaSuccess ||
         cudaMemcpy(h.data(), buf[r], h.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
