@@ -294,7 +294,7 @@ enum class XAhead : int { kNow = 0, kFull = 1, kHalf = 2 };
 template <typename Cfg, int W>
 constexpr XAhead decode_x_ahead() {
   if (W != Cfg::D || Cfg::XS) return XAhead::kNow;  // XS: x from shared memory, per step
-  if (Cfg::NT == 2 && Cfg::D == 8 && Cfg::kMinBlocks > 1) return XAhead::kHalf;
+  if (Cfg::NT == 2 && Cfg::D == 8 && Cfg::NW == 4 && Cfg::kMinBlocks > 1) return XAhead::kHalf;
   return XAhead::kFull;
 }
 // DecodeParams::x_prefetch for a launch: kHalf tiles measured on / off in one run (session 9,
@@ -536,13 +536,28 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // start).
   constexpr XAhead kXAhead = decode_x_ahead<Cfg, W>();
   const XAhead xmode = kXAhead == XAhead::kFull || p.x_prefetch != 0 ? kXAhead : XAhead::kNow;
-  constexpr XAhead kXNow = XAhead::kNow, kXFull = XAhead::kFull, kXHalf = XAhead::kHalf;
+  constexpr XAhead kXFull = XAhead::kFull, kXHalf = XAhead::kHalf;
   constexpr int kHalf = D / 2;
-  uint4 wa[D];
-  uint2 xa[D][NT], xn[D][NT];
+  // The batch's words, read from the stage at its start; kStepWords: one K step at a time in
+  // the step (16-row tiles held to 128 registers for two 8-warp blocks per SM: the whole
+  // batch's words would be 4 * D registers more than the rest of the tile leaves).
+  constexpr bool kStepWords = NT == 2 && 65536 / (32 * NW * Cfg::kMinBlocks) <= 128;
+  uint4 wa[kStepWords ? 1 : D];
+  uint32_t st_words = 0;  // kStepWords: this lane's 16 B of step 0 in the current stage
+  // kFull: one register set that rolls. The fragments of the step R steps on (R = D: the next
+  // batch's step i) are loaded into xa[i % R] right after step i's MMAs have read it, so x
+  // stays R steps ahead of its use in R * NT registers (two sets and a copy between them were
+  // 2 * D * NT registers and moves). R = D / 2 in the kStepWords tiles, whose 128-register
+  // bound leaves no room for a batch (half a batch is ~4 K steps of every warp of the SM:
+  // longer than the L2 latency of the loads). roll_base / roll_last: the next batch's first
+  // step and its last step in range minus roll_base; roll_on: there is a next batch.
+  constexpr int kXRing = decode_x_ahead<Cfg, W>() == XAhead::kFull && kStepWords ? D / 2 : D;
+  uint2 xa[kXRing][NT];
+  int roll_base = 0, roll_last = 0;
+  bool roll_on = false;
   uint32_t xs_lane = 0;  // XS: this lane's ldmatrix address in the current batch's x chunk
   // Steps [steps.lo, steps.hi) of the batch starting at step sb (n_in of its steps inside the
-  // range) into xs (xn or xa; a generic parameter: the array-reference type uint2 (&)[D][NT]
+  // range) into xs (xa; a generic parameter: the array-reference type uint2 (&)[D][NT]
   // crashed nvcc 13.0's front end here).
   auto load_x = [&](auto steps, auto& xs, int sb, int n_in, auto full_tag) {
     constexpr bool kFull = decltype(full_tag)::value;
@@ -569,13 +584,14 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     for (int i = decltype(steps)::lo; i < decltype(steps)::hi; ++i) {
       if (kFull || i < n_in) {
         const bool first = i % W == 0;  // window start: zero accumulators in
-        const uint32_t words[4] = {wa[i].x, wa[i].y, wa[i].z, wa[i].w};
+        const uint4 wv = kStepWords ? lds128(st_words + 512u * i) : wa[kStepWords ? 0 : i];
+        const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
         uint2 xf[NT];
         if constexpr (kXS) {
           ldsm_x(xs_lane + 32u * i, xf);
         } else {
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) xf[nt] = xa[i][nt];
+          for (int nt = 0; nt < NT; ++nt) xf[nt] = xa[i % kXRing][nt];
         }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -609,6 +625,18 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
             mma_m16n8k16_zc<T>(accx[0], xrows, ones, ones);
           else
             mma_m16n8k16<T>(accx[0], xrows, ones, ones);
+        }
+      }
+      if constexpr (kXAhead == XAhead::kFull) {  // step i + R: of this batch, or the next's
+        const int ia = i + kXRing;  // (a constant of the unrolled loop: one of the two loads)
+        if (ia < D || roll_on) {
+          const int st = ia < D ? sb + min(ia, n_in - 1) : roll_base + min(ia - D, roll_last);
+          const unsigned off = 8u * static_cast<unsigned>(st);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            xa[i % kXRing][nt].x = __ldg(xr[nt] + off);
+            xa[i % kXRing][nt].y = __ldg(xr[nt] + off + 4u);
+          }
         }
       }
       // Window end (a window with at least one step in range; the tail window may be short).
@@ -712,7 +740,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     if (kXS && warp == 0)
       for (int b = 0; b < kXsSlots; ++b) issue_x(b);
     if (nb > 0) {
-      if (kXAhead == kXFull && xmode == kXFull) load_x_batch(Steps<0, D>{}, xn, s0);
+      if (kXAhead == kXFull) load_x_batch(Steps<0, kXRing>{}, xa, s0);  // the first R steps; then rolled
       if (kXAhead == kXHalf && xmode == kXHalf) load_x_batch(Steps<0, kHalf>{}, xa, s0);
     }
     int stage = 0;
@@ -726,7 +754,9 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         if (b == 0) LOWBIT_TRACE_STAMP(tr_first);
         if (trig == 1 && b == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #pragma unroll
-        for (int i = 0; i < D; ++i) wa[i] = lds128(st + 512u * i);  // tail: stale stage words, skipped
+        for (int i = 0; i < D; ++i)  // tail: stale stage words, skipped
+          if constexpr (!kStepWords) wa[i] = lds128(st + 512u * i);
+        st_words = st;
       };
       auto consume = [&](auto full_tag) {  // full batch: no per-step range tests
         if constexpr (kXS) {
@@ -745,13 +775,13 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
           compute(Steps<kHalf, D>{}, sb, n_in, full_tag);
           return;
         }
-        if (xmode == kXNow) load_x(Steps<0, D>{}, xn, sb, n_in, full_tag);  // this batch's, now
-#pragma unroll
-        for (int i = 0; i < D; ++i)
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) xa[i][nt] = xn[i][nt];
-        if (kXAhead == kXFull && xmode == kXFull && b + 1 < nb)
-          load_x_batch(Steps<0, D>{}, xn, sb + D);  // the next batch's, hidden by this one's MMAs
+        if constexpr (kXAhead == kXFull) {  // xa holds this batch's; compute() rolls in the next
+          roll_on = b + 1 < nb;
+          roll_base = sb + D;
+          roll_last = min(D, s1 - roll_base) - 1;
+        } else {
+          load_x(Steps<0, D>{}, xa, sb, n_in, full_tag);  // this batch's, now
+        }
         read_stage();
         compute(Steps<0, D>{}, sb, n_in, full_tag);
       };
@@ -1173,7 +1203,7 @@ cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, D
       if constexpr (MODE != kDecDense) {  // dense only (dense_decode_plan)
         return cudaErrorInvalidValue;
       } else {
-        return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1>, MODE>(p, gr, stream)
+        return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 2>, MODE>(p, gr, stream)
                              : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3>, MODE>(p, gr, stream);
       }
     default:
