@@ -61,7 +61,9 @@ inline DecodeShape dense_rows8_shape(int units, int gsteps, int sms, bool bf16) 
 // kRows16Shared: kRows16Deep's tile with block-shared x (DecodeCfg::XS): the block's warps
 // stream adjacent column groups over one K range and read x from shared memory that cp.async
 // fills once for all of them.
-enum class DecodeTiles : int { kRows8 = 0, kRows16Deep = 1, kRows16 = 2, kRows16Shared = 3 };
+// kRows16Lean: kRows16Deep's 8-warp tile held to 128 registers (words read per K step, x half a
+// batch ahead in one rolling register set; decode_tile.cuh), so that two blocks fit per SM.
+enum class DecodeTiles : int { kRows8 = 0, kRows16Deep = 1, kRows16 = 2, kRows16Shared = 3, kRows16Lean = 4 };
 struct DensePlan {
   DecodeTiles tiles;
   DecodeShape shape;
@@ -74,8 +76,17 @@ struct DensePlan {
 // block costs ~1.25x an 8-row block (70b.gate_up, 8b.gate_up) and whole waves decide:
 // 16-row tiles only if 1.25 x their waves < the waves of the 8-row blocks (4 per SM). The
 // same rule holds at M = 17..32 (two 16-row tiles per column group; measured at M = 24, 32).
-// bf16: the activations' type (dense_rows8_shape).
-inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int sms, int rows16_max, bool bf16 = true) {
+// bf16: the activations' type (dense_rows8_shape); steps: K / 16.
+// Lean 16-row tiles (two 8-warp blocks per SM, session 21, round KA, 1x H200, bf16, us at M =
+// 12 / 16 against the deep tile's plan): past one wave at M = 12..16, 70b.gate_up 98.9 / 114.1
+// vs 117.1 / 118.7; where one deep block per unit fits one wave but not two (u <= sms < 2u),
+// lean blocks in clusters of 2 fill the SMs twice: faster where that puts blocks on more SMs
+// (8b.qkv, 96 groups: 9.6 / 10.6 vs 10.5 / 10.9) or where each warp keeps a long K (70b.down,
+// 14 batches per warp: 47.3 / 50.1 vs 52.2 / 53.5), slower otherwise (70b.o, 4 batches per
+// warp: 18.9 / 19.5 vs 18.2 / 18.5). Alone (one lean block per SM) they lose to the deep tile
+// everywhere (70b.down 64.8 / 67.5): the register bound costs without buying warps.
+inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, int sms, int rows16_max,
+                                      bool bf16 = true) {
   const bool rows16 = m > 8 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   if (!rows16) {
     if (m <= 8) return {DecodeTiles::kRows8, dense_rows8_shape(groups, gsteps, sms, bf16)};
@@ -85,7 +96,11 @@ inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int sms, in
   }
   const int u = plan_ceil_div(m, 16) * groups;  // (16-row tile, column group) units
   if (2 * u <= sms) return {DecodeTiles::kRows16Deep, {8, 2}};
-  if (u <= sms) return {DecodeTiles::kRows16Deep, {8, 1}};
+  if (u <= sms) {
+    const int lean_warp_batches = steps / 8 / (2 * 8);  // batches of 8 K steps per warp, clusters of 2
+    if (4 * u <= 3 * sms || lean_warp_batches >= 8) return {DecodeTiles::kRows16Lean, {8, 2}};
+    return {DecodeTiles::kRows16Deep, {8, 1}};
+  }
   if (2 * u <= 3 * sms) return {DecodeTiles::kRows16Deep, {4, 2}};
   const int u8 = plan_ceil_div(m, 8) * groups;
   // 4-warp 16-row blocks alone, under one wave: slower than 8-row blocks that also fit one
@@ -95,13 +110,13 @@ inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int sms, in
     return {DecodeTiles::kRows16Deep, {4, 1}};
   }
   const int waves16 = plan_ceil_div(u, 3 * sms), waves8 = plan_ceil_div(u8, 4 * sms);
-  // Past one wave, 16-row tiles alone: 8-warp blocks (one per SM, x loaded a whole batch
-  // ahead) at M = 12..16, 4-warp blocks (three per SM) otherwise. Measured with the staged
+  // Past one wave, 16-row tiles alone: 8-warp blocks at M = 12..16 (lean since session 21: two
+  // per SM; above), 4-warp blocks (three per SM) otherwise. Measured with the staged
   // scales (session 9, 70b.gate_up, 8 vs 4 warps, bf16 / fp16): M = 12 120.8 / 115.9 vs
   // 123.6 / 121.0 us, M = 16 121.3 / 117.6 vs 132.8 / 128.9; M = 9 (rows 10-16 re-read row 0:
   // cheap x) 119.3 vs 111.0 and M = 32 (two tiles per group) 230 vs 192.5 (8b.gate_up 72.7 vs 65.0).
   if (5 * waves16 < 4 * waves8)
-    return {DecodeTiles::kRows16Deep, m >= 12 && m <= 16 ? DecodeShape{8, 1} : DecodeShape{4, 1}};
+    return m >= 12 && m <= 16 ? DensePlan{DecodeTiles::kRows16Lean, {8, 1}} : DensePlan{DecodeTiles::kRows16Deep, {4, 1}};
   return {DecodeTiles::kRows8, decode_shape(u8, 1, sms)};
 }
 
@@ -124,7 +139,7 @@ inline DensePlan shared_x_plan(int groups, int steps, int sms) {
 // (LOWBIT_INT4_DECODE_XSHARED=0 / 2: measurements and tests).
 inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int steps, int sms, int rows16_max,
                                    int xshared = 1, bool bf16 = true) {
-  const DensePlan base = unshared_decode_plan(m, groups, gsteps, sms, rows16_max, bf16);
+  const DensePlan base = unshared_decode_plan(m, groups, gsteps, steps, sms, rows16_max, bf16);
   const bool rows16 = m > 8 && m <= 16 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   const bool four_warp_pairs =
       base.tiles == DecodeTiles::kRows16Deep && base.shape.warps == 4 && base.shape.splits == 2;

@@ -538,26 +538,27 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   const XAhead xmode = kXAhead == XAhead::kFull || p.x_prefetch != 0 ? kXAhead : XAhead::kNow;
   constexpr XAhead kXFull = XAhead::kFull, kXHalf = XAhead::kHalf;
   constexpr int kHalf = D / 2;
-  // The batch's words, read from the stage at its start; kStepWords: one K step at a time in
-  // the step (16-row tiles held to 128 registers for two 8-warp blocks per SM: the whole
-  // batch's words would be 4 * D registers more than the rest of the tile leaves).
+  // The lean 16-row tile (DecodeTiles::kRows16Lean: 8 warps held to 128 registers, two blocks
+  // per SM) keeps fewer values live than the others: kStepWords, the batch's words are read
+  // from the stage one K step at a time in the step instead of all at the batch start (4 * D
+  // registers); kRollX, x rolls in one register set of R = D / 2 steps: the fragments of step
+  // i + R are loaded into xa[i % R] right after step i's MMAs have read them (from this batch,
+  // or from the next one: roll_base / roll_last are its first step and its last step in range
+  // minus roll_base, roll_on that there is one), half a batch ahead of their use (~4 K steps
+  // of every warp of the SM, longer than the loads' L2 latency) in D / 2 * NT registers
+  // instead of two sets of D * NT and the copy between them. (Rolling a whole batch ahead in
+  // the other kFull tiles measured 2-7% slower at M = 1 / 8 in bf16, round KA.)
   constexpr bool kStepWords = NT == 2 && 65536 / (32 * NW * Cfg::kMinBlocks) <= 128;
+  constexpr bool kRollX = kStepWords && kXAhead == XAhead::kFull;
+  constexpr int kXRing = kRollX ? D / 2 : D;
   uint4 wa[kStepWords ? 1 : D];
   uint32_t st_words = 0;  // kStepWords: this lane's 16 B of step 0 in the current stage
-  // kFull: one register set that rolls. The fragments of the step R steps on (R = D: the next
-  // batch's step i) are loaded into xa[i % R] right after step i's MMAs have read it, so x
-  // stays R steps ahead of its use in R * NT registers (two sets and a copy between them were
-  // 2 * D * NT registers and moves). R = D / 2 in the kStepWords tiles, whose 128-register
-  // bound leaves no room for a batch (half a batch is ~4 K steps of every warp of the SM:
-  // longer than the L2 latency of the loads). roll_base / roll_last: the next batch's first
-  // step and its last step in range minus roll_base; roll_on: there is a next batch.
-  constexpr int kXRing = decode_x_ahead<Cfg, W>() == XAhead::kFull && kStepWords ? D / 2 : D;
-  uint2 xa[kXRing][NT];
+  uint2 xa[kXRing][NT], xn[kRollX ? 1 : D][NT];
   int roll_base = 0, roll_last = 0;
   bool roll_on = false;
   uint32_t xs_lane = 0;  // XS: this lane's ldmatrix address in the current batch's x chunk
   // Steps [steps.lo, steps.hi) of the batch starting at step sb (n_in of its steps inside the
-  // range) into xs (xa; a generic parameter: the array-reference type uint2 (&)[D][NT]
+  // range) into xs (xn or xa; a generic parameter: the array-reference type uint2 (&)[D][NT]
   // crashed nvcc 13.0's front end here).
   auto load_x = [&](auto steps, auto& xs, int sb, int n_in, auto full_tag) {
     constexpr bool kFull = decltype(full_tag)::value;
@@ -627,7 +628,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
             mma_m16n8k16<T>(accx[0], xrows, ones, ones);
         }
       }
-      if constexpr (kXAhead == XAhead::kFull) {  // step i + R: of this batch, or the next's
+      if constexpr (kRollX) {  // step i + R: of this batch, or the next's
         const int ia = i + kXRing;  // (a constant of the unrolled loop: one of the two loads)
         if (ia < D || roll_on) {
           const int st = ia < D ? sb + min(ia, n_in - 1) : roll_base + min(ia - D, roll_last);
@@ -740,7 +741,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     if (kXS && warp == 0)
       for (int b = 0; b < kXsSlots; ++b) issue_x(b);
     if (nb > 0) {
-      if (kXAhead == kXFull) load_x_batch(Steps<0, kXRing>{}, xa, s0);  // the first R steps; then rolled
+      if constexpr (kRollX)
+        load_x_batch(Steps<0, kXRing>{}, xa, s0);  // the first R steps; then rolled
+      else if (kXAhead == kXFull && xmode == kXFull)
+        load_x_batch(Steps<0, D>{}, xn, s0);
       if (kXAhead == kXHalf && xmode == kXHalf) load_x_batch(Steps<0, kHalf>{}, xa, s0);
     }
     int stage = 0;
@@ -775,12 +779,18 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
           compute(Steps<kHalf, D>{}, sb, n_in, full_tag);
           return;
         }
-        if constexpr (kXAhead == kXFull) {  // xa holds this batch's; compute() rolls in the next
+        if constexpr (kRollX) {  // xa holds this batch's first R steps; compute() rolls in the rest
           roll_on = b + 1 < nb;
           roll_base = sb + D;
           roll_last = min(D, s1 - roll_base) - 1;
         } else {
-          load_x(Steps<0, D>{}, xa, sb, n_in, full_tag);  // this batch's, now
+          if (xmode == XAhead::kNow) load_x(Steps<0, D>{}, xn, sb, n_in, full_tag);  // this batch's, now
+#pragma unroll
+          for (int i = 0; i < D; ++i)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) xa[i][nt] = xn[i][nt];
+          if (kXAhead == kXFull && xmode == kXFull && b + 1 < nb)
+            load_x_batch(Steps<0, D>{}, xn, sb + D);  // the next batch's, hidden by this one's MMAs
         }
         read_stage();
         compute(Steps<0, D>{}, sb, n_in, full_tag);
@@ -1092,6 +1102,16 @@ int env_x_prefetch() {
   return v;
 }
 
+// LOWBIT_INT4_DECODE_LEAN=0 / 2 (read once; measurements and tests): the plan's lean 16-row
+// tiles run as 8-warp deep tiles (0), or every 8-warp deep tile runs lean (2).
+int env_lean() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_LEAN");
+    return e != nullptr && (std::strcmp(e, "0") == 0 || std::strcmp(e, "2") == 0) ? std::atoi(e) : 1;
+  }();
+  return v;
+}
+
 // The largest M on 16-row tiles for dense_decode_plan() (read once; measurements):
 // LOWBIT_INT4_DECODE_ROWS16=0 gives 8 (none), else LOWBIT_INT4_DECODE_ROWS16_MAX=m (9..32),
 // else 32.
@@ -1184,6 +1204,8 @@ cudaError_t launch_cfg(const DecodeParams& p, DecodeGrid gr, cudaStream_t stream
 template <typename T, int MODE>
 cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, DecodeGrid gr, cudaStream_t stream) {
   if (env_warps()) sh.warps = env_warps();
+  if (tiles == DecodeTiles::kRows16Lean && env_lean() == 0) tiles = DecodeTiles::kRows16Deep;
+  if (tiles == DecodeTiles::kRows16Deep && sh.warps == 8 && env_lean() == 2) tiles = DecodeTiles::kRows16Lean;
   if (env_splits()) sh.splits = env_splits();
   if (p.wide) sh = {4, 1};  // the caller's grid.z counts groups of 4 column groups
   gr.splits = sh.splits;
@@ -1201,6 +1223,13 @@ cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, D
       }
     case DecodeTiles::kRows16Deep:
       if constexpr (MODE != kDecDense) {  // dense only (dense_decode_plan)
+        return cudaErrorInvalidValue;
+      } else {
+        return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1>, MODE>(p, gr, stream)
+                             : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3>, MODE>(p, gr, stream);
+      }
+    case DecodeTiles::kRows16Lean:  // dense only (dense_decode_plan); 8 warps (4: kRows16Deep's 4-warp tile)
+      if constexpr (MODE != kDecDense) {
         return cudaErrorInvalidValue;
       } else {
         return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 2>, MODE>(p, gr, stream)

@@ -18,19 +18,21 @@ struct Expect {
   int m;
   DecodeTiles tiles;
   int warps, splits;
+  int k = 4096;  // the plan reads K at M = 9..16 (lean tiles: batches per warp)
 };
 
 std::string tiles_name(DecodeTiles t) {
   return t == DecodeTiles::kRows8        ? "rows8"
          : t == DecodeTiles::kRows16Deep ? "rows16deep"
          : t == DecodeTiles::kRows16     ? "rows16"
+         : t == DecodeTiles::kRows16Lean ? "rows16lean"
                                          : "rows16shared";
 }
 
-// The plan without block-shared x tiles (LOWBIT_INT4_DECODE_XSHARED=0).
-DensePlan plan_unshared(int m, int groups, int gsteps, int sms, int rows16_max) {
-  const DensePlan p = unshared_decode_plan(m, groups, gsteps, sms, rows16_max);
-  const DensePlan q = dense_decode_plan(m, groups, gsteps, 4096 / 16, sms, rows16_max, 0);
+// The plan without block-shared x tiles (LOWBIT_INT4_DECODE_XSHARED=0); K = 4096 unless told.
+DensePlan plan_unshared(int m, int groups, int gsteps, int sms, int rows16_max, int steps = 4096 / 16) {
+  const DensePlan p = unshared_decode_plan(m, groups, gsteps, steps, sms, rows16_max);
+  const DensePlan q = dense_decode_plan(m, groups, gsteps, steps, sms, rows16_max, 0);
   EXPECT_TRUE(p.tiles == q.tiles && p.shape.warps == q.shape.warps && p.shape.splits == q.shape.splits);
   return p;
 }
@@ -47,18 +49,22 @@ TEST(Int4DecodePlan, UnsharedMatchesMeasuredChoicesOnH200) {
       {"70b.qkv", 160, 8, DecodeTiles::kRows8, 4, 3},
       {"70b.o", 128, 8, DecodeTiles::kRows8, 8, 2},
       {"70b.gate_up", 896, 1, DecodeTiles::kRows8, 4, 1},
-      // M = 16, the measured best (time_us in the experiments log): 8b.qkv 8 warps alone 11.6;
-      // 8b.o / 8b.down 8 warps in pairs 9.3 / 20.1; 70b.o / 70b.down 8 warps alone 20.8 /
-      // 64.6; 70b.qkv 4 warps in pairs 28.7; 70b.gate_up 8 warps alone at M = 12 / 16 (121 /
-      // 121 us vs 124 / 133 with 4 warps, session 9), 4 warps at M = 9 (111 vs 119);
-      // 8b.gate_up 8-row tiles 38.3 (16-row at best 45.5).
-      {"8b.qkv", 96, 16, DecodeTiles::kRows16Deep, 8, 1},
+      // M = 16, the measured best (time_us in the experiments log): 8b.o / 8b.down 8 warps in
+      // pairs 9.3 / 20.1; 70b.o 8 warps alone 20.8; 70b.qkv 4 warps in pairs 28.7; 70b.gate_up
+      // 8 warps alone at M = 12 / 16 (121 / 121 us vs 124 / 133 with 4 warps, session 9), 4
+      // warps at M = 9 (111 vs 119); 8b.gate_up 8-row tiles 38.3 (16-row at best 45.5). Since
+      // session 21 (round KA, M = 12 / 16): lean tiles in pairs for 8b.qkv (9.6 / 10.6 vs 8 deep
+      // warps alone 10.5 / 10.9) and 70b.down (47.3 / 50.1 vs 52.2 / 53.5), lean tiles alone
+      // for 70b.gate_up (98.9 / 114.1 vs 117.1 / 118.7).
+      {"8b.qkv", 96, 16, DecodeTiles::kRows16Lean, 8, 2},
       {"8b.o", 64, 16, DecodeTiles::kRows16Deep, 8, 2},
-      {"8b.down", 64, 16, DecodeTiles::kRows16Deep, 8, 2},
-      {"70b.o", 128, 16, DecodeTiles::kRows16Deep, 8, 1},
+      {"8b.down", 64, 16, DecodeTiles::kRows16Deep, 8, 2, 14336},
+      {"70b.o", 128, 16, DecodeTiles::kRows16Deep, 8, 1, 8192},
+      {"70b.down", 128, 16, DecodeTiles::kRows16Lean, 8, 2, 28672},
+      {"70b.down", 128, 12, DecodeTiles::kRows16Lean, 8, 2, 28672},
       {"70b.qkv", 160, 16, DecodeTiles::kRows16Deep, 4, 2},
-      {"70b.gate_up", 896, 16, DecodeTiles::kRows16Deep, 8, 1},
-      {"70b.gate_up", 896, 12, DecodeTiles::kRows16Deep, 8, 1},
+      {"70b.gate_up", 896, 16, DecodeTiles::kRows16Lean, 8, 1},
+      {"70b.gate_up", 896, 12, DecodeTiles::kRows16Lean, 8, 1},
       {"70b.gate_up", 896, 9, DecodeTiles::kRows16Deep, 4, 1},
       {"8b.gate_up", 448, 16, DecodeTiles::kRows8, 4, 1},
       {"8b.gate_up", 448, 12, DecodeTiles::kRows8, 4, 1},
@@ -75,7 +81,7 @@ TEST(Int4DecodePlan, UnsharedMatchesMeasuredChoicesOnH200) {
       {"8b.down", 64, 32, DecodeTiles::kRows16Deep, 8, 1},
   };
   for (const Expect& c : cases) {
-    const DensePlan p = plan_unshared(c.m, c.groups, kG128Steps, kH200Sms, 32);
+    const DensePlan p = plan_unshared(c.m, c.groups, kG128Steps, kH200Sms, 32, c.k / 16);
     EXPECT_EQ(tiles_name(p.tiles), tiles_name(c.tiles)) << c.shape << " M=" << c.m;
     EXPECT_EQ(p.shape.warps, c.warps) << c.shape << " M=" << c.m;
     EXPECT_EQ(p.shape.splits, c.splits) << c.shape << " M=" << c.m;
@@ -99,11 +105,13 @@ TEST(Int4DecodePlan, SharedXWhereMeasuredFaster) {
   // A short K caps the splits at 2 batches of 8 K steps per rank (8 batches: 4).
   EXPECT_EQ(dense_decode_plan(16, 160, kG128Steps, k1024, kH200Sms, 32).shape.splits, 4);
   EXPECT_EQ(dense_decode_plan(16, 160, 67, 67, kH200Sms, 32).shape.splits, 4);  // per-channel, K = 1072
-  // 8-warp 16-row blocks stay: 70b.gate_up at M = 12 / 16, 70b.o, 8b.down, 8b.qkv.
-  for (int m : {12, 16}) EXPECT_EQ(tiles_name(dense_decode_plan(m, 896, kG128Steps, k8192, kH200Sms, 32).tiles), "rows16deep");
+  // 8-warp 16-row blocks stay: lean ones for 70b.gate_up at M = 12 / 16, 70b.down and 8b.qkv,
+  // deep ones for 70b.o and 8b.down.
+  for (int m : {12, 16}) EXPECT_EQ(tiles_name(dense_decode_plan(m, 896, kG128Steps, k8192, kH200Sms, 32).tiles), "rows16lean");
+  EXPECT_EQ(tiles_name(dense_decode_plan(16, 128, kG128Steps, 28672 / 16, kH200Sms, 32).tiles), "rows16lean");
   EXPECT_EQ(tiles_name(dense_decode_plan(16, 128, kG128Steps, k8192, kH200Sms, 32).tiles), "rows16deep");
   EXPECT_EQ(tiles_name(dense_decode_plan(16, 64, kG128Steps, 14336 / 16, kH200Sms, 32).tiles), "rows16deep");
-  EXPECT_EQ(tiles_name(dense_decode_plan(16, 96, kG128Steps, k4096, kH200Sms, 32).tiles), "rows16deep");
+  EXPECT_EQ(tiles_name(dense_decode_plan(16, 96, kG128Steps, k4096, kH200Sms, 32).tiles), "rows16lean");
   // 4-warp blocks alone (70b.gate_up at M = 9) stay unshared.
   EXPECT_EQ(dense_decode_plan(9, 896, kG128Steps, k8192, kH200Sms, 32).shape.warps, 4);
   EXPECT_EQ(tiles_name(dense_decode_plan(9, 896, kG128Steps, k8192, kH200Sms, 32).tiles), "rows16deep");
@@ -132,7 +140,7 @@ TEST(Int4DecodePlan, FallbacksAndBounds) {
   // rows16_max = 8 (LOWBIT_INT4_DECODE_ROWS16=0) and = 16 move the bound.
   EXPECT_EQ(plan_unshared(16, 160, kG128Steps, kH200Sms, 8).tiles, DecodeTiles::kRows8);
   EXPECT_EQ(plan_unshared(24, 96, kG128Steps, kH200Sms, 16).tiles, DecodeTiles::kRows8);
-  EXPECT_EQ(plan_unshared(16, 96, kG128Steps, kH200Sms, 16).tiles, DecodeTiles::kRows16Deep);
+  EXPECT_EQ(plan_unshared(16, 96, kG128Steps, kH200Sms, 16).tiles, DecodeTiles::kRows16Lean);
   // M <= 8 and M > 32 never take the deep 16-row tile.
   EXPECT_EQ(plan_unshared(8, 160, kG128Steps, kH200Sms, 32).tiles, DecodeTiles::kRows8);
   EXPECT_EQ(plan_unshared(33, 160, kG128Steps, kH200Sms, 32).tiles, DecodeTiles::kRows16);
@@ -171,7 +179,7 @@ TEST(Int4DecodePlan, ScalesWithSmCount) {
   EXPECT_EQ(plan_unshared(1, 160, 4, 132, 32).shape.splits, 3);  // G = 64
   // Not in fp16 (its 8-warp blocks alone were faster on 70b.qkv).
   for (int m : {1, 8}) {
-    const DensePlan f = unshared_decode_plan(m, 160, kG128Steps, 132, 32, false);
+    const DensePlan f = unshared_decode_plan(m, 160, kG128Steps, 512, 132, 32, false);
     EXPECT_EQ(f.shape.warps, 8);
     EXPECT_EQ(f.shape.splits, 1);
     EXPECT_EQ(dense_decode_plan(m, 160, kG128Steps, 512, 132, 32, 1, false).shape.splits, 1);
