@@ -110,13 +110,15 @@ inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, 
     return {DecodeTiles::kRows16Deep, {4, 1}};
   }
   const int waves16 = plan_ceil_div(u, 3 * sms), waves8 = plan_ceil_div(u8, 4 * sms);
-  // Past one wave, 16-row tiles alone: 8-warp blocks at M = 12..16 (lean since session 21: two
-  // per SM; above), 4-warp blocks (three per SM) otherwise. Measured with the staged
-  // scales (session 9, 70b.gate_up, 8 vs 4 warps, bf16 / fp16): M = 12 120.8 / 115.9 vs
+  // Past one wave, 16-row tiles alone: lean 8-warp blocks (two per SM) at M = 9..16, 4-warp
+  // deep blocks (three per SM) at M = 17..32. Lean since session 21 (70b.gate_up, bf16, us,
+  // rounds KB / KB2-3: M = 9 / 10 / 11 98.5 / 95.8 / 99.7 vs 111.6 / 114.0 / 117.5 for the
+  // 4-warp deep blocks; M = 12 / 16 above). The deep tiles before that, with the staged scales
+  // (session 9, 70b.gate_up, 8 vs 4 warps, bf16 / fp16): M = 12 120.8 / 115.9 vs
   // 123.6 / 121.0 us, M = 16 121.3 / 117.6 vs 132.8 / 128.9; M = 9 (rows 10-16 re-read row 0:
   // cheap x) 119.3 vs 111.0 and M = 32 (two tiles per group) 230 vs 192.5 (8b.gate_up 72.7 vs 65.0).
   if (5 * waves16 < 4 * waves8)
-    return m >= 12 && m <= 16 ? DensePlan{DecodeTiles::kRows16Lean, {8, 1}} : DensePlan{DecodeTiles::kRows16Deep, {4, 1}};
+    return m <= 16 ? DensePlan{DecodeTiles::kRows16Lean, {8, 1}} : DensePlan{DecodeTiles::kRows16Deep, {4, 1}};
   return {DecodeTiles::kRows8, decode_shape(u8, 1, sms)};
 }
 
