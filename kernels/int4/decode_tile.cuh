@@ -1198,9 +1198,11 @@ cudaError_t launch_cfg(const DecodeParams& p, DecodeGrid gr, cudaStream_t stream
 
 // Configurations (registers measured by ptxas, no spills at W = 8): 8-row tiles in batches
 // of 8 K steps (4 KB per warp) with 3 stages: ~128 registers, 48 KB (4 warps) / 96 KB (8)
-// of stages, 4 x 4 or 2 x 8 warps per SM; kRows16Deep as above; kRows16 (M > 32, forced
-// paths; MoE parts of 16 rows) in batches of 4 with 6 stages. The shape's warps and splits
-// are the caller's, then LOWBIT_INT4_DECODE_WARPS / _SPLITS override them.
+// of stages, 4 x 4 or 2 x 8 warps per SM; kRows16Deep as above (160-179 registers: 3 x 4 or
+// 1 x 8 warps per SM); kRows16Lean the 8-warp deep tile at 127-128 registers, 2 x 8 warps per
+// SM (session 21); kRows16 (M > 32, forced paths; MoE parts of 16 rows) in batches of 4 with 6
+// stages. The shape's warps and splits are the caller's, then LOWBIT_INT4_DECODE_WARPS /
+// _SPLITS override them, and LOWBIT_INT4_DECODE_LEAN=0 / 2 the lean / deep choice.
 template <typename T, int MODE>
 cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, DecodeGrid gr, cudaStream_t stream) {
   if (env_warps()) sh.warps = env_warps();
