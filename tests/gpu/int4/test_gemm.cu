@@ -231,8 +231,8 @@ std::vector<GemmCase> forced_cases() {
       }
   // Dense decode at M = 9..16 (dense_decode_plan; block-shared x unless
   // LOWBIT_INT4_DECODE_XSHARED=0): 16-row tiles under each block shape of the unshared
-  // plan (100 / 160 / 300 column groups: 8 warps alone, 4 warps in pairs, 4 alone; 896: 8
-  // warps past one wave at M = 16, 4 warps at M = 24 below) and the 8-row fallback (448
+  // plan (100 / 160 / 300 column groups: 8 warps alone, 4 warps in pairs, 4 alone; 896: lean
+  // 8-warp blocks past one wave at M = 16, 4 warps at M = 24 below) and the 8-row fallback (448
   // groups); tail batches (per-channel, K = 1120 / 1056: 70 / 66 K steps, batches of 8 and a
   // tail of 6 / 2; the layout is forced so that a K the MMA-tiled layout cannot hold fails
   // the test instead of silently taking the K-packed kernel); G = 64 keeps 8-row tiles.
@@ -243,6 +243,11 @@ std::vector<GemmCase> forced_cases() {
     v.push_back({12, 6400, 1120, kPerChannel, !sym, t, GemmPath::kAuto, kTiled});
     v.push_back({13, 10240, 1056, kPerChannel, sym, t, GemmPath::kAuto, kTiled});
     v.push_back({9, 4096, 4096, 64, !sym, t});
+    // Lean 16-row tiles in split-K pairs (kRows16Lean; the plan takes them for 96 groups on
+    // 132 SMs, LOWBIT_INT4_DECODE_LEAN=2 for every 8-warp 16-row case above): x rolled half a
+    // batch ahead across tail batches of 6 / 2 K steps, and warps without a batch.
+    v.push_back({12, 6144, 1120, kPerChannel, !sym, t, GemmPath::kAuto, kTiled});
+    v.push_back({13, 6144, 1056, kPerChannel, sym, t, GemmPath::kAuto, kTiled});
     // Block-shared x tiles (kRows16Shared, 4 column groups per block; the plan takes them for
     // 160 and 448 groups above, LOWBIT_INT4_DECODE_XSHARED=2 for every M = 9..16 case): 65
     // groups leave the last block one group and three spare warps; a tail batch of 2 K steps.
@@ -289,14 +294,16 @@ INSTANTIATE_TEST_SUITE_P(Forced, Int4Gemm, ::testing::ValuesIn(forced_cases()), 
 // bit-identical. The decode kernel is forced (kAuto takes the pipelined kernel for G = 32 at
 // M = 16). On an H200 (132 SMs) its plan takes clusters of 2 for 64 column groups (N = 4096):
 // 8-row tiles at M = 1 / 8 (and G = 32 at M = 16), 16-row tiles at M = 16 (G = 128,
-// per-channel); and clusters of 3 of 4-warp 8-row blocks for 160 (N = 10240) at M = 1 / 8
+// per-channel), lean 16-row tiles for 96 groups (N = 6144) at M = 16 (G = 128, per-channel);
+// and clusters of 3 of 4-warp 8-row blocks for 160 (N = 10240) at M = 1 / 8
 // with G = 128 and per-channel in bf16 (dense_rows8_shape; K = 2176: 17 batches of 8 K steps,
 // so the ranks' K ranges differ; G = 32 and fp16 run 8-warp blocks alone there).
 TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
   struct Case {
     int n, k, m;
   };
-  const Case cases[] = {{4096, 4096, 1}, {4096, 4096, 8}, {4096, 4096, 16}, {10240, 2176, 1}, {10240, 2176, 8}};
+  const Case cases[] = {{4096, 4096, 1},  {4096, 4096, 8},  {4096, 4096, 16},
+                        {6144, 4096, 16}, {10240, 2176, 1}, {10240, 2176, 8}};
   for (DType t : {DType::kBF16, DType::kF16})
     for (int g : {128, 32, kPerChannel})
       for (const Case& c : cases) {
