@@ -1206,7 +1206,9 @@ cudaError_t launch_cfg(const DecodeParams& p, DecodeGrid gr, cudaStream_t stream
 template <typename T, int MODE>
 cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, DecodeGrid gr, cudaStream_t stream) {
   if (env_warps()) sh.warps = env_warps();
-  if (tiles == DecodeTiles::kRows16Lean && env_lean() == 0) tiles = DecodeTiles::kRows16Deep;
+  // The lean tile is the 8-warp deep tile held to 128 registers: other widths, or the knob at
+  // 0, run the deep tile.
+  if (tiles == DecodeTiles::kRows16Lean && (env_lean() == 0 || sh.warps != 8)) tiles = DecodeTiles::kRows16Deep;
   if (tiles == DecodeTiles::kRows16Deep && sh.warps == 8 && env_lean() == 2) tiles = DecodeTiles::kRows16Lean;
   if (env_splits()) sh.splits = env_splits();
   if (p.wide) sh = {4, 1};  // the caller's grid.z counts groups of 4 column groups
@@ -1230,12 +1232,11 @@ cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, D
         return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1>, MODE>(p, gr, stream)
                              : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3>, MODE>(p, gr, stream);
       }
-    case DecodeTiles::kRows16Lean:  // dense only (dense_decode_plan); 8 warps (4: kRows16Deep's 4-warp tile)
+    case DecodeTiles::kRows16Lean:  // dense only (dense_decode_plan); 8 warps (see above)
       if constexpr (MODE != kDecDense) {
         return cudaErrorInvalidValue;
       } else {
-        return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 2>, MODE>(p, gr, stream)
-                             : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3>, MODE>(p, gr, stream);
+        return launch_cfg<T, DecodeCfg<2, 8, 3, 8, 2>, MODE>(p, gr, stream);
       }
     default:
       return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 4, 6, 8, 1>, MODE>(p, gr, stream)
