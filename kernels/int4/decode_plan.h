@@ -63,7 +63,16 @@ inline DecodeShape dense_rows8_shape(int units, int gsteps, int sms, bool bf16) 
 // fills once for all of them.
 // kRows16Lean: kRows16Deep's 8-warp tile held to 128 registers (words read per K step, x half a
 // batch ahead in one rolling register set; decode_tile.cuh), so that two blocks fit per SM.
-enum class DecodeTiles : int { kRows8 = 0, kRows16Deep = 1, kRows16 = 2, kRows16Shared = 3, kRows16Lean = 4 };
+// kRows16Staged: kRows16Deep's 8-warp tile with each batch's x rows bulk-copied into the warp's
+// stage and read by ldmatrix (DecodeCfg::XW; 139-145 registers, one block per SM).
+enum class DecodeTiles : int {
+  kRows8 = 0,
+  kRows16Deep = 1,
+  kRows16 = 2,
+  kRows16Shared = 3,
+  kRows16Lean = 4,
+  kRows16Staged = 5
+};
 struct DensePlan {
   DecodeTiles tiles;
   DecodeShape shape;
@@ -95,11 +104,21 @@ inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, 
             decode_shape(plan_ceil_div(m, 8 * nt) * groups, nt, sms)};
   }
   const int u = plan_ceil_div(m, 16) * groups;  // (16-row tile, column group) units
-  if (2 * u <= sms) return {DecodeTiles::kRows16Deep, {8, 2}};
+  // 8-warp deep blocks: x staged (kRows16Staged) at M = 9..16 when each warp streams <= 4
+  // batches of 8 K steps (not measured at M = 17..32), else from L2 (session 22, round LC, 1x H200, us at M = 9 / 12 / 16, staged vs from
+  // L2: 8b.o (pairs, 2 batches per warp) bf16 6.8 / 7.0 / 7.2 vs 7.4 / 7.8 / 8.1, fp16 6.7 /
+  // 6.9 / 7.1 vs 7.4 / 7.7 / 8.1; 8b.down (pairs, 7) 16.0 / 16.8 / 17.8 vs 16.4 / 17.0 / 17.3;
+  // 70b.o (alone, 8) 17.4 / 18.3 / 19.4 vs 17.8 / 18.1 / 18.3: the per-row copies cost where a
+  // warp has many batches; the lean shapes run deep and staged were 15-34% slower).
+  auto deep8 = [&](int splits) {
+    const int warp_batches = steps / 8 / (splits * 8);
+    return DensePlan{m <= 16 && warp_batches <= 4 ? DecodeTiles::kRows16Staged : DecodeTiles::kRows16Deep, {8, splits}};
+  };
+  if (2 * u <= sms) return deep8(2);
   if (u <= sms) {
     const int lean_warp_batches = steps / 8 / (2 * 8);  // batches of 8 K steps per warp, clusters of 2
     if (4 * u <= 3 * sms || lean_warp_batches >= 8) return {DecodeTiles::kRows16Lean, {8, 2}};
-    return {DecodeTiles::kRows16Deep, {8, 1}};
+    return deep8(1);
   }
   if (2 * u <= 3 * sms) return {DecodeTiles::kRows16Deep, {4, 2}};
   const int u8 = plan_ceil_div(m, 8) * groups;

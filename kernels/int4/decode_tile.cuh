@@ -180,11 +180,12 @@ template <int D, int S, int NW, int kScBytes>
 constexpr int decode_stage_region_bytes() {
   return NW * S * (D * 512 + 8 + kScBytes);
 }
-template <int NT, int D, int S, int NW, int kScBytes, bool XS = false>
+template <int NT, int D, int S, int NW, int kScBytes, bool XS = false, bool XW = false>
 constexpr int decode_smem_base_bytes() {
   constexpr int red = NW * 16 * NT * 32 * 4;
   constexpr int stages = decode_stage_region_bytes<D, S, NW, kScBytes>();
-  constexpr int all = stages + (XS ? kXsSlots * (xs_chunk_bytes<NT, D>() + 8 + 4) : 0);  // x after the stages
+  constexpr int all = stages + (XS ? kXsSlots * (xs_chunk_bytes<NT, D>() + 8 + 4) : 0) +  // x after the stages
+                      (XW ? NW * S * xs_chunk_bytes<NT, D>() : 0);
   return red > all ? red : all;
 }
 // Split-K push (DecodeParams::push): rank 0's receive buffer for the block sums of ranks 1..
@@ -205,9 +206,9 @@ template <int NT, int MODE>
 constexpr int decode_push_bytes() {
   return decode_push_peers<NT, MODE>() * decode_push_floats<NT, MODE>() * 4 + 16;
 }
-template <int NT, int D, int S, int NW, int kScBytes, bool XS, int MODE>
+template <int NT, int D, int S, int NW, int kScBytes, bool XS, bool XW, int MODE>
 constexpr int decode_smem_bytes() {
-  return decode_smem_base_bytes<NT, D, S, NW, kScBytes, XS>() + (XS ? 0 : decode_push_bytes<NT, MODE>());
+  return decode_smem_base_bytes<NT, D, S, NW, kScBytes, XS, XW>() + (XS ? 0 : decode_push_bytes<NT, MODE>());
 }
 // Bytes of one group's scales (+ zeros) of a 64-column group in a weight stage: the kernels
 // with windows of a whole batch (W == D) stage them with the batch's words.
@@ -267,10 +268,13 @@ __device__ __forceinline__ uint32_t xs_lane_offset(int lane) {
 // XS: block-shared x (dense 16-row tiles, windows of a whole batch): the block's warps
 // stream NW adjacent column groups over one K range (the split's) and read x from chunks of
 // shared memory filled once for all of them (cp.async; see the kernel).
-template <int NT_, int D_, int S_, int NW_, int kMinBlocks_, bool XS_ = false>
+// XW: staged x (dense 16-row tiles, one block per SM, windows of a whole batch): each warp's
+// stage also holds its batch's x rows (one bulk copy per row, on the stage's mbarrier), read
+// by ldmatrix like XS's chunks, instead of 4 B loads from L2 per row tile and K half.
+template <int NT_, int D_, int S_, int NW_, int kMinBlocks_, bool XS_ = false, bool XW_ = false>
 struct DecodeCfg {
   static constexpr int NT = NT_, D = D_, S = S_, NW = NW_, kMinBlocks = kMinBlocks_;
-  static constexpr bool XS = XS_;
+  static constexpr bool XS = XS_, XW = XW_;
 };
 
 // How far ahead of their MMAs a configuration loads the x fragments (the loads are L2 hits
@@ -293,7 +297,7 @@ struct DecodeCfg {
 enum class XAhead : int { kNow = 0, kFull = 1, kHalf = 2 };
 template <typename Cfg, int W>
 constexpr XAhead decode_x_ahead() {
-  if (W != Cfg::D || Cfg::XS) return XAhead::kNow;  // XS: x from shared memory, per step
+  if (W != Cfg::D || Cfg::XS || Cfg::XW) return XAhead::kNow;  // XS / XW: x from shared memory, per step
   if (Cfg::NT == 2 && Cfg::D == 8 && Cfg::NW == 4 && Cfg::kMinBlocks > 1) return XAhead::kHalf;
   return XAhead::kFull;
 }
@@ -313,15 +317,17 @@ template <typename T, typename Cfg, int W, bool kSym, int MODE>
 __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_kernel(const DecodeParams p) {
   constexpr int NT = Cfg::NT, D = Cfg::D, S = Cfg::S, NW = Cfg::NW;
   constexpr bool kMoe = MODE != kDecDense, kGateUp = MODE == kDecMoeGateUp;
-  constexpr bool kXS = Cfg::XS;
+  constexpr bool kXS = Cfg::XS, kXW = Cfg::XW;
   static_assert(D % W == 0, "windows tile the batch");
   static_assert(!kXS || (MODE == kDecDense && W == D && NT == 2),
                 "block-shared x: dense 16-row tiles, windows of a whole batch");
+  static_assert(!kXW || (MODE == kDecDense && W == D && NT == 2 && !kXS),
+                "staged x: dense 16-row tiles, windows of a whole batch");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int split = blockIdx.x, mtile = blockIdx.y, cblk = blockIdx.z;
   // Split-K push (DecodeParams::push): rank 0's receive buffer and its mbarrier.
-  constexpr int kPushOff = decode_smem_base_bytes<NT, D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>(), kXS>();
+  constexpr int kPushOff = decode_smem_base_bytes<NT, D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>(), kXS, kXW>();
   constexpr int kPushFloats = decode_push_floats<NT, MODE>();
   constexpr int kPushBar = kPushOff + decode_push_peers<NT, MODE>() * kPushFloats * 4;  // its mbarrier
   static_assert(kPushOff % 16 == 0, "16 B stores into the receive buffer, its mbarrier 8 B aligned after it");
@@ -588,7 +594,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         const uint4 wv = kStepWords ? lds128(st_words + 512u * i) : wa[kStepWords ? 0 : i];
         const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
         uint2 xf[NT];
-        if constexpr (kXS) {
+        if constexpr (kXS || kXW) {
           ldsm_x(xs_lane + 32u * i, xf);
         } else {
 #pragma unroll
@@ -671,6 +677,20 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     const uint32_t xbar0 = xs0 + static_cast<uint32_t>(kXsSlots * kXsChunk);
     int* const xcnt = reinterpret_cast<int*>(smem + kXsOff + kXsSlots * (kXsChunk + 8));
     const int row0 = mtile * 8 * NT, xrows = min(8 * NT, p.M - row0);
+    // Staged x (XW): stage st of this warp has an x chunk (xs_chunk_bytes, XS's row pitch)
+    // after all the stages; lane r < xrows copies row row0 + r of the batch with one bulk copy
+    // on the stage's mbarrier (lane 0's expect_tx counts them). x depends on the previous
+    // kernel: the first S batches' rows are copied after griddepcontrol.wait (the weights
+    // before). Rows past M are never copied (stale rows: their outputs are not stored).
+    constexpr int kXwChunk = xs_chunk_bytes<NT, D>();
+    const uint32_t xw0 = smem_addr(smem) + static_cast<uint32_t>(kXsOff + warp * S * kXwChunk);
+    auto issue_xw = [&](int b, int stage) {  // the whole warp, after lane 0's expect_tx
+      if (b >= nb || lane >= xrows) return;
+      const int sb = s0 + b * D, n = min(D, s1 - sb);
+      bulk_copy(xw0 + static_cast<uint32_t>(stage * kXwChunk + lane * xs_pitch<D>()),
+                x + static_cast<size_t>(row0 + lane) * p.K + static_cast<size_t>(sb) * kMmaTileK,
+                static_cast<uint32_t>(n * kMmaTileK * 2), bar0 + 8 * stage);
+    };
     if (lane == 0)
       for (int st = 0; st < S; ++st) mbar_init(bar0 + 8 * st);
     if (kXS && threadIdx.x == 0)
@@ -713,13 +733,13 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(xbar0 + 8u * static_cast<uint32_t>(slot))
                    : "memory");
     };
-    auto issue = [&](int b, int stage) {  // batch b into stage `stage` (lane 0)
+    auto issue = [&](int b, int stage, bool with_x) {  // batch b into stage `stage` (lane 0; XW: x rows too)
       bool active = lane == 0 && b < nb;  // (wide spare warps have no batches)
       if constexpr (kXS) active = active && cvalid;  // (not named otherwise: a capture costs registers)
       if (active) {
         const int sb = s0 + b * D, n = min(D, s1 - sb);
         const uint32_t bar = bar0 + 8 * stage;
-        mbar_arrive_expect_tx(bar, static_cast<uint32_t>(n * 512 + kScBytes));
+        mbar_arrive_expect_tx(bar, static_cast<uint32_t>(n * 512 + kScBytes + (kXW ? xrows * n * kMmaTileK * 2 : 0)));
         bulk_copy(stage0 + static_cast<uint32_t>(stage * D * 512), wsrc + static_cast<size_t>(sb) * 512,
                   static_cast<uint32_t>(n * 512), bar);
         if constexpr (kStagedScales) {  // the batch's group row of this column group (16 B aligned: gemm.cu)
@@ -729,15 +749,26 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
           if constexpr (!kSym) bulk_copy(dst + kMmaTileCols * 2, zeros + row, kMmaTileCols * 2, bar);
         }
       }
+      if constexpr (kXW) {
+        if (with_x) {
+          __syncwarp();  // the bytes announced before their copies
+          issue_xw(b, stage);
+        }
+      }
     };
     // DecodeParams::pdl_trigger (the MoE modes always trigger here: the single-token path's
     // GEMM2 relies on GEMM1 triggering right after its own wait).
     const int trig = kMoe ? 0 : p.pdl_trigger;
     if (trig == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #pragma unroll
-    for (int b = 0; b < S; ++b) issue(b, b);
+    for (int b = 0; b < S; ++b) issue(b, b, false);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     LOWBIT_TRACE_STAMP(tr_waited);
+    if constexpr (kXW) {
+      __syncwarp();  // lane 0's expect_tx of the first stages before their x copies
+#pragma unroll
+      for (int b = 0; b < S; ++b) issue_xw(b, b);
+    }
     if (kXS && warp == 0)
       for (int b = 0; b < kXsSlots; ++b) issue_x(b);
     if (nb > 0) {
@@ -763,6 +794,12 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         st_words = st;
       };
       auto consume = [&](auto full_tag) {  // full batch: no per-step range tests
+        if constexpr (kXW) {
+          xs_lane = xw0 + static_cast<uint32_t>(stage * kXwChunk) + xs_lane_offset<D>(lane);
+          read_stage();
+          compute(Steps<0, D>{}, sb, n_in, full_tag);
+          return;
+        }
         if constexpr (kXS) {
           const int slot = b % kXsSlots;
           xs_lane = xs0 + static_cast<uint32_t>(slot * kXsChunk) + xs_lane_offset<D>(lane);
@@ -809,7 +846,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         }
         if (__shfl_sync(0xFFFFFFFFu, last, 0)) issue_x(b + kXsSlots);
       }
-      issue(b + S, stage);
+      issue(b + S, stage, true);
       if (++stage == S) {
         stage = 0;
         phase ^= 1u;
@@ -1112,6 +1149,17 @@ int env_lean() {
   return v;
 }
 
+// LOWBIT_INT4_DECODE_XW=0 / 2 (read once; measurements and tests): the plan's staged-x 16-row
+// tiles (DecodeCfg::XW) load x from L2 as the deep tile does (0), or every 8-warp deep tile
+// stages its x (2).
+int env_staged_x() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_XW");
+    return e != nullptr && (std::strcmp(e, "0") == 0 || std::strcmp(e, "2") == 0) ? std::atoi(e) : 1;
+  }();
+  return v;
+}
+
 // The largest M on 16-row tiles for dense_decode_plan() (read once; measurements):
 // LOWBIT_INT4_DECODE_ROWS16=0 gives 8 (none), else LOWBIT_INT4_DECODE_ROWS16_MAX=m (9..32),
 // else 32.
@@ -1137,7 +1185,8 @@ template <typename T, typename Cfg, int W, bool kSym, int MODE>
 cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   auto kernel = gemm_decode_kernel<T, Cfg, W, kSym, MODE>;
   constexpr int kSmem =
-      decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW, decode_stage_scale_bytes<Cfg, W, kSym>(), Cfg::XS, MODE>();
+      decode_smem_bytes<Cfg::NT, Cfg::D, Cfg::S, Cfg::NW, decode_stage_scale_bytes<Cfg, W, kSym>(), Cfg::XS, Cfg::XW,
+                        MODE>();
   // The blocks per SM that the configuration's registers allow must also fit in an SM's 228 KB
   // of shared memory (each block: its dynamic bytes, < 512 B of static ones, 1 KB reserved):
   // the stages, x ring and push slots are sized for that (decode_push_peers).
@@ -1210,6 +1259,10 @@ cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, D
   // 0, run the deep tile.
   if (tiles == DecodeTiles::kRows16Lean && (env_lean() == 0 || sh.warps != 8)) tiles = DecodeTiles::kRows16Deep;
   if (tiles == DecodeTiles::kRows16Deep && sh.warps == 8 && env_lean() == 2) tiles = DecodeTiles::kRows16Lean;
+  // Staged x likewise: other widths, or the knob at 0, run the deep tile; at 2 every 8-warp
+  // deep tile stages its x.
+  if (tiles == DecodeTiles::kRows16Staged && (env_staged_x() == 0 || sh.warps != 8)) tiles = DecodeTiles::kRows16Deep;
+  if (tiles == DecodeTiles::kRows16Deep && sh.warps == 8 && env_staged_x() == 2) tiles = DecodeTiles::kRows16Staged;
   if (env_splits()) sh.splits = env_splits();
   if (p.wide) sh = {4, 1};  // the caller's grid.z counts groups of 4 column groups
   gr.splits = sh.splits;
@@ -1231,6 +1284,12 @@ cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, D
       } else {
         return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1>, MODE>(p, gr, stream)
                              : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3>, MODE>(p, gr, stream);
+      }
+    case DecodeTiles::kRows16Staged:  // dense only (dense_decode_plan); 8 warps (see above)
+      if constexpr (MODE != kDecDense) {
+        return cudaErrorInvalidValue;
+      } else {
+        return launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1, false, true>, MODE>(p, gr, stream);
       }
     case DecodeTiles::kRows16Lean:  // dense only (dense_decode_plan); 8 warps (see above)
       if constexpr (MODE != kDecDense) {

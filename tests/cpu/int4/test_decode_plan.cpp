@@ -25,8 +25,9 @@ std::string tiles_name(DecodeTiles t) {
   return t == DecodeTiles::kRows8        ? "rows8"
          : t == DecodeTiles::kRows16Deep ? "rows16deep"
          : t == DecodeTiles::kRows16     ? "rows16"
-         : t == DecodeTiles::kRows16Lean ? "rows16lean"
-                                         : "rows16shared";
+         : t == DecodeTiles::kRows16Lean   ? "rows16lean"
+         : t == DecodeTiles::kRows16Staged ? "rows16staged"
+                                           : "rows16shared";
 }
 
 // The plan without block-shared x tiles (LOWBIT_INT4_DECODE_XSHARED=0); K = 4096 unless told.
@@ -58,7 +59,13 @@ TEST(Int4DecodePlan, UnsharedMatchesMeasuredChoicesOnH200) {
       // for 70b.gate_up (98.9 / 114.1 vs 117.1 / 118.7; at M = 9 98.5 vs 111.6 for the 4-warp
       // deep blocks).
       {"8b.qkv", 96, 16, DecodeTiles::kRows16Lean, 8, 2},
-      {"8b.o", 64, 16, DecodeTiles::kRows16Deep, 8, 2},
+      // Since session 22 (round LC): staged x in the 8-warp deep tile where each warp streams
+      // <= 4 batches (8b.o in pairs: 2; 7.2 vs 8.1 us at M = 16), not for 8b.down (7) or 70b.o (8).
+      {"8b.o", 64, 9, DecodeTiles::kRows16Staged, 8, 2},
+      {"8b.o", 64, 12, DecodeTiles::kRows16Staged, 8, 2},
+      {"8b.o", 64, 16, DecodeTiles::kRows16Staged, 8, 2},
+      {"8b.down", 64, 12, DecodeTiles::kRows16Deep, 8, 2, 14336},
+      {"70b.o", 128, 12, DecodeTiles::kRows16Deep, 8, 1, 8192},
       {"8b.down", 64, 16, DecodeTiles::kRows16Deep, 8, 2, 14336},
       {"70b.o", 128, 16, DecodeTiles::kRows16Deep, 8, 1, 8192},
       {"70b.down", 128, 16, DecodeTiles::kRows16Lean, 8, 2, 28672},
@@ -150,6 +157,8 @@ TEST(Int4DecodePlan, FallbacksAndBounds) {
     for (int groups : {1, 3, 64, 96, 128, 160, 300, 448, 896, 2000}) {
       const DensePlan p = plan_unshared(m, groups, kG128Steps, kH200Sms, 32);
       EXPECT_TRUE(p.shape.warps == 4 || p.shape.warps == 8) << m << " " << groups;
+      // (staged x: the 8-warp tile only, measured at M = 9..16)
+      if (p.tiles == DecodeTiles::kRows16Staged) EXPECT_TRUE(p.shape.warps == 8 && m >= 9 && m <= 16) << m << " " << groups;
       // (clusters of 3 only for 4-warp 8-row blocks at M <= 8: the kernel's receive buffer
       // holds two pushing ranks there, one elsewhere)
       const bool three = p.shape.splits == 3 && p.shape.warps == 4 && m <= 8 && p.tiles == DecodeTiles::kRows8;

@@ -248,6 +248,13 @@ std::vector<GemmCase> forced_cases() {
     // batch ahead across tail batches of 6 / 2 K steps, and warps without a batch.
     v.push_back({12, 6144, 1120, kPerChannel, !sym, t, GemmPath::kAuto, kTiled});
     v.push_back({13, 6144, 1056, kPerChannel, sym, t, GemmPath::kAuto, kTiled});
+    // Staged x (kRows16Staged; the plan takes it for 64 groups in pairs with <= 4 batches per
+    // warp, LOWBIT_INT4_DECODE_XW=2 for every 8-warp deep case): x rows bulk-copied with the
+    // weight batches, rows past M never copied (M = 12 / 13 / 9), tail batches of 6 / 2 K
+    // steps and warps without a batch, G = 64 windows refused (8-row tiles instead).
+    v.push_back({12, 4096, 1120, kPerChannel, !sym, t, GemmPath::kAuto, kTiled});
+    v.push_back({13, 4096, 1056, kPerChannel, sym, t, GemmPath::kAuto, kTiled});
+    v.push_back({16, 4096, 2048, 128, !sym, t});
     // Block-shared x tiles (kRows16Shared, 4 column groups per block; the plan takes them for
     // 160 and 448 groups above, LOWBIT_INT4_DECODE_XSHARED=2 for every M = 9..16 case): 65
     // groups leave the last block one group and three spare warps; a tail batch of 2 K steps.
@@ -293,7 +300,7 @@ INSTANTIATE_TEST_SUITE_P(Forced, Int4Gemm, ::testing::ValuesIn(forced_cases()), 
 // default) and rank 0 loading them add the same values in the same order, so the outputs are
 // bit-identical. The decode kernel is forced (kAuto takes the pipelined kernel for G = 32 at
 // M = 16). On an H200 (132 SMs) its plan takes clusters of 2 for 64 column groups (N = 4096):
-// 8-row tiles at M = 1 / 8 (and G = 32 at M = 16), 16-row tiles at M = 16 (G = 128,
+// 8-row tiles at M = 1 / 8 (and G = 32 at M = 16), 16-row tiles with staged x at M = 16 (G = 128,
 // per-channel), lean 16-row tiles for 96 groups (N = 6144) at M = 16 (G = 128, per-channel);
 // and clusters of 3 of 4-warp 8-row blocks for 160 (N = 10240) at M = 1 / 8
 // with G = 128 and per-channel in bf16 (dense_rows8_shape; K = 2176: 17 batches of 8 K steps,
