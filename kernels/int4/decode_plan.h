@@ -169,6 +169,35 @@ inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int steps, int
   return base;
 }
 
+// The copy of x that the dense 16-row tiles read (DecodeParams::x_steps, DecodeCfg::XP;
+// decode_x_steps.cu): 16-row tiles one after another, within a tile K step by K step, within a
+// step the 16 rows' 16 elements: element (r, k) at ((r / 16 * K / 16 + k / 16) * 16 + r % 16) *
+// 16 + k % 16. The 8 rows of a row tile in one K step are then 256 contiguous bytes (2 cache
+// lines for one load instruction of the tile instead of 8). Rows past M up to the tile's end
+// are zeros: ceil(M / 16) * 16 * K elements.
+constexpr long long decode_x_steps_index(int r, int k, int K) {
+  return ((static_cast<long long>(r / 16) * (K / 16) + k / 16) * 16 + r % 16) * 16 + k % 16;
+}
+constexpr long long decode_x_steps_bytes(int m, int k) { return static_cast<long long>(plan_ceil_div(m, 16)) * 16 * k * 2; }
+// The largest M the plan copies x for (its 16-row tiles end there), and the weight size (N x
+// K elements) from which the copy pays: one more launch of ~1-1.5 us on the critical path
+// against loads of 2 lines instead of 8 (session 23, round MA, 1x H200, bf16, us, copy vs none
+// in the same binaries: 70b.gate_up (470 Mi elements) M = 12 / 16 / 32 92.3 / 92.6 / 180.8 vs
+// 103.1 / 113.7 / 201.0, 70b.down M = 16 46.0 vs 50.1, 8b.gate_up M = 32 52.1 vs 64.1, 70b.qkv
+// (80 Mi) M = 32 41.8 vs 48.7; smaller weights lost: 70b.o (64 Mi) M = 12 19.6 vs 18.7, 8b.down
+// (56 Mi) 18.1 vs 17.4, 8b.qkv (24 Mi) 11.0 vs 9.6).
+constexpr int kDecodeXStepsMaxM = 32;
+constexpr long long kDecodeXStepsMinWeight = 80LL << 20;
+// Whether the dense decode GEMM copies x first: for the 16-row tiles that read x from L2 (deep
+// and lean; not the block-shared or staged x tiles, which copy x into shared memory, nor the
+// 8-row tiles, measured slower at M = 2..8 with the copy). mode: LOWBIT_INT4_DECODE_XSTEPS, 0
+// never, 2 for every such tile, 1 the plan (weights of >= kDecodeXStepsMinWeight elements).
+inline bool decode_x_steps_planned(DecodeTiles tiles, int m, long long n_times_k, int mode) {
+  if (mode == 0 || m < 9 || m > kDecodeXStepsMaxM) return false;
+  if (tiles != DecodeTiles::kRows16Deep && tiles != DecodeTiles::kRows16Lean) return false;
+  return mode == 2 || n_times_k >= kDecodeXStepsMinWeight;
+}
+
 // MoE GEMM2 (down, K = the intermediate size) in the wide mode (decode_tile.cuh,
 // DecodeParams::wide: one warp per 64-column group over the whole K, 4 groups per 4-warp
 // block) instead of a block's 4 warps splitting one group's K. `blocks` is the align blocks

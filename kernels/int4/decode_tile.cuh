@@ -64,6 +64,12 @@ struct DecodeParams {
   int splits = 1;                  // cluster size along grid.x
   // K steps (of kMmaTileK) per scale group: the fold windows divide it (per-channel: all of K).
   __host__ __device__ int group_steps() const { return (G < K ? G : K) / kMmaTileK; }
+  // Dense 16-row tiles that read the 16-row-tile-major copy of x (DecodeCfg::XP; decode_x_steps.cu,
+  // decode_plan.h decode_x_steps_index): 16-row tile mt's rows of K step s are 512
+  // contiguous bytes, so one load instruction of a row tile reads 8 rows x 16 B within 256
+  // bytes (2 cache lines) instead of 8 rows K * 2 B apart (8 lines). Set by launch_gemm_decode;
+  // the other configurations read x.
+  const void* x_steps = nullptr;
   // MoE modes
   const int32_t* sorted_ids = nullptr;
   const int32_t* expert_ids = nullptr;
@@ -271,10 +277,12 @@ __device__ __forceinline__ uint32_t xs_lane_offset(int lane) {
 // XW: staged x (dense 16-row tiles, one block per SM, windows of a whole batch): each warp's
 // stage also holds its batch's x rows (one bulk copy per row, on the stage's mbarrier), read
 // by ldmatrix like XS's chunks, instead of 4 B loads from L2 per row tile and K half.
-template <int NT_, int D_, int S_, int NW_, int kMinBlocks_, bool XS_ = false, bool XW_ = false>
+// XP: x from its 16-row-tile-major copy (DecodeParams::x_steps; dense 16-row tiles that read
+// x from L2: the deep and lean tiles).
+template <int NT_, int D_, int S_, int NW_, int kMinBlocks_, bool XS_ = false, bool XW_ = false, bool XP_ = false>
 struct DecodeCfg {
   static constexpr int NT = NT_, D = D_, S = S_, NW = NW_, kMinBlocks = kMinBlocks_;
-  static constexpr bool XS = XS_, XW = XW_;
+  static constexpr bool XS = XS_, XW = XW_, XP = XP_;
 };
 
 // How far ahead of their MMAs a configuration loads the x fragments (the loads are L2 hits
@@ -317,8 +325,9 @@ template <typename T, typename Cfg, int W, bool kSym, int MODE>
 __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_kernel(const DecodeParams p) {
   constexpr int NT = Cfg::NT, D = Cfg::D, S = Cfg::S, NW = Cfg::NW;
   constexpr bool kMoe = MODE != kDecDense, kGateUp = MODE == kDecMoeGateUp;
-  constexpr bool kXS = Cfg::XS, kXW = Cfg::XW;
+  constexpr bool kXS = Cfg::XS, kXW = Cfg::XW, kXP = Cfg::XP;
   static_assert(D % W == 0, "windows tile the batch");
+  static_assert(!kXP || (MODE == kDecDense && NT == 2 && !kXS && !kXW), "the x copy: dense 16-row tiles reading x from L2");
   static_assert(!kXS || (MODE == kDecDense && W == D && NT == 2),
                 "block-shared x: dense 16-row tiles, windows of a whole batch");
   static_assert(!kXW || (MODE == kDecDense && W == D && NT == 2 && !kXS),
@@ -412,7 +421,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int m = mtile * 8 * NT + 8 * nt + g;
-      xr[nt] = reinterpret_cast<const uint32_t*>(x + static_cast<size_t>(m < p.M ? m : 0) * p.K) + t;
+      if constexpr (kXP)  // this 16-row tile's rows, 8 words per row per K step (rows past M: zeros)
+        xr[nt] = static_cast<const uint32_t*>(p.x_steps) + static_cast<size_t>(mtile) * p.K * 8 + (8 * nt + g) * 8 + t;
+      else
+        xr[nt] = reinterpret_cast<const uint32_t*>(x + static_cast<size_t>(m < p.M ? m : 0) * p.K) + t;
     }
   }
   // Gate/up: warps [0, NW/2) stream the gate group, [NW/2, NW) the up group.
@@ -566,11 +578,13 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // Steps [steps.lo, steps.hi) of the batch starting at step sb (n_in of its steps inside the
   // range) into xs (xn or xa; a generic parameter: the array-reference type uint2 (&)[D][NT]
   // crashed nvcc 13.0's front end here).
+  // Words between K steps: 8 in row-major x, 16 rows x 8 in the copy (DecodeCfg::XP).
+  constexpr unsigned xstep = kXP ? 128u : 8u;
   auto load_x = [&](auto steps, auto& xs, int sb, int n_in, auto full_tag) {
     constexpr bool kFull = decltype(full_tag)::value;
 #pragma unroll
     for (int i = decltype(steps)::lo; i < decltype(steps)::hi; ++i) {
-      const unsigned off = 8u * static_cast<unsigned>(kFull ? sb + i : sb + min(i, n_in - 1));  // 8 words per K step
+      const unsigned off = xstep * static_cast<unsigned>(kFull ? sb + i : sb + min(i, n_in - 1));
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         xs[i][nt].x = __ldg(xr[nt] + off);
@@ -638,7 +652,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         const int ia = i + kXRing;  // (a constant of the unrolled loop: one of the two loads)
         if (ia < D || roll_on) {
           const int st = ia < D ? sb + min(ia, n_in - 1) : roll_base + min(ia - D, roll_last);
-          const unsigned off = 8u * static_cast<unsigned>(st);
+          const unsigned off = xstep * static_cast<unsigned>(st);
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
             xa[i % kXRing][nt].x = __ldg(xr[nt] + off);
@@ -1282,6 +1296,9 @@ cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, D
       if constexpr (MODE != kDecDense) {  // dense only (dense_decode_plan)
         return cudaErrorInvalidValue;
       } else {
+        if (p.x_steps != nullptr)
+          return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1, false, false, true>, MODE>(p, gr, stream)
+                               : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3, false, false, true>, MODE>(p, gr, stream);
         return sh.warps == 8 ? launch_cfg<T, DecodeCfg<2, 8, 3, 8, 1>, MODE>(p, gr, stream)
                              : launch_cfg<T, DecodeCfg<2, 8, 3, 4, 3>, MODE>(p, gr, stream);
       }
@@ -1295,6 +1312,7 @@ cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, D
       if constexpr (MODE != kDecDense) {
         return cudaErrorInvalidValue;
       } else {
+        if (p.x_steps != nullptr) return launch_cfg<T, DecodeCfg<2, 8, 3, 8, 2, false, false, true>, MODE>(p, gr, stream);
         return launch_cfg<T, DecodeCfg<2, 8, 3, 8, 2>, MODE>(p, gr, stream);
       }
     default:

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/int4/decode_plan.h"
 #include "kernels/int4/internal.h"
 #include "kernels/int4/pipelined_plan.h"
 #include "lowbit/detail/cuda_check.h"
@@ -26,7 +27,7 @@ constexpr int kSkinnyMaxM = 512;  // the skinny kernel's limit (32-row tiles ove
 constexpr int kDequantMinM = 128, kDequantMinMShortK = 64, kShortK = 8192;
 bool aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 // Workspace bytes the skinny kernel needs at exactly this M on the N-packed layout (the
-// MMA-tiled decode kernel needs none). gemm_workspace_size() takes a shape, not a layout:
+// MMA-tiled decode kernel: path_need below). gemm_workspace_size() takes a shape, not a layout:
 // it sizes for the N-packed kernel whenever the shape can be N-packed, so one workspace
 // serves a dense weight repacked either way.
 size_t skinny_need(const WeightShape& shape, int m) {
@@ -62,9 +63,16 @@ GemmPath resolve(GemmPath requested, int m, int n, int k, int group_len, KernelL
   const bool big = m >= kDequantMinM || (m >= kDequantMinMShortK && k < kShortK);
   return big ? GemmPath::kDequantCublas : GemmPath::kSkinny;
 }
-size_t path_need(const WeightShape& shape, GemmPath p, int m) {
+size_t path_need(const WeightShape& shape, GemmPath p, int m, bool tiled = false) {
   switch (p) {
-    case GemmPath::kSkinny: return skinny_need(shape, m);
+    case GemmPath::kSkinny: {
+      // MMA-tiled: the decode kernel's copy of x at M = 9..32 (gemm_decode.cu); it runs
+      // without it (reading x itself) when the caller gives less.
+      const size_t xs = tiled && m >= 9 && m <= kern::kDecodeXStepsMaxM
+                            ? static_cast<size_t>(kern::decode_x_steps_bytes(m, shape.k))
+                            : 0;
+      return std::max(skinny_need(shape, m), xs);
+    }
     case GemmPath::kDequantCublas: return detail::dequant_gemm_workspace_bytes(shape);
     default: return 0;
   }
@@ -125,7 +133,7 @@ Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmP
   const bool tiled = kernel_layout_for(shape) == KernelLayoutKind::kMmaTiled;
   auto need_at = [&](int mm) {
     const size_t b = path_need(shape, resolve(path, mm, shape.n, shape.k, shape.group_len(), KernelLayoutKind::kNPackedInterleaved), mm);
-    const size_t bt = tiled ? path_need(shape, resolve(path, mm, shape.n, shape.k, shape.group_len(), KernelLayoutKind::kMmaTiled), mm) : 0;
+    const size_t bt = tiled ? path_need(shape, resolve(path, mm, shape.n, shape.k, shape.group_len(), KernelLayoutKind::kMmaTiled), mm, true) : 0;
     return b > bt ? b : bt;
   };
   const int top = m < kSkinnyMaxM ? m : kSkinnyMaxM;
@@ -168,7 +176,7 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
       return Status::Ok();
     }
     LOWBIT_CHECK_ARG(a.m <= kSkinnyMaxM, "int4::gemm: the decode path serves M <= %d (m=%d)", kSkinnyMaxM, a.m);
-    LOWBIT_CUDA_RETURN(detail::launch_gemm_decode(a.x, a.y, a.m, w, a.expert, st));
+    LOWBIT_CUDA_RETURN(detail::launch_gemm_decode(a.x, a.y, a.m, w, a.expert, workspace, workspace_bytes, st));
     return Status::Ok();
   }
   LOWBIT_CHECK_ARG(path != GemmPath::kPipelined, "int4::gemm: path pipelined needs the MMA-tiled layout (this weight is %s)",

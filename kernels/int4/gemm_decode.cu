@@ -32,7 +32,12 @@
 // tiles (M = 9..16 where measured faster, docs/int4-kernels.md "Session 10") turn the block
 // around: warp w streams column group 4 z + w over the block's whole K range and reads x from
 // shared memory filled once for the 4 warps; split-K ranks add their sums slice by slice.
-// One launch, no workspace.
+// One launch with no workspace; for 16-row tiles on large weights, given decode_x_steps_bytes()
+// of workspace, a short launch before it copies x 16-row-tile-major (decode_x_steps.cu) so
+// that the tiles' x loads touch 2 cache lines per instruction instead of 8.
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/int4/decode_tile.cuh"
 
 namespace lowbit::int4::kern {
@@ -41,8 +46,16 @@ std::atomic<int> g_decode_push_override{0};
 
 namespace lowbit::int4::detail {
 
-cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
-                               cudaStream_t stream) {
+int decode_x_steps_mode() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_XSTEPS");
+    return e != nullptr && (std::strcmp(e, "0") == 0 || std::strcmp(e, "2") == 0) ? std::atoi(e) : 1;
+  }();
+  return v;
+}
+
+cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeightsView& w, int expert, void* workspace,
+                               size_t workspace_bytes, cudaStream_t stream) {
   const WeightShape& s = w.shape;
   kern::DecodeParams p;
   p.x = x;
@@ -59,6 +72,12 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
   const kern::DensePlan plan = kern::dense_decode_plan(m, groups, p.group_steps(), s.k / kMmaTileK,
                                                        kern::current_sm_count(), kern::env_rows16_max(),
                                                        kern::env_x_shared(), s.act == DType::kBF16);
+  if (kern::decode_x_steps_planned(plan.tiles, m, static_cast<long long>(s.n) * s.k, decode_x_steps_mode()) &&
+      workspace != nullptr && workspace_bytes >= static_cast<size_t>(kern::decode_x_steps_bytes(m, s.k)) &&
+      reinterpret_cast<uintptr_t>(workspace) % 16 == 0) {
+    if (const cudaError_t e = launch_decode_x_steps(x, m, s.k, workspace, stream); e != cudaSuccess) return e;
+    p.x_steps = workspace;
+  }
   const int nt = plan.tiles == kern::DecodeTiles::kRows8 ? 1 : 2;
   const int mtiles = kern::ceil_div(m, 8 * nt);
   return kern::launch_dtype<kern::kDecDense>(s.act, p, plan.tiles, plan.shape, {1, mtiles, groups}, stream);

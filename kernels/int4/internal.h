@@ -27,9 +27,19 @@ int skinny_splits(int m, int n, int k);
 
 cudaError_t launch_gemm_skinny(const void* x, void* y, int m, const KernelWeightsView& w, int expert, float* partials,
                                cudaStream_t stream);
-// Decode GEMM on the MMA-tiled layout (gemm_decode.cu): 1 <= m <= 512, no workspace.
-cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
-                               cudaStream_t stream);
+// Decode GEMM on the MMA-tiled layout (gemm_decode.cu): 1 <= m <= 512. Where the plan
+// copies x first (decode_plan.h decode_x_steps_planned) and `workspace` holds
+// decode_x_steps_bytes(m, K) (16 B aligned), the copy goes there; with less the kernel reads
+// x itself (same outputs, slower on large weights at M = 9..32).
+cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeightsView& w, int expert, void* workspace,
+                               size_t workspace_bytes, cudaStream_t stream);
+// The decode tiles' copy of x (decode_x_steps.cu; layout: decode_plan.h decode_x_steps_index,
+// rows past m zeros up to the 16-row tile's end), K % 32 == 0, x and xs 16 B aligned; a
+// programmatic dependent launch.
+cudaError_t launch_decode_x_steps(const void* x, int m, int k, void* xs, cudaStream_t stream);
+// LOWBIT_INT4_DECODE_XSTEPS (read once): 0 never copies x step-major, 2 wherever the tiles can
+// read the copy, else (1) the plan.
+int decode_x_steps_mode();
 // Rows per part of an align block in the MoE decode modes: 16 for blocks of >= 16 rows
 // (prefill-sized M: each part re-reads the expert's weights, so fewer, taller parts unpack
 // them fewer times), else 8.

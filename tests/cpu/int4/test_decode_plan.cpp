@@ -4,6 +4,8 @@
 // pair where the plan had a choice), the fallbacks, and the SM-count scaling.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "kernels/int4/decode_plan.h"
 
 namespace lowbit::int4::kern {
@@ -194,6 +196,54 @@ TEST(Int4DecodePlan, ScalesWithSmCount) {
     EXPECT_EQ(f.shape.splits, 1);
     EXPECT_EQ(dense_decode_plan(m, 160, kG128Steps, 512, 132, 32, 1, false).shape.splits, 1);
   }
+}
+
+// The decode tiles' copy of x: element (r, k) at ((r / 16 * K / 16 + k / 16) * 16 + r % 16) * 16
+// + k % 16, a bijection of the 16-row tiles' elements onto [0, ceil(M / 16) * 16 * K); the 8
+// rows of a row tile in one K step are 256 contiguous bytes. Taken for deep and lean 16-row
+// tiles (M = 9..32) on weights of >= 80 Mi elements.
+TEST(Int4DecodePlan, XStepsIndexAndChoice) {
+  for (int m : {9, 16, 17, 32}) {
+    const int k = 96, rows = (m + 15) / 16 * 16;
+    EXPECT_EQ(decode_x_steps_bytes(m, k), 2LL * rows * k);
+    std::vector<int> seen(static_cast<size_t>(rows) * k, 0);
+    for (int r = 0; r < rows; ++r)
+      for (int kk = 0; kk < k; ++kk) {
+        const long long i = decode_x_steps_index(r, kk, k);
+        ASSERT_GE(i, 0);
+        ASSERT_LT(i, static_cast<long long>(rows) * k);
+        ++seen[static_cast<size_t>(i)];
+      }
+    for (int v : seen) EXPECT_EQ(v, 1);
+    // Rows 8..15 of a tile's K step 3: 8 rows x 16 elements, one run.
+    EXPECT_EQ(decode_x_steps_index(15, 16 * 3 + 15, k) - decode_x_steps_index(8, 16 * 3, k), 8 * 16 - 1);
+  }
+  const long long big = 57344LL * 8192, small = 8192LL * 8192;  // 70b.gate_up, 70b.o
+  for (int mode : {1, 2}) {
+    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows8, 8, big, mode));  // 8-row tiles: measured slower
+    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows8, 32, big, mode));
+    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16Shared, 12, big, mode));
+    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16Staged, 16, big, mode));
+    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16, 33, big, mode));
+    EXPECT_TRUE(decode_x_steps_planned(DecodeTiles::kRows16Lean, 16, big, mode));
+    EXPECT_TRUE(decode_x_steps_planned(DecodeTiles::kRows16Deep, 32, big, mode));
+    EXPECT_EQ(decode_x_steps_planned(DecodeTiles::kRows16Deep, 12, small, mode), mode == 2);
+  }
+  EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16Lean, 16, big, 0));
+  // The plan's tiles on the measured shapes (132 SMs, bf16, G = 128): 70b.gate_up M = 12 / 16
+  // lean, M = 32 4-warp deep; 70b.down M = 16 lean pairs; 8b.gate_up M = 32 deep; 70b.o M = 12
+  // deep 8 warps but a small weight.
+  auto planned = [](int m, int n, int k) {
+    const DensePlan p = dense_decode_plan(m, n / 64, 8, k / 16, 132, 32, 1, true);
+    return decode_x_steps_planned(p.tiles, m, static_cast<long long>(n) * k, 1);
+  };
+  EXPECT_TRUE(planned(12, 57344, 8192));
+  EXPECT_TRUE(planned(16, 57344, 8192));
+  EXPECT_TRUE(planned(32, 57344, 8192));
+  EXPECT_TRUE(planned(16, 8192, 28672));
+  EXPECT_TRUE(planned(32, 28672, 4096));
+  EXPECT_FALSE(planned(12, 8192, 8192));
+  EXPECT_FALSE(planned(8, 57344, 8192));
 }
 
 // MoE GEMM2's wide mode against the session-8 measurements (docs/int4-kernels.md): blocks =

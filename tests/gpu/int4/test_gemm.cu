@@ -9,6 +9,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "kernels/int4/cluster_launch.cuh"
+#include "kernels/int4/decode_plan.h"
 #include "kernels/int4/internal.h"
 #include "lowbit/int4/kernels.h"
 #include "tests/cpu/int4/random_weights.h"
@@ -355,6 +357,99 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
         EXPECT_EQ(nonfinite, 0u);  // every output written (the poison is NaN)
         EXPECT_LT(zero, out[0].size() / 100);
       }
+}
+
+// The decode tiles' copy of x (decode_x_steps.cu): every element where decode_x_steps_index
+// puts it and zeros for the rows past M up to the 16-row tile's end, on a poisoned buffer, for
+// M = 2..32 and a short and a long K.
+TEST(Int4GemmDecodeXSteps, CopyPutsEveryElementAtItsIndex) {
+  for (int k : {96, 4128})
+    for (int m : {2, 9, 13, 16, 17, 32}) {
+      SCOPED_TRACE(::testing::Message() << "M=" << m << " K=" << k);
+      auto x = random_act(static_cast<size_t>(m) * k, DType::kBF16, 5u * m + k);
+      DevBuf dx = upload(x);
+      const int rows = (m + 15) / 16 * 16;
+      DevBuf dxs(static_cast<size_t>(kern::decode_x_steps_bytes(m, k)));
+      ASSERT_EQ(dxs.bytes, static_cast<size_t>(rows) * k * 2);
+      ASSERT_EQ(cudaMemset(dxs.p, 0xFF, dxs.bytes), cudaSuccess);  // poison
+      ASSERT_EQ(detail::launch_decode_x_steps(dx.p, m, k, dxs.p, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      auto got = download<uint16_t>(dxs.p, static_cast<size_t>(rows) * k);
+      size_t bad = 0;
+      for (int r = 0; r < rows; ++r)
+        for (int kk = 0; kk < k; ++kk)
+          bad += got[static_cast<size_t>(kern::decode_x_steps_index(r, kk, k))] !=
+                 (r < m ? x[static_cast<size_t>(r) * k + kk] : uint16_t{0});
+      EXPECT_EQ(bad, 0u);
+    }
+}
+
+// The decode GEMM reading the copy of x (a workspace of gemm_workspace_size) and reading x
+// itself (no workspace) loads the same fragments into the same registers: bit-identical
+// outputs. The copy is planned for deep and lean 16-row tiles on weights of >= 80 Mi
+// elements; LOWBIT_INT4_DECODE_XSTEPS=2 takes it for every such tile (the 132-SM plans of
+// these shapes: lean pairs for 96 groups at M = 12 / 16, lean alone for 896 groups, 4-warp deep
+// at M = 24 / 32 and for 160 groups, 8-warp deep pairs for 64 groups with many batches (K =
+// 14336), tail batches with K = 1056 per-channel), the others read x either way (8-row tiles at
+// M = 8, G = 32 / 64 at M = 13). The 896-group case (57344 x 1536: 88 Mi elements) is planned.
+TEST(Int4GemmDecodeXSteps, BitIdenticalToReadingX) {
+  struct Case {
+    int n, k, m, g;
+  };
+  const Case cases[] = {{6144, 4096, 12, 128},   {6144, 1056, 16, kPerChannel}, {57344, 1536, 16, 128},
+                        {57344, 1536, 11, 128},   {10240, 1024, 24, 128},        {4096, 1024, 32, 128},
+                        {10240, 1024, 16, 128},   {4096, 14336, 12, 128},        {4096, 4096, 8, 32},
+                        {4096, 2048, 13, 64},     {4096, 2048, 13, 32}};
+  int copied = 0;
+  for (DType t : {DType::kBF16, DType::kF16})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(t) << " N=" << c.n << " K=" << c.k << " M=" << c.m << " G="
+                                        << c.g);
+      WeightShape s{1, c.n, c.k, c.g, c.g != 64, t};
+      KernelWeights kw;
+      ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 17u + static_cast<uint32_t>(c.n)), &kw,
+                                     static_cast<int>(KernelLayoutKind::kMmaTiled))
+                      .ok());
+      DevWeights dw(kw);
+      DevBuf dx = upload(random_act(static_cast<size_t>(c.m) * s.k, t, 3u * c.m + c.k));
+      size_t ws_bytes = 0;
+      ASSERT_TRUE(gemm_workspace_size(s, c.m, &ws_bytes, GemmPath::kSkinny).ok());
+      ASSERT_GE(ws_bytes, static_cast<size_t>(kern::decode_x_steps_bytes(c.m, c.k)));
+      DevBuf ws(ws_bytes);
+      ASSERT_EQ(cudaMemset(ws.p, 0xFF, ws_bytes), cudaSuccess);
+      // (The default plan; the LOWBIT_INT4_DECODE_* knobs may move some cases to other tiles.)
+      const int gsteps = (s.group_len() < c.k ? s.group_len() : c.k) / 16;
+      const kern::DensePlan plan =
+          kern::dense_decode_plan(c.m, c.n / 64, gsteps, c.k / 16, kern::current_sm_count(), 32, 1, t == DType::kBF16);
+      copied += kern::decode_x_steps_planned(plan.tiles, c.m, static_cast<long long>(c.n) * c.k,
+                                             detail::decode_x_steps_mode());
+      std::vector<uint16_t> out[2];
+      for (int with_copy : {0, 1}) {
+        DevBuf dy(static_cast<size_t>(c.m) * s.n * 2);
+        ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);  // NaN poison
+        GemmArgs a;
+        a.x = dx.p;
+        a.y = dy.p;
+        a.m = c.m;
+        a.path = GemmPath::kSkinny;
+        const Status st = gemm(a, dw.view, with_copy ? ws.p : nullptr, with_copy ? ws_bytes : 0, nullptr);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        out[with_copy] = download<uint16_t>(dy.p, static_cast<size_t>(c.m) * s.n);
+      }
+      size_t diff = 0, nonfinite = 0, zero = 0;
+      for (size_t i = 0; i < out[0].size(); ++i) {
+        diff += out[0][i] != out[1][i];
+        const float v = half_bits_to_float(t, out[1][i]);
+        nonfinite += !std::isfinite(v);
+        zero += v == 0.f;
+      }
+      EXPECT_EQ(diff, 0u);
+      EXPECT_EQ(nonfinite, 0u);  // every output written (the poison is NaN)
+      EXPECT_LT(zero, out[1].size() / 100);
+    }
+  // The copy must have been taken somewhere, unless LOWBIT_INT4_DECODE_XSTEPS=0 turns it off.
+  if (detail::decode_x_steps_mode() != 0) EXPECT_GT(copied, 0);
 }
 
 // ---- argument validation ------------------------------------------------------------------
