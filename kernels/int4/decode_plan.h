@@ -191,11 +191,20 @@ constexpr long long kDecodeXStepsMinWeight = 80LL << 20;
 // Whether the dense decode GEMM copies x first: for the 16-row tiles that read x from L2 (deep
 // and lean; not the block-shared or staged x tiles, which copy x into shared memory, nor the
 // 8-row tiles, measured slower at M = 2..8 with the copy). mode: LOWBIT_INT4_DECODE_XSTEPS, 0
-// never, 2 for every such tile, 1 the plan (weights of >= kDecodeXStepsMinWeight elements).
-inline bool decode_x_steps_planned(DecodeTiles tiles, int m, long long n_times_k, int mode) {
+// never, 2 for every such tile, 1 the plan: weights of >= kDecodeXStepsMinWeight elements,
+// and not lean tiles in a grid of at most one block per SM (`blocks`: splits x row tiles x
+// column groups). Those let the next kernel launch once their first batches have landed
+// (DecodeParams::pdl_trigger) and leave each SM a second slot; with the copy launched in
+// between they ran ~5 us slower (round MC, 1x H200, bf16, M = 9..16, forced: 70b.o lean alone
+// 25.9 vs 20.1 us, 8b.down lean pairs 23.4 vs 18.5; so did 8-row tiles in pairs at M = 2..8 in
+// round MA, 8b.down 18.9 vs 13.5), while deep tiles (one block per SM) paid ~1 us. Our reading,
+// not verified: the next launch's blocks take those second slots and stream their first
+// batches while this one still runs.
+inline bool decode_x_steps_planned(DecodeTiles tiles, int m, long long n_times_k, long long blocks, int sms, int mode) {
   if (mode == 0 || m < 9 || m > kDecodeXStepsMaxM) return false;
   if (tiles != DecodeTiles::kRows16Deep && tiles != DecodeTiles::kRows16Lean) return false;
-  return mode == 2 || n_times_k >= kDecodeXStepsMinWeight;
+  if (mode == 2) return true;
+  return n_times_k >= kDecodeXStepsMinWeight && !(tiles == DecodeTiles::kRows16Lean && blocks <= sms);
 }
 
 // MoE GEMM2 (down, K = the intermediate size) in the wide mode (decode_tile.cuh,

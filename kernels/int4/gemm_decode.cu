@@ -72,14 +72,16 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
   const kern::DensePlan plan = kern::dense_decode_plan(m, groups, p.group_steps(), s.k / kMmaTileK,
                                                        kern::current_sm_count(), kern::env_rows16_max(),
                                                        kern::env_x_shared(), s.act == DType::kBF16);
-  if (kern::decode_x_steps_planned(plan.tiles, m, static_cast<long long>(s.n) * s.k, decode_x_steps_mode()) &&
+  const int nt = plan.tiles == kern::DecodeTiles::kRows8 ? 1 : 2;
+  const int mtiles = kern::ceil_div(m, 8 * nt);
+  const long long blocks = static_cast<long long>(plan.shape.splits) * mtiles * groups;
+  if (kern::decode_x_steps_planned(plan.tiles, m, static_cast<long long>(s.n) * s.k, blocks, kern::current_sm_count(),
+                                   decode_x_steps_mode()) &&
       workspace != nullptr && workspace_bytes >= static_cast<size_t>(kern::decode_x_steps_bytes(m, s.k)) &&
       reinterpret_cast<uintptr_t>(workspace) % 16 == 0) {
     if (const cudaError_t e = launch_decode_x_steps(x, m, s.k, workspace, stream); e != cudaSuccess) return e;
     p.x_steps = workspace;
   }
-  const int nt = plan.tiles == kern::DecodeTiles::kRows8 ? 1 : 2;
-  const int mtiles = kern::ceil_div(m, 8 * nt);
   return kern::launch_dtype<kern::kDecDense>(s.act, p, plan.tiles, plan.shape, {1, mtiles, groups}, stream);
 }
 

@@ -220,22 +220,26 @@ TEST(Int4DecodePlan, XStepsIndexAndChoice) {
   }
   const long long big = 57344LL * 8192, small = 8192LL * 8192;  // 70b.gate_up, 70b.o
   for (int mode : {1, 2}) {
-    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows8, 8, big, mode));  // 8-row tiles: measured slower
-    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows8, 32, big, mode));
-    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16Shared, 12, big, mode));
-    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16Staged, 16, big, mode));
-    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16, 33, big, mode));
-    EXPECT_TRUE(decode_x_steps_planned(DecodeTiles::kRows16Lean, 16, big, mode));
-    EXPECT_TRUE(decode_x_steps_planned(DecodeTiles::kRows16Deep, 32, big, mode));
-    EXPECT_EQ(decode_x_steps_planned(DecodeTiles::kRows16Deep, 12, small, mode), mode == 2);
+    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows8, 8, big, 896, 132, mode));  // 8-row tiles: measured slower
+    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows8, 32, big, 896, 132, mode));
+    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16Shared, 12, big, 896, 132, mode));
+    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16Staged, 16, big, 896, 132, mode));
+    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16, 33, big, 896, 132, mode));
+    EXPECT_TRUE(decode_x_steps_planned(DecodeTiles::kRows16Lean, 16, big, 896, 132, mode));
+    EXPECT_TRUE(decode_x_steps_planned(DecodeTiles::kRows16Deep, 32, big, 896, 132, mode));
+    EXPECT_EQ(decode_x_steps_planned(DecodeTiles::kRows16Deep, 12, small, 128, 132, mode), mode == 2);
+    // Lean tiles in a grid of one block per SM at most: ~5 us slower with the copy (round MC).
+    EXPECT_EQ(decode_x_steps_planned(DecodeTiles::kRows16Lean, 16, big, 132, 132, mode), mode == 2);
+    EXPECT_TRUE(decode_x_steps_planned(DecodeTiles::kRows16Deep, 16, big, 128, 132, mode));
   }
-  EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16Lean, 16, big, 0));
+  EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16Lean, 16, big, 896, 132, 0));
   // The plan's tiles on the measured shapes (132 SMs, bf16, G = 128): 70b.gate_up M = 12 / 16
   // lean, M = 32 4-warp deep; 70b.down M = 16 lean pairs; 8b.gate_up M = 32 deep; 70b.o M = 12
   // deep 8 warps but a small weight.
   auto planned = [](int m, int n, int k) {
     const DensePlan p = dense_decode_plan(m, n / 64, 8, k / 16, 132, 32, 1, true);
-    return decode_x_steps_planned(p.tiles, m, static_cast<long long>(n) * k, 1);
+    const long long blocks = static_cast<long long>(p.shape.splits) * plan_ceil_div(m, p.tiles == DecodeTiles::kRows8 ? 8 : 16) * (n / 64);
+    return decode_x_steps_planned(p.tiles, m, static_cast<long long>(n) * k, blocks, 132, 1);
   };
   EXPECT_TRUE(planned(12, 57344, 8192));
   EXPECT_TRUE(planned(16, 57344, 8192));
