@@ -31,8 +31,11 @@ Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
 // layouts; any 2 B alignment on the K-packed fallback.
 // The kernel is picked from M and the layout. MMA-tiled (the dense default): M <= 32 a
 // decode kernel that streams the tiled words straight into mma.m16n8k16 fragments (one
-// launch, split-K reduced in a thread-block cluster, no workspace; gemm_decode.cu), larger
-// M the dequant + cuBLAS path below. The decode kernel applies zero point and scale to fp32
+// launch, split-K reduced in a thread-block cluster; gemm_decode.cu; at M = 9..32 on large
+// weights a short launch before it first copies x into the workspace in the order its 16-row
+// tiles load it, which it skips, reading x itself with the same outputs, when the workspace
+// is smaller than gemm_workspace_size() says), larger M the pipelined or dequant + cuBLAS
+// paths below. The decode kernel applies zero point and scale to fp32
 // sums of (q - z) x per window of K (the unrounded weight), the other paths multiply by the
 // contract's rounded weights: outputs agree within the tolerance test_gemm.cu states.
 // N-packed: small M (< 128; < 64 when K < 8192) a streaming tensor-core kernel (mma m16n8k16 on
