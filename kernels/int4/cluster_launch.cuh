@@ -109,6 +109,11 @@ inline bool env_on_unless_zero(const char* name) {  // a measurement switch: on 
   const char* e = std::getenv(name);
   return !(e != nullptr && std::strcmp(e, "0") == 0);
 }
+// A measurement knob with three settings: name=0 or name=2 as given, anything else (or unset) 1.
+inline int env_012(const char* name) {
+  const char* e = std::getenv(name);
+  return e != nullptr && (std::strcmp(e, "0") == 0 || std::strcmp(e, "2") == 0) ? (e[0] - '0') : 1;
+}
 inline bool pdl_enabled() {
   static const bool v = env_on_unless_zero("LOWBIT_INT4_PDL");
   return v;

@@ -169,6 +169,9 @@ inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int steps, int
   return base;
 }
 
+// Row tiles of the dense decode grid (grid.y): 8-row tiles, else 16-row ones.
+inline int decode_row_tiles(DecodeTiles tiles, int m) { return plan_ceil_div(m, tiles == DecodeTiles::kRows8 ? 8 : 16); }
+
 // The copy of x that the dense 16-row tiles read (DecodeParams::x_steps, DecodeCfg::XP;
 // decode_x_steps.cu): 16-row tiles one after another, within a tile K step by K step, within a
 // step the 16 rows' 16 elements: element (r, k) at ((r / 16 * K / 16 + k / 16) * 16 + r % 16) *
@@ -186,25 +189,26 @@ constexpr long long decode_x_steps_bytes(int m, int k) { return static_cast<long
 // 103.1 / 113.7 / 201.0, 70b.down M = 16 46.0 vs 50.1, 8b.gate_up M = 32 52.1 vs 64.1, 70b.qkv
 // (80 Mi) M = 32 41.8 vs 48.7; smaller weights lost: 70b.o (64 Mi) M = 12 19.6 vs 18.7, 8b.down
 // (56 Mi) 18.1 vs 17.4, 8b.qkv (24 Mi) 11.0 vs 9.6).
-constexpr int kDecodeXStepsMaxM = 32;
+constexpr int kDecodeXStepsMinM = 9, kDecodeXStepsMaxM = 32;
 constexpr long long kDecodeXStepsMinWeight = 80LL << 20;
 // Whether the dense decode GEMM copies x first: for the 16-row tiles that read x from L2 (deep
 // and lean; not the block-shared or staged x tiles, which copy x into shared memory, nor the
 // 8-row tiles, measured slower at M = 2..8 with the copy). mode: LOWBIT_INT4_DECODE_XSTEPS, 0
 // never, 2 for every such tile, 1 the plan: weights of >= kDecodeXStepsMinWeight elements,
-// and not lean tiles in a grid of at most one block per SM (`blocks`: splits x row tiles x
-// column groups). Those let the next kernel launch once their first batches have landed
+// and not lean tiles in a grid of at most one block per SM (splits x row tiles x column
+// groups). Those let the next kernel launch once their first batches have landed
 // (DecodeParams::pdl_trigger) and leave each SM a second slot; with the copy launched in
 // between they ran ~5 us slower (round MC, 1x H200, bf16, M = 9..16, forced: 70b.o lean alone
 // 25.9 vs 20.1 us, 8b.down lean pairs 23.4 vs 18.5; so did 8-row tiles in pairs at M = 2..8 in
 // round MA, 8b.down 18.9 vs 13.5), while deep tiles (one block per SM) paid ~1 us. Our reading,
 // not verified: the next launch's blocks take those second slots and stream their first
 // batches while this one still runs.
-inline bool decode_x_steps_planned(DecodeTiles tiles, int m, long long n_times_k, long long blocks, int sms, int mode) {
-  if (mode == 0 || m < 9 || m > kDecodeXStepsMaxM) return false;
-  if (tiles != DecodeTiles::kRows16Deep && tiles != DecodeTiles::kRows16Lean) return false;
+inline bool decode_x_steps_planned(const DensePlan& plan, int m, int groups, long long n_times_k, int sms, int mode) {
+  if (mode == 0 || m < kDecodeXStepsMinM || m > kDecodeXStepsMaxM) return false;
+  if (plan.tiles != DecodeTiles::kRows16Deep && plan.tiles != DecodeTiles::kRows16Lean) return false;
   if (mode == 2) return true;
-  return n_times_k >= kDecodeXStepsMinWeight && !(tiles == DecodeTiles::kRows16Lean && blocks <= sms);
+  const long long blocks = static_cast<long long>(plan.shape.splits) * decode_row_tiles(plan.tiles, m) * groups;
+  return n_times_k >= kDecodeXStepsMinWeight && !(plan.tiles == DecodeTiles::kRows16Lean && blocks <= sms);
 }
 
 // MoE GEMM2 (down, K = the intermediate size) in the wide mode (decode_tile.cuh,

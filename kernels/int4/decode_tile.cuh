@@ -1139,10 +1139,7 @@ int env_warps() {
 // tiles never / wherever they can run, instead of where measured faster (dense_decode_plan's
 // xshared).
 int env_x_shared() {
-  static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_DECODE_XSHARED");
-    return e != nullptr && (std::strcmp(e, "0") == 0 || std::strcmp(e, "2") == 0) ? std::atoi(e) : 1;
-  }();
+  static const int v = env_012("LOWBIT_INT4_DECODE_XSHARED");
   return v;
 }
 
@@ -1156,10 +1153,7 @@ int env_x_prefetch() {
 // LOWBIT_INT4_DECODE_LEAN=0 / 2 (read once; measurements and tests): the plan's lean 16-row
 // tiles run as 8-warp deep tiles (0), or every 8-warp deep tile runs lean (2).
 int env_lean() {
-  static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_DECODE_LEAN");
-    return e != nullptr && (std::strcmp(e, "0") == 0 || std::strcmp(e, "2") == 0) ? std::atoi(e) : 1;
-  }();
+  static const int v = env_012("LOWBIT_INT4_DECODE_LEAN");
   return v;
 }
 
@@ -1167,10 +1161,7 @@ int env_lean() {
 // tiles (DecodeCfg::XW) load x from L2 as the deep tile does (0), or every 8-warp deep tile
 // stages its x (2).
 int env_staged_x() {
-  static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_DECODE_XW");
-    return e != nullptr && (std::strcmp(e, "0") == 0 || std::strcmp(e, "2") == 0) ? std::atoi(e) : 1;
-  }();
+  static const int v = env_012("LOWBIT_INT4_DECODE_XW");
   return v;
 }
 

@@ -68,7 +68,7 @@ size_t path_need(const WeightShape& shape, GemmPath p, int m, bool tiled = false
     case GemmPath::kSkinny: {
       // MMA-tiled: the decode kernel's copy of x at M = 9..32 (gemm_decode.cu); it runs
       // without it (reading x itself) when the caller gives less.
-      const size_t xs = tiled && m >= 9 && m <= kern::kDecodeXStepsMaxM
+      const size_t xs = tiled && m >= kern::kDecodeXStepsMinM && m <= kern::kDecodeXStepsMaxM
                             ? static_cast<size_t>(kern::decode_x_steps_bytes(m, shape.k))
                             : 0;
       return std::max(skinny_need(shape, m), xs);

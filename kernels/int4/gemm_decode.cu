@@ -35,9 +35,6 @@
 // One launch with no workspace; for 16-row tiles on large weights, given decode_x_steps_bytes()
 // of workspace, a short launch before it copies x 16-row-tile-major (decode_x_steps.cu) so
 // that the tiles' x loads touch 2 cache lines per instruction instead of 8.
-#include <cstdlib>
-#include <cstring>
-
 #include "kernels/int4/decode_tile.cuh"
 
 namespace lowbit::int4::kern {
@@ -47,10 +44,7 @@ std::atomic<int> g_decode_push_override{0};
 namespace lowbit::int4::detail {
 
 int decode_x_steps_mode() {
-  static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_DECODE_XSTEPS");
-    return e != nullptr && (std::strcmp(e, "0") == 0 || std::strcmp(e, "2") == 0) ? std::atoi(e) : 1;
-  }();
+  static const int v = kern::env_012("LOWBIT_INT4_DECODE_XSTEPS");
   return v;
 }
 
@@ -72,10 +66,8 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
   const kern::DensePlan plan = kern::dense_decode_plan(m, groups, p.group_steps(), s.k / kMmaTileK,
                                                        kern::current_sm_count(), kern::env_rows16_max(),
                                                        kern::env_x_shared(), s.act == DType::kBF16);
-  const int nt = plan.tiles == kern::DecodeTiles::kRows8 ? 1 : 2;
-  const int mtiles = kern::ceil_div(m, 8 * nt);
-  const long long blocks = static_cast<long long>(plan.shape.splits) * mtiles * groups;
-  if (kern::decode_x_steps_planned(plan.tiles, m, static_cast<long long>(s.n) * s.k, blocks, kern::current_sm_count(),
+  const int mtiles = kern::decode_row_tiles(plan.tiles, m);
+  if (kern::decode_x_steps_planned(plan, m, groups, static_cast<long long>(s.n) * s.k, kern::current_sm_count(),
                                    decode_x_steps_mode()) &&
       workspace != nullptr && workspace_bytes >= static_cast<size_t>(kern::decode_x_steps_bytes(m, s.k)) &&
       reinterpret_cast<uintptr_t>(workspace) % 16 == 0) {

@@ -219,27 +219,29 @@ TEST(Int4DecodePlan, XStepsIndexAndChoice) {
     EXPECT_EQ(decode_x_steps_index(15, 16 * 3 + 15, k) - decode_x_steps_index(8, 16 * 3, k), 8 * 16 - 1);
   }
   const long long big = 57344LL * 8192, small = 8192LL * 8192;  // 70b.gate_up, 70b.o
+  // Plans by hand: tiles, {warps, splits}; 896 column groups past one wave, 128 or 66 within it.
+  auto plan = [](DecodeTiles t, int splits) { return DensePlan{t, {8, splits}}; };
   for (int mode : {1, 2}) {
-    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows8, 8, big, 896, 132, mode));  // 8-row tiles: measured slower
-    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows8, 32, big, 896, 132, mode));
-    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16Shared, 12, big, 896, 132, mode));
-    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16Staged, 16, big, 896, 132, mode));
-    EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16, 33, big, 896, 132, mode));
-    EXPECT_TRUE(decode_x_steps_planned(DecodeTiles::kRows16Lean, 16, big, 896, 132, mode));
-    EXPECT_TRUE(decode_x_steps_planned(DecodeTiles::kRows16Deep, 32, big, 896, 132, mode));
-    EXPECT_EQ(decode_x_steps_planned(DecodeTiles::kRows16Deep, 12, small, 128, 132, mode), mode == 2);
+    EXPECT_FALSE(decode_x_steps_planned(plan(DecodeTiles::kRows8, 1), 8, 896, big, 132, mode));  // 8-row tiles: measured slower
+    EXPECT_FALSE(decode_x_steps_planned(plan(DecodeTiles::kRows8, 1), 32, 896, big, 132, mode));
+    EXPECT_FALSE(decode_x_steps_planned(plan(DecodeTiles::kRows16Shared, 1), 12, 896, big, 132, mode));
+    EXPECT_FALSE(decode_x_steps_planned(plan(DecodeTiles::kRows16Staged, 1), 16, 896, big, 132, mode));
+    EXPECT_FALSE(decode_x_steps_planned(plan(DecodeTiles::kRows16, 1), 33, 896, big, 132, mode));
+    EXPECT_TRUE(decode_x_steps_planned(plan(DecodeTiles::kRows16Lean, 1), 16, 896, big, 132, mode));
+    EXPECT_TRUE(decode_x_steps_planned(plan(DecodeTiles::kRows16Deep, 1), 32, 896, big, 132, mode));
+    EXPECT_EQ(decode_x_steps_planned(plan(DecodeTiles::kRows16Deep, 1), 12, 128, small, 132, mode), mode == 2);
     // Lean tiles in a grid of one block per SM at most: ~5 us slower with the copy (round MC).
-    EXPECT_EQ(decode_x_steps_planned(DecodeTiles::kRows16Lean, 16, big, 132, 132, mode), mode == 2);
-    EXPECT_TRUE(decode_x_steps_planned(DecodeTiles::kRows16Deep, 16, big, 128, 132, mode));
+    EXPECT_EQ(decode_x_steps_planned(plan(DecodeTiles::kRows16Lean, 2), 16, 66, big, 132, mode), mode == 2);
+    EXPECT_TRUE(decode_x_steps_planned(plan(DecodeTiles::kRows16Lean, 2), 16, 67, big, 132, mode));
+    EXPECT_TRUE(decode_x_steps_planned(plan(DecodeTiles::kRows16Deep, 1), 16, 128, big, 132, mode));
   }
-  EXPECT_FALSE(decode_x_steps_planned(DecodeTiles::kRows16Lean, 16, big, 896, 132, 0));
+  EXPECT_FALSE(decode_x_steps_planned(plan(DecodeTiles::kRows16Lean, 1), 16, 896, big, 132, 0));
   // The plan's tiles on the measured shapes (132 SMs, bf16, G = 128): 70b.gate_up M = 12 / 16
   // lean, M = 32 4-warp deep; 70b.down M = 16 lean pairs; 8b.gate_up M = 32 deep; 70b.o M = 12
   // deep 8 warps but a small weight.
   auto planned = [](int m, int n, int k) {
     const DensePlan p = dense_decode_plan(m, n / 64, 8, k / 16, 132, 32, 1, true);
-    const long long blocks = static_cast<long long>(p.shape.splits) * plan_ceil_div(m, p.tiles == DecodeTiles::kRows8 ? 8 : 16) * (n / 64);
-    return decode_x_steps_planned(p.tiles, m, static_cast<long long>(n) * k, blocks, 132, 1);
+    return decode_x_steps_planned(p, m, n / 64, static_cast<long long>(n) * k, 132, 1);
   };
   EXPECT_TRUE(planned(12, 57344, 8192));
   EXPECT_TRUE(planned(16, 57344, 8192));

@@ -421,11 +421,7 @@ TEST(Int4GemmDecodeXSteps, BitIdenticalToReadingX) {
       const int gsteps = (s.group_len() < c.k ? s.group_len() : c.k) / 16;
       const kern::DensePlan plan =
           kern::dense_decode_plan(c.m, c.n / 64, gsteps, c.k / 16, kern::current_sm_count(), 32, 1, t == DType::kBF16);
-      const long long blocks = static_cast<long long>(plan.shape.splits) *
-                               ((c.m + (plan.tiles == kern::DecodeTiles::kRows8 ? 7 : 15)) /
-                                (plan.tiles == kern::DecodeTiles::kRows8 ? 8 : 16)) *
-                               (c.n / 64);
-      copied += kern::decode_x_steps_planned(plan.tiles, c.m, static_cast<long long>(c.n) * c.k, blocks,
+      copied += kern::decode_x_steps_planned(plan, c.m, c.n / 64, static_cast<long long>(c.n) * c.k,
                                              kern::current_sm_count(), detail::decode_x_steps_mode());
       std::vector<uint16_t> out[2];
       for (int with_copy : {0, 1}) {
