@@ -352,34 +352,39 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // read row 0 (their outputs are never stored).
   const uint32_t* xr[NT];
   __shared__ int s_id[8 * NT];  // MoE: the part's sorted ids (-1: padding)
-  __shared__ float s_wt[32];    // single-token path, down: the routing weights
+  __shared__ float s_wt[32];    // single-token path, down: the routing weights of the block's token
+  int single_token = 0;         // single-token path: the block's token (pick b = token * topk + slot)
   if constexpr (kMoe) {
     const bool single = p.single.logits != nullptr;
     const int b = mtile / p.parts, r0 = (mtile % p.parts) * 8 * NT;
     const int P = p.M * p.topk;
     int npp, e, ids[NT];
     if (single) {
-      // Single-token path (internal.h): M = 1, BM = 8, parts = 1, grid.y = topk. Warp 0 picks
-      // the token's experts and weights; block b takes pick b (pair id b). Gate/up waits for
+      // Single-token path (internal.h): M <= kMoeSingleMaxM, BM = 8, parts = 1, grid.y = M * topk.
+      // Warp 0 picks the experts and weights of the block's token b / topk; block b takes pick
+      // b (pair id b: the token's slot b % topk). Gate/up waits for
       // the kernel before it (which writes the logits) first. Down does not wait here: it is
       // GEMM1's programmatic dependent, and GEMM1's blocks let it launch only after their
       // own wait, so the logits are complete; its routing and first weight batches then run
       // during GEMM1's tail, and it waits for GEMM1 (inter) before loading activations.
       if constexpr (kGateUp) asm volatile("griddepcontrol.wait;\n" ::: "memory");
       __shared__ int s_pick[32];
+      single_token = b / p.topk;
       if (warp == 0) {  // E <= 256 on this path; the same picks and weights for either register set
+        // The token's logits as row 0, so that its picks and weights land at [0, topk).
+        const float* logits = p.single.logits + static_cast<size_t>(single_token) * p.single.experts;
         if (p.single.experts <= 128)  // topk_per_lane's bound of the 4-per-lane set (asserted there)
-          topk_token_t<4>(p.single.logits, 0, p.single.experts, p.topk, p.single.renormalize, nullptr,
-                          kGateUp ? nullptr : s_wt, s_pick, lane);
+          topk_token_t<4>(logits, 0, p.single.experts, p.topk, p.single.renormalize, nullptr, kGateUp ? nullptr : s_wt,
+                          s_pick, lane);
         else
-          topk_token_t<8>(p.single.logits, 0, p.single.experts, p.topk, p.single.renormalize, nullptr,
-                          kGateUp ? nullptr : s_wt, s_pick, lane);
+          topk_token_t<8>(logits, 0, p.single.experts, p.topk, p.single.renormalize, nullptr, kGateUp ? nullptr : s_wt,
+                          s_pick, lane);
       }
       __syncthreads();
       if (kGateUp && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)  // GEMM2 counts from zero
         for (int i = threadIdx.x; i < p.single.num_counters; i += blockDim.x) p.single.counters[i] = 0;
       npp = P * p.BM;
-      e = s_pick[b];
+      e = s_pick[b - single_token * p.topk];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) ids[nt] = r0 + 8 * nt + g == 0 ? b : P;
     } else {
@@ -875,7 +880,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // slot rows for columns [n0, n0 + ncols); cluster rank 0 only) adds the slot rows in slot
   // order, as moe_sum does.
   // Down: the routing weight of slot row id (the single-token path computed it in s_wt).
-  auto slot_weight = [&](int id) { return p.single.logits != nullptr ? s_wt[id] : p.topk_weights[id]; };
+  auto slot_weight = [&](int id) { return p.single.logits != nullptr ? s_wt[id % p.topk] : p.topk_weights[id]; };
   // ysum: the block's slot rows (its columns of row 0), after the reduction buffer.
   float* const s_slot = reinterpret_cast<float*>(smem) + NW * 16 * NT * 32;
   auto single_token_sum = [&](int n0, int ncols) {
@@ -896,7 +901,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
 #pragma unroll
             for (int r = 0; r < kClusterMaxSplits; ++r)
               if (r < p.topk) s += v[r];
-            static_cast<T*>(p.single.y)[n0 + c] = Act<T>::from_float(s);
+            static_cast<T*>(p.single.y)[static_cast<size_t>(single_token) * p.N + n0 + c] = Act<T>::from_float(s);
           }
         }
         cl.sync();  // no rank exits before rank 0 has read its row
@@ -905,16 +910,18 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       __shared__ int s_last;
       __threadfence();  // this thread's slot stores before the block's arrival
       __syncthreads();
-      if (threadIdx.x == 0) s_last = atomicAdd(p.single.counters + cblk, 1) == p.topk - 1;
+      // One counter per token and 64 columns of H (GEMM2's N).
+      int* const counter = p.single.counters + single_token * (p.N / kMmaTileCols) + cblk;
+      if (threadIdx.x == 0) s_last = atomicAdd(counter, 1) == p.topk - 1;
       __syncthreads();
       if (s_last) {
         __threadfence();
-        const float* slot = static_cast<const float*>(p.y);
+        const float* slot = static_cast<const float*>(p.y) + static_cast<size_t>(single_token) * p.topk * p.N;
         for (int c = threadIdx.x; c < ncols; c += 32 * NW) {
           const int n = n0 + c;
           float s = 0.f;
           for (int t = 0; t < p.topk; ++t) s += __ldcg(slot + static_cast<size_t>(t) * p.N + n);
-          static_cast<T*>(p.single.y)[n] = Act<T>::from_float(s);
+          static_cast<T*>(p.single.y)[static_cast<size_t>(single_token) * p.N + n] = Act<T>::from_float(s);
         }
       }
     }
@@ -1216,10 +1223,11 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
     p.pdl_trigger = static_cast<long long>(p.splits) * gr.y * gr.groups <= current_sm_count() ? 1 : 0;
   if constexpr (MODE == kDecMoeDown) {
     // DecodeParams::ysum: single-token down, no K split, the topk (>= 2: one slot row needs no
-    // sum) blocks of a column group (grid.y = topk) one cluster along y that the device can run.
+    // sum) blocks of a token's column group (grid.y = M * topk) one cluster along y that the
+    // device can run.
     static ClusterSchedulable ysum_known = {};
     const int k = p.topk;
-    if (p.ysum != 0 && (p.splits != 1 || k < 2 || k > kClusterMaxSplits || gr.y != k ||
+    if (p.ysum != 0 && (p.splits != 1 || k < 2 || k > kClusterMaxSplits || gr.y % k != 0 ||
                         active_clusters(kernel, 1, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
                                         32 * Cfg::NW, kSmem, ysum_known, k) == 0))
       p.ysum = 0;

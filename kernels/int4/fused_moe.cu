@@ -3,6 +3,7 @@
 // GEMM2 * routing weight -> slot-order sum). The grouped prefill path (dequantized experts + cuBLAS) is
 // moe_grouped.cu; kAuto takes it when a cost model says it is faster (many tokens per
 // expert) and the stream is not being captured (it synchronizes once).
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -73,8 +74,8 @@ MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
   off += align256(maxp / bm * 4);
   w.npp = off;
   off += 256;
-  w.counters = off;  // the single-token path's sum counters, one per 64 columns of H
-  off += align256(static_cast<size_t>(H / kMmaTileCols + 1) * 4);
+  w.counters = off;  // the single-token path's sum counters, one per token and 64 columns of H
+  off += align256(static_cast<size_t>(std::min(m, detail::kMoeSingleMaxM) * (H / kMmaTileCols) + 1) * 4);
   w.inter = off;
   off += align256(P * I * 2);
   w.slots = off;
@@ -194,19 +195,20 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
   void* inter = ws + L.inter;
   auto* slots = reinterpret_cast<float*>(ws + L.slots);
-  if (a.m == 1 && bm == 8 && E <= 256 && tiled && detail::moe_single_token_enabled()) {
-    // Decode of one token: routing inside both GEMMs, the slot sum inside GEMM2 (internal.h).
-    LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, 1, a.topk, bm));
-    LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "inter", inter, w2, 8, 1, a.topk, bm));
+  if (a.m <= detail::moe_single_max_m() && bm == 8 && E <= 256 && tiled) {
+    // Decode of a few tokens: a block per pick, routing inside both GEMMs, the slot sum inside
+    // GEMM2 (internal.h).
+    LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, a.m, a.topk, bm));
+    LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "inter", inter, w2, 8, a.m, a.topk, bm));
     detail::MoeSingleToken st;
     st.logits = a.router_logits;
     st.experts = E;
     st.renormalize = a.renormalize;
     st.counters = reinterpret_cast<int*>(ws + L.counters);
-    st.num_counters = H / kMmaTileCols;
+    st.num_counters = a.m * (H / kMmaTileCols);
     st.y = a.y;
-    LOWBIT_CUDA_RETURN(detail::launch_moe_decode(true, a.x, w13, sorted, eids, npp, nullptr, 1, a.topk, bm, inter, cst, &st));
-    LOWBIT_CUDA_RETURN(detail::launch_moe_decode(false, inter, w2, sorted, eids, npp, tw, 1, a.topk, bm, slots, cst, &st));
+    LOWBIT_CUDA_RETURN(detail::launch_moe_decode(true, a.x, w13, sorted, eids, npp, nullptr, a.m, a.topk, bm, inter, cst, &st));
+    LOWBIT_CUDA_RETURN(detail::launch_moe_decode(false, inter, w2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, cst, &st));
     return Status::Ok();
   }
   LOWBIT_RETURN_IF_ERROR(moe_route(a.router_logits, a.m, E, a.topk, a.renormalize, bm, ids, tw, sorted, eids, npp, stream));

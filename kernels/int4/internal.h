@@ -57,32 +57,48 @@ inline int64_t moe_decode_grid_rows(int m, int topk, int experts, int block_m) {
   const int part = moe_decode_part_rows(block_m);
   return (blocks < pairs ? blocks : pairs) * ((block_m + part - 1) / part);
 }
-// The MoE single-token path (fused_moe at m == 1 on MMA-tiled experts, block_m 8, E <= 256):
-// two launches instead of four (routing, GEMM1, GEMM2, sum). Every block of both GEMMs
-// computes the token's top-k itself (one warp, the routing kernel's code: same picks and
-// weights) and takes align block b = pick b (one row; the four-launch path orders the blocks
-// by expert, which changes no output row). GEMM2 routes before waiting for GEMM1, so its
+// The MoE single-token path (fused_moe at m <= moe_single_max_m() on MMA-tiled experts, block_m
+// 8, E <= 256): two launches instead of four (routing, GEMM1, GEMM2, sum). Every block of both
+// GEMMs computes its token's top-k itself (one warp, the routing kernel's code: same picks and
+// weights) and takes pick b (one row; the four-launch path groups the rows by expert, which
+// changes no output row). GEMM2 routes before waiting for GEMM1, so its
 // first weight batches stream during GEMM1's tail. GEMM1's first block zeroes the sum
-// counters; per 64-column group, the last of GEMM2's topk blocks to finish (an atomic
+// counters; per token and 64-column group, the last of GEMM2's topk blocks to finish (an atomic
 // counter) adds the topk slot rows in slot order into y, exactly as moe_sum does; at topk 2..6
 // the topk blocks of a column group form one cluster instead and rank 0 adds the slot rows from
 // their shared memory (moe_ysum_max_topk below; session 15). Output bit-identical to the
 // four-launch path. A single launch for the whole layer was measured 2x slower (session 15,
-// docs/int4-kernels.md). Both halves were also tried at M > 1 and measured
-// slower (docs/int4-kernels.md, "Session 13"): every block routing the whole batch (the serial
-// top-k of several tokens per warp, paid by every block), and the slot sum in GEMM2 behind the
-// align kernel (per-token counters; its fence, atomic and sum lengthen GEMM2's tail more than
-// the programmatic moe_sum launch costs).
+// docs/int4-kernels.md). Both halves were also tried at M > 1 within the four-launch grid and
+// measured slower (docs/int4-kernels.md, "Session 13"): every block routing the whole batch (the
+// serial top-k of several tokens per warp, paid by every block), and the slot sum in GEMM2
+// behind the align kernel (its fence, atomic and sum lengthen GEMM2's tail more than the
+// programmatic moe_sum launch costs); a block per pick (one top-k per block, no align) pays at
+// M = 2 (session 24, below).
 struct MoeSingleToken {
-  const float* logits = nullptr;  // [1, E]
+  const float* logits = nullptr;  // [M, E]
   int experts = 0;
   bool renormalize = false;
-  int* counters = nullptr;        // [num_counters = H / 64], zeroed by GEMM1, counted by GEMM2
+  int* counters = nullptr;        // [num_counters = M * H / 64], zeroed by GEMM1, counted by GEMM2
   int num_counters = 0;
-  void* y = nullptr;              // [1, H] activation dtype (GEMM2)
+  void* y = nullptr;              // [M, H] activation dtype (GEMM2)
 };
-// LOWBIT_INT4_MOE_SINGLE=0 turns the single-token path off (read once; measurements).
-bool moe_single_token_enabled();
+// The single-token path serves M <= moe_single_max_m(): every block takes one pick (token b /
+// topk, slot b % topk) and routes its token itself, so the routing, align and sum launches
+// drop out at small M too; experts picked by several tokens are streamed once per pick. The
+// block shape and GEMM2's mode are the four-launch path's at the same M (moe_decode.cu), so
+// the outputs stay bit-identical to it. kMoeSingleMaxM bounds the workspace's counters.
+// Measured on H200 (session 24, round NB, bound 8 vs 1, bf16, min of two, us): M = 2 Qwen3-30B-A3B
+// TP2 20.6 vs 24.7, TP1 25.7 vs 27.1, DeepSeek-V2-Lite 30.1 vs 31.0, Mixtral 105.6 vs 107.5;
+// from M = 3 the duplicate expert streams and the four-launch block shape cost more than the
+// launches saved on all but TP2 (M = 3 / 4 / 8: TP1 39.7 / 43.1 / 56.3 vs 37.2 / 39.5 / 56.3,
+// Mixtral 165.9 / 192.5 / 365.1 vs 144.4 / 171.4 / 172.4; TP2 26.2 / 28.8 / 38.4 vs 28.9 /
+// 29.4 / 36.4). So the default bound is 2.
+constexpr int kMoeSingleMaxM = 8;
+constexpr int kMoeSingleDefaultMaxM = 2;
+// LOWBIT_INT4_MOE_SINGLE=0 turns the path off, LOWBIT_INT4_MOE_SINGLE_MAXM=n (1..8) moves its
+// bound (read once; measurements); set_moe_single_max_m(n) overrides both (tests; 0: undo).
+int moe_single_max_m();
+void set_moe_single_max_m(int m);
 // The largest topk whose single-token GEMM2 adds its slot rows in a cluster (DecodeParams::ysum;
 // moe_decode.cu: 6 as measured, LOWBIT_INT4_MOE_YSUM=0 / 2 for none / up to 8).
 int moe_ysum_max_topk();
@@ -95,7 +111,7 @@ void moe_trace_dump(const char* path);
 // gate_up: inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)) for w13 [E, 2I, H]
 // (I % 64 == 0); else slot_out[id] = topk_weights[id] * (inter[id] W2^T) in fp32. Rows by
 // the align kernel's sorted ids (block_m rows per block, any block_m <= 128); with `single`,
-// the single-token path above (m == 1, block_m 8), which reads no sorted / expert ids.
+// the single-token path above (m <= kMoeSingleMaxM, block_m 8), which reads no sorted / expert ids.
 cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                               const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m, int topk,
                               int bm, void* out, cudaStream_t stream, const MoeSingleToken* single = nullptr,

@@ -6,6 +6,7 @@
 // the routing weight applied to the fp32 slot rows (moe_sum adds them in slot order).
 // Padding rows cost no K loop; blocks past num_post_padded exit before loading anything.
 // Called by moe_gemm1.cu / moe_gemm2.cu when the weight is MMA-tiled.
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -25,10 +26,22 @@ int env_moe_wide() {
   return v;
 }
 
-bool moe_single_token_enabled() {
-  static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_SINGLE");
-  return v;
+namespace {
+std::atomic<int> g_single_max_m_override{0};
+}  // namespace
+
+int moe_single_max_m() {
+  static const int v = [] {
+    if (!kern::env_on_unless_zero("LOWBIT_INT4_MOE_SINGLE")) return 0;
+    const char* e = std::getenv("LOWBIT_INT4_MOE_SINGLE_MAXM");
+    const int n = e ? std::atoi(e) : 0;
+    return n >= 1 && n <= kMoeSingleMaxM ? n : kMoeSingleDefaultMaxM;
+  }();
+  const int o = g_single_max_m_override.load(std::memory_order_relaxed);
+  return o > 0 ? o : v;
 }
+
+void set_moe_single_max_m(int m) { g_single_max_m_override.store(m >= 1 && m <= kMoeSingleMaxM ? m : 0); }
 
 // The single-token GEMM2's slot sum in a cluster of its topk blocks (DecodeParams::ysum) up to
 // this topk. Measured on H200 against the global counter (session 15, round EH, M = 1, two
@@ -79,16 +92,19 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   p.sc_estride = expert_scale_entries(s);
   p.half_groups = s.n / 2 / kMmaTileCols;
   if (single != nullptr) {
-    // The single-token path's grid: one align block per pick (grid.y = topk below).
-    if (m != 1 || bm != 8 || single->experts > 256 || topk > 32) return cudaErrorInvalidValue;
+    // The single-token path's grid: one block row per pick (grid.y = M * topk below).
+    if (m < 1 || m > kMoeSingleMaxM || bm != 8 || single->experts > 256 || topk > 32) return cudaErrorInvalidValue;
     p.single = *single;
     if (gate_up) p.single.y = nullptr;  // the sum is GEMM2's
     p.ysum = !gate_up && topk <= moe_ysum_max_topk() ? 1 : 0;  // launch() keeps it where the cluster can run
   }
   p.ids_early = !gate_up && ids_early ? 1 : 0;
-  const int64_t grid_y = moe_decode_grid_rows(m, topk, s.experts, bm);
-  if (grid_y > 65535) return cudaErrorInvalidConfiguration;  // validate_moe_gemm refuses it first
-  const int blocks = static_cast<int>(grid_y / p.parts);   // align blocks that can hold rows
+  // The four-launch path's grid rows decide the block shape and GEMM2's mode on either path,
+  // so that the single-token path at M > 1 runs the same K partition (bit-identical sums).
+  const int64_t align_y = moe_decode_grid_rows(m, topk, s.experts, bm);
+  if (align_y > 65535) return cudaErrorInvalidConfiguration;  // validate_moe_gemm refuses it first
+  const int64_t grid_y = single != nullptr ? static_cast<int64_t>(m) * topk : align_y;
+  const int blocks = static_cast<int>(align_y / p.parts);  // align blocks that can hold rows
   const int groups = gate_up ? p.half_groups : s.n / kMmaTileCols;
   // Planning estimate of the busy units: at most one align block per expert at decode sizes.
   const int busy = (blocks < s.experts ? blocks : s.experts) * p.parts * groups;

@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 
+#include "kernels/int4/internal.h"
 #include "lowbit/int4/kernels.h"
 #include "tests/cpu/int4/random_weights.h"
 #include "tests/gpu/int4/gpu_buffers.h"
@@ -213,11 +215,13 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{96, 6, 192, 64, 3, 64, true, DType::kF16, 32, MoePath::kFused, kTiled},
                       MoeCase{520, 8, 256, 128, 2, 128, false, DType::kBF16, 0, MoePath::kFused}));
 
-// The single-token path (fused_moe at M = 1 on MMA-tiled experts: routing inside both GEMMs,
-// the slot sum inside GEMM2) against the four launches of the same stages (moe_route, moe_gemm1,
-// moe_gemm2, moe_sum) on the same weights: bit-identical outputs. Each case runs the layer
-// twice with different logits on one workspace (the sum counters must start from zero again)
-// and replays it from a CUDA graph; outputs and workspace are poisoned first.
+// The single-token path (fused_moe at small M on MMA-tiled experts: a block per pick, routing
+// inside both GEMMs, the slot sum inside GEMM2) against the four launches of the same stages
+// (moe_route, moe_gemm1, moe_gemm2, moe_sum) on the same weights: bit-identical outputs, at M =
+// 1 and, with the path's bound raised to kMoeSingleMaxM, at M = 2, 3 and 8 (tokens that pick
+// the same expert, per-token counters and slot rows). Each case runs the layer twice with
+// different logits on one workspace (the sum counters must start from zero again) and replays
+// it from a CUDA graph; outputs and workspace are poisoned first.
 struct SingleCase {
   int E, H, I, topk, g;
   bool sym, renorm, ties;
@@ -234,71 +238,80 @@ TEST_P(Int4MoeSingleToken, BitIdenticalToFourLaunches) {
   ASSERT_TRUE(repack_for_kernels(k13, &w13, tiled).ok());
   ASSERT_TRUE(repack_for_kernels(k2, &w2, tiled).ok());
   DevWeights d13(w13), d2(w2);
-  std::mt19937 rng(77u + c.E);
-  std::uniform_real_distribution<float> u(0.1f, 1.f);
-  std::vector<uint16_t> x(c.H);
-  for (auto& v : x) v = float_to_half_bits(c.act, (rng() & 1) ? u(rng) : -u(rng));
-  DevBuf dx = upload(x);
-  size_t wsb = 0;
-  ASSERT_TRUE(moe_workspace_size(1, c.topk, c.E, c.H, c.I, c.act, 0, &wsb, MoePath::kFused).ok());
-  DevBuf ws(wsb), dy(c.H * 2);
-  ASSERT_EQ(cudaMemset(ws.p, 0xFF, wsb), cudaSuccess);
-  // The four launches, block_m 8 as fused_moe picks at M = 1.
-  const int bm = 8;
-  const int64_t maxp = moe_max_padded(1, c.topk, c.E, bm);
-  DevBuf ri(c.topk * 4), rw(c.topk * 4), rs(maxp * 4), re(maxp / bm * 4), rn(4), rinter(c.topk * c.I * 2),
-      rslots(c.topk * c.H * 4), ry(c.H * 2);
-  for (int call = 0; call < 2; ++call) {
-    auto logits = random_logits(1, c.E, 1000u * call + c.E + c.topk, c.ties);
-    DevBuf dl = upload(logits);
-    ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);
-    ASSERT_EQ(cudaMemset(ry.p, 0xEE, ry.bytes), cudaSuccess);
-    MoeArgs a;
-    a.x = dx.p;
-    a.router_logits = dl.as<float>();
-    a.y = dy.p;
-    a.m = 1;
-    a.topk = c.topk;
-    a.renormalize = c.renorm;
-    a.path = MoePath::kFused;
-    Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    ASSERT_TRUE(moe_route(dl.as<float>(), 1, c.E, c.topk, c.renorm, bm, ri.as<int32_t>(), rw.as<float>(),
-                          rs.as<int32_t>(), re.as<int32_t>(), rn.as<int32_t>(), nullptr)
-                    .ok());
-    ASSERT_TRUE(moe_gemm1(dx.p, d13.view, rs.as<int32_t>(), re.as<int32_t>(), rn.as<int32_t>(), 1, c.topk, bm, rinter.p,
-                          nullptr)
-                    .ok());
-    ASSERT_TRUE(moe_gemm2(rinter.p, d2.view, rs.as<int32_t>(), re.as<int32_t>(), rn.as<int32_t>(), rw.as<float>(), 1,
-                          c.topk, bm, rslots.as<float>(), nullptr)
-                    .ok());
-    ASSERT_TRUE(moe_sum(rslots.as<float>(), 1, c.topk, c.H, c.act, ry.p, nullptr).ok());
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const auto y = download<uint16_t>(dy.p, c.H), ref = download<uint16_t>(ry.p, c.H);
-    ASSERT_EQ(y, ref) << "call " << call << ": single-token path differs from the four launches";
-    int nonzero = 0;
-    for (uint16_t v : y) nonzero += (v & 0x7FFF) != 0;
-    ASSERT_GT(nonzero, c.H / 2) << "outputs are mostly zero: the test would not see a wrong sum";
-
-    if (call == 1) {  // captured once, replayed: same bits every time
-      cudaStream_t s = nullptr;
-      ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-      cudaGraph_t g = nullptr;
-      cudaGraphExec_t ge = nullptr;
-      ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-      st = fused_moe(a, d13.view, d2.view, ws.p, wsb, reinterpret_cast<Stream>(s));
-      ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  struct Restore {  // the path's bound back to its rule, also when an assertion returns early
+    ~Restore() { detail::set_moe_single_max_m(0); }
+  } restore;
+  for (int M : {1, 2, 3, detail::kMoeSingleMaxM}) {
+    SCOPED_TRACE("M=" + std::to_string(M));
+    detail::set_moe_single_max_m(M == 1 ? 0 : detail::kMoeSingleMaxM);  // M = 1: the default rule's path
+    std::mt19937 rng(77u + c.E + M);
+    std::uniform_real_distribution<float> u(0.1f, 1.f);
+    std::vector<uint16_t> x(static_cast<size_t>(M) * c.H);
+    for (auto& v : x) v = float_to_half_bits(c.act, (rng() & 1) ? u(rng) : -u(rng));
+    DevBuf dx = upload(x);
+    size_t wsb = 0;
+    ASSERT_TRUE(moe_workspace_size(M, c.topk, c.E, c.H, c.I, c.act, 0, &wsb, MoePath::kFused).ok());
+    const int P = M * c.topk;
+    DevBuf ws(wsb), dy(static_cast<size_t>(M) * c.H * 2);
+    ASSERT_EQ(cudaMemset(ws.p, 0xFF, wsb), cudaSuccess);
+    // The four launches, block_m 8 as fused_moe picks at these M.
+    const int bm = 8;
+    const int64_t maxp = moe_max_padded(M, c.topk, c.E, bm);
+    DevBuf ri(P * 4), rw(P * 4), rs(maxp * 4), re(maxp / bm * 4), rn(4), rinter(static_cast<size_t>(P) * c.I * 2),
+        rslots(static_cast<size_t>(P) * c.H * 4), ry(static_cast<size_t>(M) * c.H * 2);
+    for (int call = 0; call < 2; ++call) {
+      auto logits = random_logits(M, c.E, 1000u * call + c.E + c.topk + 7u * M, c.ties);
+      DevBuf dl = upload(logits);
+      ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);
+      ASSERT_EQ(cudaMemset(ry.p, 0xEE, ry.bytes), cudaSuccess);
+      MoeArgs a;
+      a.x = dx.p;
+      a.router_logits = dl.as<float>();
+      a.y = dy.p;
+      a.m = M;
+      a.topk = c.topk;
+      a.renormalize = c.renorm;
+      a.path = MoePath::kFused;
+      Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
       ASSERT_TRUE(st.ok()) << st.to_string();
-      ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
-      for (int r = 0; r < 3; ++r) {
-        ASSERT_EQ(cudaMemsetAsync(dy.p, 0xFF, dy.bytes, s), cudaSuccess);
-        ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
-        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-        ASSERT_EQ(download<uint16_t>(dy.p, c.H), ref) << "graph replay " << r;
+      ASSERT_TRUE(moe_route(dl.as<float>(), M, c.E, c.topk, c.renorm, bm, ri.as<int32_t>(), rw.as<float>(),
+                            rs.as<int32_t>(), re.as<int32_t>(), rn.as<int32_t>(), nullptr)
+                      .ok());
+      ASSERT_TRUE(moe_gemm1(dx.p, d13.view, rs.as<int32_t>(), re.as<int32_t>(), rn.as<int32_t>(), M, c.topk, bm,
+                            rinter.p, nullptr)
+                      .ok());
+      ASSERT_TRUE(moe_gemm2(rinter.p, d2.view, rs.as<int32_t>(), re.as<int32_t>(), rn.as<int32_t>(), rw.as<float>(), M,
+                            c.topk, bm, rslots.as<float>(), nullptr)
+                      .ok());
+      ASSERT_TRUE(moe_sum(rslots.as<float>(), M, c.topk, c.H, c.act, ry.p, nullptr).ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto y = download<uint16_t>(dy.p, static_cast<size_t>(M) * c.H),
+                 ref = download<uint16_t>(ry.p, static_cast<size_t>(M) * c.H);
+      ASSERT_EQ(y, ref) << "call " << call << ": single-token path differs from the four launches";
+      int nonzero = 0;
+      for (uint16_t v : y) nonzero += (v & 0x7FFF) != 0;
+      ASSERT_GT(nonzero, M * c.H / 2) << "outputs are mostly zero: the test would not see a wrong sum";
+
+      if (call == 1) {  // captured once, replayed: same bits every time
+        cudaStream_t s = nullptr;
+        ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+        cudaGraph_t g = nullptr;
+        cudaGraphExec_t ge = nullptr;
+        ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        st = fused_moe(a, d13.view, d2.view, ws.p, wsb, reinterpret_cast<Stream>(s));
+        ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+        for (int r = 0; r < 3; ++r) {
+          ASSERT_EQ(cudaMemsetAsync(dy.p, 0xFF, dy.bytes, s), cudaSuccess);
+          ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
+          ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+          ASSERT_EQ(download<uint16_t>(dy.p, static_cast<size_t>(M) * c.H), ref) << "graph replay " << r;
+        }
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+        cudaStreamDestroy(s);
       }
-      cudaGraphExecDestroy(ge);
-      cudaGraphDestroy(g);
-      cudaStreamDestroy(s);
     }
   }
 }
