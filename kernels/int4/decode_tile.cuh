@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   const uint32_t* xr[NT];
   __shared__ int s_id[8 * NT];  // MoE: the part's sorted ids (-1: padding)
   __shared__ float s_wt[32];    // single-token path, down: the routing weights of the block's token
-  int single_token = 0;         // single-token path: the block's token (pick b = token * topk + slot)
+  int single_token = 0, single_slot = 0;  // single-token path: the block's pick b = token * topk + slot
   if constexpr (kMoe) {
     const bool single = p.single.logits != nullptr;
     const int b = mtile / p.parts, r0 = (mtile % p.parts) * 8 * NT;
@@ -384,7 +384,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       if (kGateUp && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)  // GEMM2 counts from zero
         for (int i = threadIdx.x; i < p.single.num_counters; i += blockDim.x) p.single.counters[i] = 0;
       npp = P * p.BM;
-      e = s_pick[b - single_token * p.topk];
+      single_slot = b - single_token * p.topk;
+      e = s_pick[single_slot];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) ids[nt] = r0 + 8 * nt + g == 0 ? b : P;
     } else {
@@ -879,8 +880,9 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // Single-token path: the last of the topk blocks of this grid.z index (every one stored its
   // slot rows for columns [n0, n0 + ncols); cluster rank 0 only) adds the slot rows in slot
   // order, as moe_sum does.
-  // Down: the routing weight of slot row id (the single-token path computed it in s_wt).
-  auto slot_weight = [&](int id) { return p.single.logits != nullptr ? s_wt[id % p.topk] : p.topk_weights[id]; };
+  // Down: the routing weight of slot row id (the single-token path computed its token's in s_wt;
+  // its block holds one row, its own pick).
+  auto slot_weight = [&](int id) { return p.single.logits != nullptr ? s_wt[single_slot] : p.topk_weights[id]; };
   // ysum: the block's slot rows (its columns of row 0), after the reduction buffer.
   float* const s_slot = reinterpret_cast<float*>(smem) + NW * 16 * NT * 32;
   auto single_token_sum = [&](int n0, int ncols) {
