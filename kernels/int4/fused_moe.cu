@@ -195,7 +195,8 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
   void* inter = ws + L.inter;
   auto* slots = reinterpret_cast<float*>(ws + L.slots);
-  if (a.m <= detail::moe_single_max_m() && bm == 8 && E <= 256 && tiled) {
+  if (a.m <= detail::moe_single_max_m(static_cast<long long>(w13.shape.n) * w13.shape.k) && bm == 8 && E <= 256 &&
+      tiled) {
     // Decode of a few tokens: a block per pick, routing inside both GEMMs, the slot sum inside
     // GEMM2 (internal.h).
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, a.m, a.topk, bm));

@@ -57,7 +57,7 @@ inline int64_t moe_decode_grid_rows(int m, int topk, int experts, int block_m) {
   const int part = moe_decode_part_rows(block_m);
   return (blocks < pairs ? blocks : pairs) * ((block_m + part - 1) / part);
 }
-// The MoE single-token path (fused_moe at m <= moe_single_max_m() on MMA-tiled experts, block_m
+// The MoE single-token path (fused_moe at m <= moe_single_max_m(2I x H) on MMA-tiled experts, block_m
 // 8, E <= 256): two launches instead of four (routing, GEMM1, GEMM2, sum). Every block of both
 // GEMMs computes its token's top-k itself (one warp, the routing kernel's code: same picks and
 // weights) and takes pick b (one row; the four-launch path groups the rows by expert, which
@@ -82,22 +82,26 @@ struct MoeSingleToken {
   int num_counters = 0;
   void* y = nullptr;              // [M, H] activation dtype (GEMM2)
 };
-// The single-token path serves M <= moe_single_max_m(): every block takes one pick (token b /
+// The single-token path serves M <= moe_single_max_m(2I x H): every block takes one pick (token b /
 // topk, slot b % topk) and routes its token itself, so the routing, align and sum launches
 // drop out at small M too; experts picked by several tokens are streamed once per pick. The
 // block shape and GEMM2's mode are the four-launch path's at the same M (moe_decode.cu), so
 // the outputs stay bit-identical to it. kMoeSingleMaxM bounds the workspace's counters.
-// Measured on H200 (session 24, round NB, bound 8 vs 1, bf16, min of two, us): M = 2 Qwen3-30B-A3B
-// TP2 20.6 vs 24.7, TP1 25.7 vs 27.1, DeepSeek-V2-Lite 30.1 vs 31.0, Mixtral 105.6 vs 107.5;
-// from M = 3 the duplicate expert streams and the four-launch block shape cost more than the
-// launches saved on all but TP2 (M = 3 / 4 / 8: TP1 39.7 / 43.1 / 56.3 vs 37.2 / 39.5 / 56.3,
-// Mixtral 165.9 / 192.5 / 365.1 vs 144.4 / 171.4 / 172.4; TP2 26.2 / 28.8 / 38.4 vs 28.9 /
-// 29.4 / 36.4). So the default bound is 2.
+// Measured on H200 (session 24, rounds ND / NE, bf16, min of two, us; single path vs four
+// launches at the same M): M = 2 pays on every benchmark model (Qwen3-30B-A3B TP2 18.3 vs 24.0,
+// TP1 25.1 vs 27.0, DeepSeek-V2-Lite 29.2 vs 31.0, Mixtral 105.2 vs 108.7); from M = 3 the
+// duplicate expert streams cost more than the launches save except on small experts (Qwen3 TP2,
+// w13 2I x H = 1.5 Mi elements: M = 3 / 4 22.8 / 25.8 vs 28.1 / 28.9; at M = 6 / 8 33.6 / 36.1
+// vs 34.9 / 36.3), while TP1 (3 Mi) lost at M = 3 / 4 (38.9 / 41.9 vs 37.1 / 39.3), DeepSeek
+// (5.5 Mi) at M = 4 (49.4 vs 42.3) and Mixtral (112 Mi) at M = 3 (165.6 vs 146.8). So the bound
+// is 4 for w13 of <= kMoeSingleSmallW13 elements, else 2.
 constexpr int kMoeSingleMaxM = 8;
-constexpr int kMoeSingleDefaultMaxM = 2;
-// LOWBIT_INT4_MOE_SINGLE=0 turns the path off, LOWBIT_INT4_MOE_SINGLE_MAXM=n (1..8) moves its
-// bound (read once; measurements); set_moe_single_max_m(n) overrides both (tests; 0: undo).
-int moe_single_max_m();
+constexpr int kMoeSingleDefaultMaxM = 2, kMoeSingleSmallMaxM = 4;
+constexpr long long kMoeSingleSmallW13 = 2LL << 20;
+// LOWBIT_INT4_MOE_SINGLE=0 turns the path off, LOWBIT_INT4_MOE_SINGLE_MAXM=n (1..8) sets its
+// bound for every shape (read once; measurements); set_moe_single_max_m(n) overrides both
+// (tests; 0: undo). w13_elems: one expert's 2I x H.
+int moe_single_max_m(long long w13_elems);
 void set_moe_single_max_m(int m);
 // The largest topk whose single-token GEMM2 adds its slot rows in a cluster (DecodeParams::ysum;
 // moe_decode.cu: 6 as measured, LOWBIT_INT4_MOE_YSUM=0 / 2 for none / up to 8).

@@ -30,15 +30,17 @@ namespace {
 std::atomic<int> g_single_max_m_override{0};
 }  // namespace
 
-int moe_single_max_m() {
-  static const int v = [] {
+int moe_single_max_m(long long w13_elems) {
+  static const int v = [] {  // -1: the rule
     if (!kern::env_on_unless_zero("LOWBIT_INT4_MOE_SINGLE")) return 0;
     const char* e = std::getenv("LOWBIT_INT4_MOE_SINGLE_MAXM");
     const int n = e ? std::atoi(e) : 0;
-    return n >= 1 && n <= kMoeSingleMaxM ? n : kMoeSingleDefaultMaxM;
+    return n >= 1 && n <= kMoeSingleMaxM ? n : -1;
   }();
   const int o = g_single_max_m_override.load(std::memory_order_relaxed);
-  return o > 0 ? o : v;
+  if (o > 0) return o;
+  if (v >= 0) return v;
+  return w13_elems <= kMoeSingleSmallW13 ? kMoeSingleSmallMaxM : kMoeSingleDefaultMaxM;
 }
 
 void set_moe_single_max_m(int m) { g_single_max_m_override.store(m >= 1 && m <= kMoeSingleMaxM ? m : 0); }
