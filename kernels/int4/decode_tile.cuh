@@ -877,9 +877,9 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     LOWBIT_TRACE_STAMP(tr_loop);
   }
 
-  // Single-token path: the last of the topk blocks of this grid.z index (every one stored its
-  // slot rows for columns [n0, n0 + ncols); cluster rank 0 only) adds the slot rows in slot
-  // order, as moe_sum does.
+  // Single-token path: the last of the token's topk blocks of this grid.z index (every one
+  // stored its slot row for columns [n0, n0 + ncols); cluster rank 0 only) adds the token's slot
+  // rows in slot order, as moe_sum does.
   // Down: the routing weight of slot row id (the single-token path computed its token's in s_wt;
   // its block holds one row, its own pick).
   auto slot_weight = [&](int id) { return p.single.logits != nullptr ? s_wt[single_slot] : p.topk_weights[id]; };
