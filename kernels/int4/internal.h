@@ -65,7 +65,7 @@ inline int64_t moe_decode_grid_rows(int m, int topk, int experts, int block_m) {
 // first weight batches stream during GEMM1's tail. GEMM1's first block zeroes the sum
 // counters; per token and 64-column group, the last of GEMM2's topk blocks to finish (an atomic
 // counter) adds the topk slot rows in slot order into y, exactly as moe_sum does; at topk 2..6
-// the topk blocks of a column group form one cluster instead and rank 0 adds the slot rows from
+// the topk blocks of a token's column group form one cluster instead and rank 0 adds the slot rows from
 // their shared memory (moe_ysum_max_topk below; session 15). Output bit-identical to the
 // four-launch path. A single launch for the whole layer was measured 2x slower (session 15,
 // docs/int4-kernels.md). Both halves were also tried at M > 1 within the four-launch grid and
