@@ -25,7 +25,8 @@ struct PipePlan {
   int split_steps = 0; // K steps per rank, a multiple of kPipeStageSteps
 };
 
-// Rows per block tile. With wgmma (sm_90a): 16 / 32 (mma.sync) up to 32 rows, 64 up to 64,
+// Rows per block tile. With wgmma (sm_90a): 16 (mma.sync) up to 16 rows, 32 up to 32 (wgmma
+// m64n32k16 since session 25; mma.sync before), 64 up to 64,
 // then 128 (measured on H200, docs/int4-kernels.md "Session 11": 128-row wgmma tiles faster
 // than 64-row ones at M = 128 on all eight Llama-3 projections, slower at 64). mma.sync only:
 // tiles of 64 unless the last one would be at most half full (M % 64 in 1..32), then 32.
@@ -83,7 +84,15 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
 // (session 18, round HF, bf16 G = 128): llama3-70b.qkv at M = 192, 128-row tiles 122.0 us
 // (80 blocks), 64-row tiles in 2 ranks 85.3 us (240 blocks); where both plans fill a similar
 // share (70b.qkv M = 256, 70b.o and 8b.qkv M = 192) the 128-row tiles are as fast or faster.
-constexpr int kPipeWgBlocksPerSm64 = 2, kPipeWgBlocksPerSm128 = 1;
+constexpr int kPipeWgBlocksPerSm32 = 2, kPipeWgBlocksPerSm64 = 2, kPipeWgBlocksPerSm128 = 1;
+// The wgmma kernels' launch bounds: resident blocks per SM by tile rows. 32-row tiles (m64n32k16,
+// 32 accumulators per thread; session 25): two. Three fit in shared memory (5 stages of 14 KB),
+// but at 85 registers the kernel spilled 12 B and ran 4-30% slower than with two (round PA,
+// 1x H200, bf16, M = 17..32: 70b.down 96.4 vs 74.1 us, 70b.gate_up 146.1 vs 137.8, 8b.qkv 19.8
+// vs 16.9).
+LOWBIT_HD constexpr int pipe_wg_blocks_per_sm(int bm) {
+  return bm == 32 ? kPipeWgBlocksPerSm32 : bm == 64 ? kPipeWgBlocksPerSm64 : kPipeWgBlocksPerSm128;
+}
 inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   const int bm = pipelined_rows(m, wgmma);
   if (bm != 128 || sms < 1) return bm;

@@ -14,10 +14,12 @@
 // from L2 once per block and shared by all its warps.
 //
 // Two tensor-core forms (docs/int4-kernels.md, "Session 11"):
-// - mma.sync m16n8k16 (16 / 32-row tiles; 64 rows without wgmma): warp w owns group w, reads x
+// - mma.sync m16n8k16 (16-row tiles; 32 / 64 rows without wgmma): warp w owns group w, reads x
 //   fragments with ldmatrix (padded pitch), and one A fragment serves BM / 8 MMAs.
-// - wgmma (64 / 128-row tiles, sm_90a): two warpgroups, each on 2 groups; A (dequantized
+// - wgmma (32 / 64 / 128-row tiles, sm_90a): two warpgroups, each on 2 groups; A (dequantized
 //   fragments) from registers, B (x) from the stage through a descriptor (128 B swizzle).
+//   32-row tiles (m64n32k16) since session 25: 0.78-0.87x the mma.sync tile's time on the
+//   large Llama-3 projections at M = 17..32 (docs/int4-kernels.md, "Session 25").
 //
 // Numerics: each A-fragment pair is dequantized to the contract's weight, round((q - z) * s)
 // in the activation dtype ((magic + q) - (magic + z) exact, one rounded multiply:
@@ -116,7 +118,8 @@ struct PipeSmem {
   static constexpr int kEpi = BM * kEpiPitch * 4;
   static constexpr int kAlign = kWg ? 1024 : 0;  // slack to align the dynamic smem base
   static constexpr int kTotal = (kStage * kStages > kEpi ? kStage * kStages : kEpi) + kAlign;
-  static_assert(!kWg || (kStage % 1024 == 0 && (BM == 64 || BM == 128)), "wgmma: 1024 B aligned x tiles of 64 / 128 rows");
+  static_assert(!kWg || (kStage % 1024 == 0 && (BM == 32 || BM == 64 || BM == 128)),
+                "wgmma: 1024 B aligned x tiles of 32 / 64 / 128 rows");
 };
 
 __device__ __forceinline__ void pipe_cp16(uint32_t dst, const void* src) {
@@ -244,6 +247,14 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t smem_addr) {
   return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
          (uint64_t{1} << 62);
 }
+#define LOWBIT_WG_D4(d) \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
+      "+f"(d[3][2]), "+f"(d[3][3])
+#define LOWBIT_WG_ASM4(TY) \
+  "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {" \
+  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15" \
+  "}, {%16,%17,%18,%19}, %20, 1, 1, 1, 0;\n"
 #define LOWBIT_WG_D8(d) \
   "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
       "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
@@ -272,12 +283,16 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t smem_addr) {
   "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46," \
   "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63" \
   "}, {%64,%65,%66,%67}, %68, 1, 1, 1, 0;\n"
-// d (+)= A x B for one 64-column group: NT = 8 (64 x rows) or 16 (128 x rows).
+// d (+)= A x B for one 64-column group: NT = 4 / 8 / 16 (32 / 64 / 128 x rows).
 template <typename T, int NT>
 __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t desc) {
-  static_assert(NT == 8 || NT == 16, "wgmma tiles of 64 or 128 rows");
+  static_assert(NT == 4 || NT == 8 || NT == 16, "wgmma tiles of 32, 64 or 128 rows");
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (NT == 8 && Act<T>::kBf16) {
+  if constexpr (NT == 4 && Act<T>::kBf16) {
+    asm volatile(LOWBIT_WG_ASM4("bf16") : LOWBIT_WG_D4(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  } else if constexpr (NT == 4) {
+    asm volatile(LOWBIT_WG_ASM4("f16") : LOWBIT_WG_D4(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  } else if constexpr (NT == 8 && Act<T>::kBf16) {
     asm volatile(LOWBIT_WG_ASM8("bf16") : LOWBIT_WG_D8(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
   } else if constexpr (NT == 8) {
     asm volatile(LOWBIT_WG_ASM8("f16") : LOWBIT_WG_D8(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
@@ -290,8 +305,10 @@ __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4]
   __trap();  // not sm_90a code: the host never launches the wgmma tiles then (pipe_wgmma_ok)
 #endif
 }
+#undef LOWBIT_WG_ASM4
 #undef LOWBIT_WG_ASM8
 #undef LOWBIT_WG_ASM16
+#undef LOWBIT_WG_D4
 #undef LOWBIT_WG_D8
 #undef LOWBIT_WG_D16
 
@@ -372,8 +389,8 @@ __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_
 }
 
 template <typename T, int BM, bool kSym, bool kWg, int MODE>
-// (64-row wgmma tiles: two resident blocks per SM, the wave pipelined_rows_for() counts on.)
-__global__ void __launch_bounds__(pipe_threads(kWg), kWg && BM == 64 ? kPipeWgBlocksPerSm64 : 1)
+// (wgmma tiles: the resident blocks per SM of pipe_wg_blocks_per_sm(), the wave the plans count on.)
+__global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm(BM) : 1)
     gemm_pipelined_kernel(const PipeParamsFor<MODE> p) {
   constexpr bool kMoe = MODE != kPipeDense, kGateUp = MODE == kPipeMoeGateUp;
   using L = PipeSmem<BM, kWg>;
@@ -671,6 +688,12 @@ inline bool env_pipe_wgmma() {  // LOWBIT_INT4_PIPE_WGMMA=0: mma.sync only (64-r
   static const bool v = env_on_unless_zero("LOWBIT_INT4_PIPE_WGMMA");
   return v;
 }
+// LOWBIT_INT4_PIPE_WG32=0 (read once; measurements and tests): 32-row tiles on mma.sync even
+// where wgmma runs (the kernel before session 25).
+inline bool env_pipe_wg32() {
+  static const bool v = env_on_unless_zero("LOWBIT_INT4_PIPE_WG32");
+  return v;
+}
 inline int env_pipe_splits() {
   static const int v = env_int_once("LOWBIT_INT4_PIPE_SPLITS", 1, kPipeMaxSplits);
   return v;
@@ -744,6 +767,7 @@ cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
   int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows_for(prm.M, prm.N, prm.K, wg, sms);
   if (bm == 128 && !wg) bm = 64;
   if (bm == 16) return launch_typed<T, 16, kSym, false>(prm, sms, stream);
+  if (bm == 32 && wg && env_pipe_wg32()) return launch_typed<T, 32, kSym, true>(prm, sms, stream);
   if (bm == 32) return launch_typed<T, 32, kSym, false>(prm, sms, stream);
   if (bm == 128) return launch_typed<T, 128, kSym, true>(prm, sms, stream);
   if (wg) return launch_typed<T, 64, kSym, true>(prm, sms, stream);
@@ -758,13 +782,15 @@ cudaError_t launch_moe_typed(const PipeMoeParams& prm, unsigned tiles, cudaStrea
   return launch_split_clusters(gemm_pipelined_kernel<T, BM, kSym, kWg, MODE>, prm, 1, tiles, 1, 1, pipe_threads(kWg),
                                PipeSmem<BM, kWg>::kTotal, stream, pdl_enabled());
 }
-// bm: 16 / 32 (mma.sync), 64 (wgmma where pipe_wgmma_ok, else mma.sync), 128 (wgmma only;
+// bm: 16 (mma.sync), 32 / 64 (wgmma where pipe_wgmma_ok, else mma.sync), 128 (wgmma only;
 // the caller checks).
 template <typename T, bool kSym, int MODE>
 cudaError_t launch_moe_rows(const PipeMoeParams& prm, int bm, unsigned tiles, cudaStream_t stream) {
   const bool wg = pipe_wgmma_ok();
   if (bm == 16) return launch_moe_typed<T, 16, kSym, false, MODE>(prm, tiles, stream);
-  if (bm == 32) return launch_moe_typed<T, 32, kSym, false, MODE>(prm, tiles, stream);
+  if (bm == 32)
+    return wg && env_pipe_wg32() ? launch_moe_typed<T, 32, kSym, true, MODE>(prm, tiles, stream)
+                                 : launch_moe_typed<T, 32, kSym, false, MODE>(prm, tiles, stream);
   if (bm == 64)
     return wg ? launch_moe_typed<T, 64, kSym, true, MODE>(prm, tiles, stream)
               : launch_moe_typed<T, 64, kSym, false, MODE>(prm, tiles, stream);
