@@ -90,8 +90,13 @@ constexpr int kPipeWgBlocksPerSm32 = 2, kPipeWgBlocksPerSm64 = 2, kPipeWgBlocksP
 // but at 85 registers the kernel spilled 12 B and ran 4-30% slower than with two (round PA,
 // 1x H200, bf16, M = 17..32: 70b.down 96.4 vs 74.1 us, 70b.gate_up 146.1 vs 137.8, 8b.qkv 19.8
 // vs 16.9).
+constexpr int kPipeWgBlocksPerSm16 = 2, kPipeWgBlocksPerSm48 = 2;
 LOWBIT_HD constexpr int pipe_wg_blocks_per_sm(int bm) {
-  return bm == 32 ? kPipeWgBlocksPerSm32 : bm == 64 ? kPipeWgBlocksPerSm64 : kPipeWgBlocksPerSm128;
+  return bm == 16   ? kPipeWgBlocksPerSm16
+         : bm == 32 ? kPipeWgBlocksPerSm32
+         : bm == 48 ? kPipeWgBlocksPerSm48
+         : bm == 64 ? kPipeWgBlocksPerSm64
+                    : kPipeWgBlocksPerSm128;
 }
 inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   const int bm = pipelined_rows(m, wgmma);

@@ -118,8 +118,8 @@ struct PipeSmem {
   static constexpr int kEpi = BM * kEpiPitch * 4;
   static constexpr int kAlign = kWg ? 1024 : 0;  // slack to align the dynamic smem base
   static constexpr int kTotal = (kStage * kStages > kEpi ? kStage * kStages : kEpi) + kAlign;
-  static_assert(!kWg || (kStage % 1024 == 0 && (BM == 32 || BM == 64 || BM == 128)),
-                "wgmma: 1024 B aligned x tiles of 32 / 64 / 128 rows");
+  static_assert(!kWg || (kStage % 1024 == 0 && (BM == 16 || BM == 32 || BM == 48 || BM == 64 || BM == 128)),
+                "wgmma: 1024 B aligned x tiles of 16 / 32 / 48 / 64 / 128 rows");
 };
 
 __device__ __forceinline__ void pipe_cp16(uint32_t dst, const void* src) {
@@ -247,6 +247,22 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t smem_addr) {
   return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
          (uint64_t{1} << 62);
 }
+#define LOWBIT_WG_D2(d) \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
+      "+f"(d[1][3])
+#define LOWBIT_WG_ASM2(TY) \
+  "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY " {" \
+  "%0,%1,%2,%3,%4,%5,%6,%7" \
+  "}, {%8,%9,%10,%11}, %12, 1, 1, 1, 0;\n"
+#define LOWBIT_WG_D6(d) \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), \
+      "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), \
+      "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3])
+#define LOWBIT_WG_ASM6(TY) \
+  "wgmma.mma_async.sync.aligned.m64n48k16.f32." TY "." TY " {" \
+  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23" \
+  "}, {%24,%25,%26,%27}, %28, 1, 1, 1, 0;\n"
 #define LOWBIT_WG_D4(d) \
   "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
       "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
@@ -283,12 +299,20 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t smem_addr) {
   "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46," \
   "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63" \
   "}, {%64,%65,%66,%67}, %68, 1, 1, 1, 0;\n"
-// d (+)= A x B for one 64-column group: NT = 4 / 8 / 16 (32 / 64 / 128 x rows).
+// d (+)= A x B for one 64-column group: NT = 2 / 4 / 6 / 8 / 16 (16 / 32 / 48 / 64 / 128 x rows).
 template <typename T, int NT>
 __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t desc) {
-  static_assert(NT == 4 || NT == 8 || NT == 16, "wgmma tiles of 32, 64 or 128 rows");
+  static_assert(NT == 2 || NT == 4 || NT == 6 || NT == 8 || NT == 16, "wgmma tiles of 16, 32, 48, 64 or 128 rows");
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (NT == 4 && Act<T>::kBf16) {
+  if constexpr (NT == 2 && Act<T>::kBf16) {
+    asm volatile(LOWBIT_WG_ASM2("bf16") : LOWBIT_WG_D2(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  } else if constexpr (NT == 2) {
+    asm volatile(LOWBIT_WG_ASM2("f16") : LOWBIT_WG_D2(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  } else if constexpr (NT == 6 && Act<T>::kBf16) {
+    asm volatile(LOWBIT_WG_ASM6("bf16") : LOWBIT_WG_D6(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  } else if constexpr (NT == 6) {
+    asm volatile(LOWBIT_WG_ASM6("f16") : LOWBIT_WG_D6(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  } else if constexpr (NT == 4 && Act<T>::kBf16) {
     asm volatile(LOWBIT_WG_ASM4("bf16") : LOWBIT_WG_D4(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
   } else if constexpr (NT == 4) {
     asm volatile(LOWBIT_WG_ASM4("f16") : LOWBIT_WG_D4(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
@@ -305,10 +329,14 @@ __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4]
   __trap();  // not sm_90a code: the host never launches the wgmma tiles then (pipe_wgmma_ok)
 #endif
 }
+#undef LOWBIT_WG_ASM2
 #undef LOWBIT_WG_ASM4
+#undef LOWBIT_WG_ASM6
 #undef LOWBIT_WG_ASM8
 #undef LOWBIT_WG_ASM16
+#undef LOWBIT_WG_D2
 #undef LOWBIT_WG_D4
+#undef LOWBIT_WG_D6
 #undef LOWBIT_WG_D8
 #undef LOWBIT_WG_D16
 
@@ -480,13 +508,18 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
   // thread always copies the same 16 B chunk c = tid % 8 of the same rows, so their source
   // offsets (x is [M, K], below 2^32 elements by the launcher's check) and destinations are
   // computed once (the per-copy row arithmetic was ~15% of the kernel's instructions, round Z).
-  constexpr int kXCopies = BM * 2 * kPipeStageSteps / kThreads;
-  static_assert(kXCopies >= 1 && BM * 2 * kPipeStageSteps % kThreads == 0, "x copies per thread");
+  // 16 / 48-row wgmma tiles (128 / 384 chunks for 256 threads): the last round of copies is
+  // partial; a thread without a chunk there gets the destination kNoCopy.
+  constexpr int kXChunks = BM * 2 * kPipeStageSteps;
+  constexpr int kXCopies = (kXChunks + kThreads - 1) / kThreads;
+  constexpr bool kXPartial = kXChunks % kThreads != 0;
+  constexpr uint32_t kNoCopy = ~0u;
   const int xc = tid % (2 * kPipeStageSteps);
   uint32_t xsrc[kXCopies], xdst[kXCopies];
 #pragma unroll
   for (int u = 0; u < kXCopies; ++u) {
-    const int r = (tid + u * kThreads) / (2 * kPipeStageSteps);
+    const int chunk = tid + u * kThreads;
+    const int r = min(chunk, kXChunks - 1) / (2 * kPipeStageSteps);
     int row = min(m0 + r, p.M - 1);
     if constexpr (kMoe) {
       const int id = s_ids[r];
@@ -494,6 +527,7 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
     }
     xsrc[u] = static_cast<uint32_t>(row) * static_cast<uint32_t>(p.K) + static_cast<uint32_t>(xc * 8);
     xdst[u] = static_cast<uint32_t>(L::kX + r * L::kPitch + (kWg ? (xc ^ (r & 7)) : xc) * 16);  // wgmma: 128 B swizzle
+    if (kXPartial && chunk >= kXChunks) xdst[u] = kNoCopy;
   }
   auto load_x = [&](int it) {
     const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
@@ -501,7 +535,8 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
     const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage);
     const T* xs = x + s0 * 16;
 #pragma unroll
-    for (int u = 0; u < kXCopies; ++u) pipe_cp16(st + xdst[u], xs + xsrc[u]);
+    for (int u = 0; u < kXCopies; ++u)
+      if (!kXPartial || xdst[u] != kNoCopy) pipe_cp16(st + xdst[u], xs + xsrc[u]);
   };
 
 #pragma unroll
@@ -694,6 +729,17 @@ inline bool env_pipe_wg32() {
   static const bool v = env_on_unless_zero("LOWBIT_INT4_PIPE_WG32");
   return v;
 }
+// LOWBIT_INT4_PIPE_WG16=1 / LOWBIT_INT4_PIPE_WG48=1 (read once; measurements): 16-row tiles on
+// wgmma (m64n16k16) instead of mma.sync, and 48-row wgmma tiles (m64n48k16) at M = 33..48
+// instead of 64-row ones.
+inline bool env_pipe_wg16() {
+  static const bool v = env_int_once("LOWBIT_INT4_PIPE_WG16", 1, 1) == 1;
+  return v;
+}
+inline bool env_pipe_wg48() {
+  static const bool v = env_int_once("LOWBIT_INT4_PIPE_WG48", 1, 1) == 1;
+  return v;
+}
 inline int env_pipe_splits() {
   static const int v = env_int_once("LOWBIT_INT4_PIPE_SPLITS", 1, kPipeMaxSplits);
   return v;
@@ -766,8 +812,11 @@ cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
   const bool wg = pipe_wgmma_ok();
   int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows_for(prm.M, prm.N, prm.K, wg, sms);
   if (bm == 128 && !wg) bm = 64;
+  if (bm == 64 && wg && env_pipe_wg48() && prm.M <= 48) bm = 48;
+  if (bm == 16 && wg && env_pipe_wg16()) return launch_typed<T, 16, kSym, true>(prm, sms, stream);
   if (bm == 16) return launch_typed<T, 16, kSym, false>(prm, sms, stream);
   if (bm == 32 && wg && env_pipe_wg32()) return launch_typed<T, 32, kSym, true>(prm, sms, stream);
+  if (bm == 48) return launch_typed<T, 48, kSym, true>(prm, sms, stream);
   if (bm == 32) return launch_typed<T, 32, kSym, false>(prm, sms, stream);
   if (bm == 128) return launch_typed<T, 128, kSym, true>(prm, sms, stream);
   if (wg) return launch_typed<T, 64, kSym, true>(prm, sms, stream);
@@ -787,7 +836,9 @@ cudaError_t launch_moe_typed(const PipeMoeParams& prm, unsigned tiles, cudaStrea
 template <typename T, bool kSym, int MODE>
 cudaError_t launch_moe_rows(const PipeMoeParams& prm, int bm, unsigned tiles, cudaStream_t stream) {
   const bool wg = pipe_wgmma_ok();
-  if (bm == 16) return launch_moe_typed<T, 16, kSym, false, MODE>(prm, tiles, stream);
+  if (bm == 16)
+    return wg && env_pipe_wg16() ? launch_moe_typed<T, 16, kSym, true, MODE>(prm, tiles, stream)
+                                 : launch_moe_typed<T, 16, kSym, false, MODE>(prm, tiles, stream);
   if (bm == 32)
     return wg && env_pipe_wg32() ? launch_moe_typed<T, 32, kSym, true, MODE>(prm, tiles, stream)
                                  : launch_moe_typed<T, 32, kSym, false, MODE>(prm, tiles, stream);
