@@ -91,9 +91,9 @@ int workspace_block_m(int m, int topk, int experts) {
   const int d = moe_default_block_m(m, topk, experts), t = kern::moe_pipelined_block_m(avg_rows(m, topk, experts), true);
   return d > t ? d : t;
 }
-int tiled_block_m(int m, int topk, int experts) {
+int tiled_block_m(int m, int topk, int experts, int64_t w13_elems) {
   if (!detail::moe_pipelined_enabled()) return moe_default_block_m(m, topk, experts);
-  return kern::moe_pipelined_block_m(avg_rows(m, topk, experts), detail::pipelined_uses_wgmma());
+  return kern::moe_pipelined_block_m(avg_rows(m, topk, experts), detail::pipelined_uses_wgmma(), w13_elems);
 }
 
 }  // namespace
@@ -181,7 +181,9 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
     LOWBIT_CHECK_ARG(gbm >= 1 && gbm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", gbm);
     return detail::fused_moe_grouped(a, w13, w2, gbm, workspace, workspace_bytes, cst);
   }
-  const int bm = a.block_m > 0 ? a.block_m : tiled ? tiled_block_m(a.m, a.topk, E) : moe_default_block_m(a.m, a.topk, E);
+  const int bm = a.block_m > 0 ? a.block_m
+                 : tiled        ? tiled_block_m(a.m, a.topk, E, static_cast<int64_t>(w13.shape.n) * w13.shape.k)
+                                : moe_default_block_m(a.m, a.topk, E);
   LOWBIT_CHECK_ARG(bm >= 1 && bm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", bm);
   const MoeWorkspace L = moe_layout(a.m, a.topk, E, H, I, bm);
   LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= L.total,

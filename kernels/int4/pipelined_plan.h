@@ -90,16 +90,19 @@ constexpr int kPipeWgBlocksPerSm32 = 2, kPipeWgBlocksPerSm64 = 2, kPipeWgBlocksP
 // but at 85 registers the kernel spilled 12 B and ran 4-30% slower than with two (round PA,
 // 1x H200, bf16, M = 17..32: 70b.down 96.4 vs 74.1 us, 70b.gate_up 146.1 vs 137.8, 8b.qkv 19.8
 // vs 16.9).
-constexpr int kPipeWgBlocksPerSm16 = 2, kPipeWgBlocksPerSm48 = 2;
+constexpr int kPipeWgBlocksPerSm48 = 2;
 LOWBIT_HD constexpr int pipe_wg_blocks_per_sm(int bm) {
-  return bm == 16   ? kPipeWgBlocksPerSm16
-         : bm == 32 ? kPipeWgBlocksPerSm32
-         : bm == 48 ? kPipeWgBlocksPerSm48
-         : bm == 64 ? kPipeWgBlocksPerSm64
-                    : kPipeWgBlocksPerSm128;
+  return bm == 32 ? kPipeWgBlocksPerSm32 : bm <= 64 ? kPipeWgBlocksPerSm64 : kPipeWgBlocksPerSm128;
 }
+// 48-row wgmma tiles (m64n48k16, two blocks per SM) at M = 33..48 on weights of >= 48 Mi
+// elements instead of 64-row ones (session 25, round PB, 1x H200, bf16 G = 128, min of two,
+// us at M = 33 / 48): 70b.gate_up 156.6 / 156.8 vs 169.6 / 166.0, 70b.down 86.1 / 89.0 vs 90.4 /
+// 93.4, 70b.qkv 38.6 / 41.4 vs 40.7 / 43.1, 8b.gate_up 42.8 / 43.0 vs 49.0 / 46.2, 8b.down 40.4 /
+// 42.1 vs 42.7 / 44.2; the smaller 8B qkv / o lost (8b.qkv 18.7 / 21.5 vs 17.4 / 18.1).
+constexpr int64_t kPipeRows48Weight = int64_t{48} << 20;
 inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   const int bm = pipelined_rows(m, wgmma);
+  if (bm == 64 && wgmma && m > 32 && m <= 48 && static_cast<int64_t>(n) * k >= kPipeRows48Weight) return 48;
   if (bm != 128 || sms < 1) return bm;
   const PipePlan p128 = pipelined_plan(m, n, k, 128, sms, kPipeWgBlocksPerSm128);
   const PipePlan p64 = pipelined_plan(m, n, k, 64, sms, kPipeWgBlocksPerSm64);
@@ -159,8 +162,21 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, 
 // 64, its wgmma tiles beating 32-row mma.sync tiles despite the padding (Qwen3 M = 512, 32
 // rows: 276 vs 300 us; Mixtral M = 128: 623 vs 676); above 128: 128 with wgmma (Mixtral M =
 // 1024, 256 rows: 1896 vs 2056 us).
-inline int moe_pipelined_block_m(int64_t avg, bool wgmma) {
-  return avg <= 8 ? 8 : avg <= 16 ? 16 : avg <= 24 ? 32 : avg <= 128 || !wgmma ? 64 : 128;
+// With wgmma since session 25 (32-row wgmma tiles; round PB, 1x H200, bf16, one run each,
+// every block size forced): 32 from 13 to 32 rows, except 13..16 on dense-sized experts (the
+// decode tile's 16-row blocks, below). At 16 rows (M = 256) Qwen3-30B-A3B TP1 187.0 vs 219.3 us
+// for 16-row blocks, TP2 112.2 vs 142.2; at 12 (M = 192) TP2 110.4 vs 116.3 but TP1 185.0 vs
+// 177.5 and DeepSeek-V2-Lite (M = 128) 172.5 vs 160.4, so 16 stays up to 12; at 32 (M = 512 /
+// 128) Mixtral 569.0 vs 618.2, Qwen3 TP2 172.9 vs 180.9, TP1 276.1 vs 270.5; at 36 (DeepSeek M =
+// 384) 64-row blocks 233.1 vs 284.3; Mixtral at 16 (M = 64) 475.0 on the decode tile vs 502.3.
+// expert_elems: one expert's w13 (2I x H); 0 gives the largest choice (workspace sizing).
+constexpr int64_t kMoeDecodeTileExpert = int64_t{16} << 20;
+inline int moe_pipelined_block_m(int64_t avg, bool wgmma, int64_t expert_elems = 0) {
+  if (avg <= 8) return 8;
+  if (!wgmma) return avg <= 16 ? 16 : avg <= 24 ? 32 : 64;
+  if (avg <= 12) return 16;
+  if (avg <= 16) return expert_elems >= kMoeDecodeTileExpert ? 16 : 32;
+  return avg <= 32 ? 32 : avg <= 128 ? 64 : 128;
 }
 // MoE block order of the pipelined tile: block bid of row_tiles x col_tiles runs row tile rt
 // and column tile ct in raster groups of raster_rows row tiles (all column tiles of a group
@@ -182,7 +198,6 @@ LOWBIT_HD PipeTile moe_raster_tile(int bid, int row_tiles, int col_tiles, int ra
 // from 16 rows, except 16-row blocks of dense-sized experts (>= 16 Mi weights), where the
 // decode tile wins as on dense weights at M <= 16 (round BB: Mixtral-8x7B M = 64, 16 rows per
 // expert: 500 vs 540 us; DeepSeek-V2-Lite M = 128 at 5.8 Mi: 162 vs 195 on the pipelined tile).
-constexpr int64_t kMoeDecodeTileExpert = int64_t{16} << 20;
 inline bool moe_pipelined_block(int block_m, int64_t expert_elems) {
   if (block_m < 16) return false;
   return block_m > 16 || expert_elems < kMoeDecodeTileExpert;

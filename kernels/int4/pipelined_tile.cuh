@@ -16,10 +16,11 @@
 // Two tensor-core forms (docs/int4-kernels.md, "Session 11"):
 // - mma.sync m16n8k16 (16-row tiles; 32 / 64 rows without wgmma): warp w owns group w, reads x
 //   fragments with ldmatrix (padded pitch), and one A fragment serves BM / 8 MMAs.
-// - wgmma (32 / 64 / 128-row tiles, sm_90a): two warpgroups, each on 2 groups; A (dequantized
-//   fragments) from registers, B (x) from the stage through a descriptor (128 B swizzle).
-//   32-row tiles (m64n32k16) since session 25: 0.78-0.87x the mma.sync tile's time on the
-//   large Llama-3 projections at M = 17..32 (docs/int4-kernels.md, "Session 25").
+// - wgmma (32 / 48 / 64 / 128-row tiles, sm_90a): two warpgroups, each on 2 groups; A
+//   (dequantized fragments) from registers, B (x) from the stage through a descriptor (128 B
+//   swizzle). 32- and 48-row tiles (m64n32k16 / m64n48k16) since session 25: 0.78-0.95x the
+//   time of the mma.sync 32-row tile at M = 17..32 and of the 64-row tile at M = 33..48 on the
+//   larger Llama-3 projections (docs/int4-kernels.md, "Session 25").
 //
 // Numerics: each A-fragment pair is dequantized to the contract's weight, round((q - z) * s)
 // in the activation dtype ((magic + q) - (magic + z) exact, one rounded multiply:
@@ -118,8 +119,8 @@ struct PipeSmem {
   static constexpr int kEpi = BM * kEpiPitch * 4;
   static constexpr int kAlign = kWg ? 1024 : 0;  // slack to align the dynamic smem base
   static constexpr int kTotal = (kStage * kStages > kEpi ? kStage * kStages : kEpi) + kAlign;
-  static_assert(!kWg || (kStage % 1024 == 0 && (BM == 16 || BM == 32 || BM == 48 || BM == 64 || BM == 128)),
-                "wgmma: 1024 B aligned x tiles of 16 / 32 / 48 / 64 / 128 rows");
+  static_assert(!kWg || (kStage % 1024 == 0 && (BM == 32 || BM == 48 || BM == 64 || BM == 128)),
+                "wgmma: 1024 B aligned x tiles of 32 / 48 / 64 / 128 rows");
 };
 
 __device__ __forceinline__ void pipe_cp16(uint32_t dst, const void* src) {
@@ -247,13 +248,6 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t smem_addr) {
   return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
          (uint64_t{1} << 62);
 }
-#define LOWBIT_WG_D2(d) \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
-      "+f"(d[1][3])
-#define LOWBIT_WG_ASM2(TY) \
-  "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY " {" \
-  "%0,%1,%2,%3,%4,%5,%6,%7" \
-  "}, {%8,%9,%10,%11}, %12, 1, 1, 1, 0;\n"
 #define LOWBIT_WG_D6(d) \
   "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
       "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), \
@@ -299,16 +293,12 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t smem_addr) {
   "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46," \
   "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63" \
   "}, {%64,%65,%66,%67}, %68, 1, 1, 1, 0;\n"
-// d (+)= A x B for one 64-column group: NT = 2 / 4 / 6 / 8 / 16 (16 / 32 / 48 / 64 / 128 x rows).
+// d (+)= A x B for one 64-column group: NT = 4 / 6 / 8 / 16 (32 / 48 / 64 / 128 x rows).
 template <typename T, int NT>
 __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t desc) {
-  static_assert(NT == 2 || NT == 4 || NT == 6 || NT == 8 || NT == 16, "wgmma tiles of 16, 32, 48, 64 or 128 rows");
+  static_assert(NT == 4 || NT == 6 || NT == 8 || NT == 16, "wgmma tiles of 32, 48, 64 or 128 rows");
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (NT == 2 && Act<T>::kBf16) {
-    asm volatile(LOWBIT_WG_ASM2("bf16") : LOWBIT_WG_D2(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
-  } else if constexpr (NT == 2) {
-    asm volatile(LOWBIT_WG_ASM2("f16") : LOWBIT_WG_D2(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
-  } else if constexpr (NT == 6 && Act<T>::kBf16) {
+  if constexpr (NT == 6 && Act<T>::kBf16) {
     asm volatile(LOWBIT_WG_ASM6("bf16") : LOWBIT_WG_D6(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
   } else if constexpr (NT == 6) {
     asm volatile(LOWBIT_WG_ASM6("f16") : LOWBIT_WG_D6(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
@@ -329,12 +319,10 @@ __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4]
   __trap();  // not sm_90a code: the host never launches the wgmma tiles then (pipe_wgmma_ok)
 #endif
 }
-#undef LOWBIT_WG_ASM2
 #undef LOWBIT_WG_ASM4
 #undef LOWBIT_WG_ASM6
 #undef LOWBIT_WG_ASM8
 #undef LOWBIT_WG_ASM16
-#undef LOWBIT_WG_D2
 #undef LOWBIT_WG_D4
 #undef LOWBIT_WG_D6
 #undef LOWBIT_WG_D8
@@ -508,8 +496,8 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
   // thread always copies the same 16 B chunk c = tid % 8 of the same rows, so their source
   // offsets (x is [M, K], below 2^32 elements by the launcher's check) and destinations are
   // computed once (the per-copy row arithmetic was ~15% of the kernel's instructions, round Z).
-  // 16 / 48-row wgmma tiles (128 / 384 chunks for 256 threads): the last round of copies is
-  // partial; a thread without a chunk there gets the destination kNoCopy.
+  // 48-row wgmma tiles (384 chunks for 256 threads): the last round of copies is partial; a
+  // thread without a chunk there gets the destination kNoCopy.
   constexpr int kXChunks = BM * 2 * kPipeStageSteps;
   constexpr int kXCopies = (kXChunks + kThreads - 1) / kThreads;
   constexpr bool kXPartial = kXChunks % kThreads != 0;
@@ -704,8 +692,8 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
   if (p.splits > 1) cluster.sync();  // no rank leaves while another still reads its tile
 }
 
-// Measurement knobs (read once): LOWBIT_INT4_PIPE_ROWS=16|32|64|128 forces the rows per block
-// tile (128: wgmma only), LOWBIT_INT4_PIPE_SPLITS=1..8 the split-K ranks,
+// Measurement knobs (read once): LOWBIT_INT4_PIPE_ROWS=16|32|48|64|128 forces the rows per block
+// tile (48, 128: wgmma only), LOWBIT_INT4_PIPE_SPLITS=1..8 the split-K ranks,
 // LOWBIT_INT4_PIPE_WGMMA=0 keeps every tile on mma.sync (all: any M, same sums up to order).
 inline int env_int_once(const char* name, int lo, int hi) {
   const char* e = std::getenv(name);
@@ -715,7 +703,7 @@ inline int env_int_once(const char* name, int lo, int hi) {
 inline int env_pipe_rows() {
   static const int v = [] {
     const int r = env_int_once("LOWBIT_INT4_PIPE_ROWS", 16, 128);
-    return r == 16 || r == 32 || r == 64 || r == 128 ? r : 0;
+    return r == 16 || r == 32 || r == 48 || r == 64 || r == 128 ? r : 0;
   }();
   return v;
 }
@@ -729,15 +717,10 @@ inline bool env_pipe_wg32() {
   static const bool v = env_on_unless_zero("LOWBIT_INT4_PIPE_WG32");
   return v;
 }
-// LOWBIT_INT4_PIPE_WG16=1 / LOWBIT_INT4_PIPE_WG48=1 (read once; measurements): 16-row tiles on
-// wgmma (m64n16k16) instead of mma.sync, and 48-row wgmma tiles (m64n48k16) at M = 33..48
-// instead of 64-row ones.
-inline bool env_pipe_wg16() {
-  static const bool v = env_int_once("LOWBIT_INT4_PIPE_WG16", 1, 1) == 1;
-  return v;
-}
+// LOWBIT_INT4_PIPE_WG48=0 (read once; measurements and tests): 64-row tiles where
+// pipelined_rows_for() takes 48-row ones.
 inline bool env_pipe_wg48() {
-  static const bool v = env_int_once("LOWBIT_INT4_PIPE_WG48", 1, 1) == 1;
+  static const bool v = env_on_unless_zero("LOWBIT_INT4_PIPE_WG48");
   return v;
 }
 inline int env_pipe_splits() {
@@ -812,8 +795,7 @@ cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
   const bool wg = pipe_wgmma_ok();
   int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows_for(prm.M, prm.N, prm.K, wg, sms);
   if (bm == 128 && !wg) bm = 64;
-  if (bm == 64 && wg && env_pipe_wg48() && prm.M <= 48) bm = 48;
-  if (bm == 16 && wg && env_pipe_wg16()) return launch_typed<T, 16, kSym, true>(prm, sms, stream);
+  if (bm == 48 && !(wg && env_pipe_wg48())) bm = 64;
   if (bm == 16) return launch_typed<T, 16, kSym, false>(prm, sms, stream);
   if (bm == 32 && wg && env_pipe_wg32()) return launch_typed<T, 32, kSym, true>(prm, sms, stream);
   if (bm == 48) return launch_typed<T, 48, kSym, true>(prm, sms, stream);
@@ -836,9 +818,7 @@ cudaError_t launch_moe_typed(const PipeMoeParams& prm, unsigned tiles, cudaStrea
 template <typename T, bool kSym, int MODE>
 cudaError_t launch_moe_rows(const PipeMoeParams& prm, int bm, unsigned tiles, cudaStream_t stream) {
   const bool wg = pipe_wgmma_ok();
-  if (bm == 16)
-    return wg && env_pipe_wg16() ? launch_moe_typed<T, 16, kSym, true, MODE>(prm, tiles, stream)
-                                 : launch_moe_typed<T, 16, kSym, false, MODE>(prm, tiles, stream);
+  if (bm == 16) return launch_moe_typed<T, 16, kSym, false, MODE>(prm, tiles, stream);
   if (bm == 32)
     return wg && env_pipe_wg32() ? launch_moe_typed<T, 32, kSym, true, MODE>(prm, tiles, stream)
                                  : launch_moe_typed<T, 32, kSym, false, MODE>(prm, tiles, stream);

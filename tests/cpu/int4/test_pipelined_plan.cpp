@@ -86,6 +86,21 @@ TEST(Int4PipelinedPlan, RowsByWaveFill) {
   EXPECT_EQ(pipelined_rows_for(64, 10240, 8192, true, kH200Sms), 64);
 }
 
+// 48-row wgmma tiles at M = 33..48 on weights of >= 48 Mi elements (session 25, round PB).
+TEST(Int4PipelinedPlan, Rows48OnLargeWeights) {
+  for (int m : {33, 40, 48}) {
+    EXPECT_EQ(pipelined_rows_for(m, 57344, 8192, true, kH200Sms), 48) << m;  // 70b.gate_up
+    EXPECT_EQ(pipelined_rows_for(m, 4096, 14336, true, kH200Sms), 48) << m;  // 8b.down, 56 Mi
+    EXPECT_EQ(pipelined_rows_for(m, 6144, 4096, true, kH200Sms), 64) << m;   // 8b.qkv, 24 Mi
+    EXPECT_EQ(pipelined_rows_for(m, 4096, 4096, true, kH200Sms), 64) << m;   // 8b.o, 16 Mi
+    EXPECT_EQ(pipelined_rows_for(m, 57344, 8192, false, kH200Sms), 64) << m; // mma.sync
+  }
+  EXPECT_EQ(pipelined_rows_for(32, 57344, 8192, true, kH200Sms), 32);
+  EXPECT_EQ(pipelined_rows_for(49, 57344, 8192, true, kH200Sms), 64);
+  EXPECT_EQ(pipelined_rows_for(48, 3 << 20, 16, true, kH200Sms), 48);       // exactly 48 Mi
+  EXPECT_EQ(pipelined_rows_for(48, (3 << 20) - 64, 16, true, kH200Sms), 64);
+}
+
 TEST(Int4PipelinedPlan, RowsPerTile) {
   for (bool wg : {false, true}) {
     EXPECT_EQ(pipelined_rows(1, wg), 16);
@@ -184,14 +199,20 @@ TEST(Int4PipelinedPlan, ForcedSplitsWithinTheCap) {
 
 // fused_moe's align block on MMA-tiled experts (rows per expert on average -> block_m): the
 // decode tile's 8-row blocks up to 8, then the pipelined tile's 16 / 32 / 64 and, with
-// wgmma only, 128 past 128 rows (round BB of session 12).
+// wgmma only, 128 past 128 rows (round BB of session 12). With wgmma since session 25 (round
+// PB): 32-row blocks from 13 rows, but 16 up to 16 rows on dense-sized experts.
 TEST(Int4PipelinedPlan, MoeBlockRows) {
-  const int avg[] = {0, 1, 8, 9, 16, 17, 24, 25, 32, 64, 128, 129, 512, 100000};
-  const int with_wg[] = {8, 8, 8, 16, 16, 32, 32, 64, 64, 64, 64, 128, 128, 128};
-  const int mma_only[] = {8, 8, 8, 16, 16, 32, 32, 64, 64, 64, 64, 64, 64, 64};
+  const int avg[] = {0, 1, 8, 9, 12, 13, 16, 17, 24, 25, 32, 33, 64, 128, 129, 512, 100000};
+  const int with_wg[] = {8, 8, 8, 16, 16, 32, 32, 32, 32, 32, 32, 64, 64, 64, 128, 128, 128};
+  const int dense_wg[] = {8, 8, 8, 16, 16, 16, 16, 32, 32, 32, 32, 64, 64, 64, 128, 128, 128};
+  const int mma_only[] = {8, 8, 8, 16, 16, 16, 16, 32, 32, 64, 64, 64, 64, 64, 64, 64, 64};
+  const int64_t qwen3_w13 = int64_t{1536} * 2048, mixtral_w13 = int64_t{28672} * 4096;
   for (size_t i = 0; i < sizeof(avg) / sizeof(avg[0]); ++i) {
     EXPECT_EQ(moe_pipelined_block_m(avg[i], true), with_wg[i]) << "avg " << avg[i];
+    EXPECT_EQ(moe_pipelined_block_m(avg[i], true, qwen3_w13), with_wg[i]) << "avg " << avg[i];
+    EXPECT_EQ(moe_pipelined_block_m(avg[i], true, mixtral_w13), dense_wg[i]) << "avg " << avg[i];
     EXPECT_EQ(moe_pipelined_block_m(avg[i], false), mma_only[i]) << "avg " << avg[i];
+    EXPECT_EQ(moe_pipelined_block_m(avg[i], false, mixtral_w13), mma_only[i]) << "avg " << avg[i];
   }
 }
 

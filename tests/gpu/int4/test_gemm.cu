@@ -277,6 +277,8 @@ std::vector<GemmCase> forced_cases() {
         for (int m : {1, 17, 64, 200}) v.push_back({m, 4160, g == kPerChannel ? 1120 : 2048, g, sym, t, GemmPath::kPipelined});
         for (int m : {5, 33}) v.push_back({m, 64, g == 32 || g == kPerChannel ? 96 : 2 * g, g, sym, t, GemmPath::kPipelined});
       }
+  // 48-row wgmma tiles (pipelined_rows_for: M = 33..48 on >= 48 Mi elements), one partial.
+  v.push_back({40, 4096, 12288, 128, false, DType::kBF16, GemmPath::kPipelined});
   // kAuto takes the pipelined kernel on a weight of 64 Mi elements at M = 100 (tiled_auto_path).
   v.push_back({100, 8192, 8192, 128, true, DType::kBF16});
   for (DType t : {DType::kF16, DType::kBF16}) {

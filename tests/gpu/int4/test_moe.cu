@@ -201,9 +201,9 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{6, 16, 512, 192, 4, 64, false, DType::kBF16, 0, MoePath::kGrouped}));
 
 // The pipelined tile's MoE modes (moe_pipelined.cu: align blocks of 16 / 32 / 64 rows, 128 with
-// wgmma, else the decode tile): I / 64 odd (the last gate/up tile holds one group of each), H
+// wgmma, else the decode tile; 32-row blocks on wgmma where it runs): I / 64 odd (the last gate/up tile holds one group of each), H
 // = 192 (a column tile of 3 groups), G = 32 (stages span two groups), per-channel,
-// both dtypes, sym and asym, and kAuto's block size (128 rows once experts average > 64).
+// both dtypes, sym and asym, and kAuto's block size (128 rows once experts average > 128).
 constexpr int kTiled = static_cast<int>(KernelLayoutKind::kMmaTiled);
 INSTANTIATE_TEST_SUITE_P(
     Pipelined, Int4FusedMoe,
@@ -213,7 +213,9 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{300, 8, 256, 128, 2, kPerChannel, true, DType::kF16, 128, MoePath::kFused},
                       MoeCase{160, 4, 192, 192, 2, 32, false, DType::kBF16, 0, MoePath::kFused, kTiled},
                       MoeCase{96, 6, 192, 64, 3, 64, true, DType::kF16, 32, MoePath::kFused, kTiled},
-                      MoeCase{520, 8, 256, 128, 2, 128, false, DType::kBF16, 0, MoePath::kFused}));
+                      MoeCase{520, 8, 256, 128, 2, 128, false, DType::kBF16, 0, MoePath::kFused},
+                      // 16 rows per expert on average: kAuto's 32-row blocks with wgmma (session 25).
+                      MoeCase{64, 8, 256, 128, 2, 128, true, DType::kF16, 0, MoePath::kFused}));
 
 // The single-token path (fused_moe at small M on MMA-tiled experts: a block per pick, routing
 // inside both GEMMs, the slot sum inside GEMM2) against the four launches of the same stages
