@@ -86,10 +86,13 @@ MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
 
 // Rows per expert on average (M * topk / E).
 int64_t avg_rows(int m, int topk, int experts) { return static_cast<int64_t>(m) * topk / (experts > 0 ? experts : 1); }
-// The workspace holds the align output of the larger of both choices, whatever the layout.
+// The workspace holds the align output of the largest choice, whatever the layout and whether
+// wgmma runs (with it the pipelined tile takes 32-row blocks where mma.sync takes 64).
 int workspace_block_m(int m, int topk, int experts) {
-  const int d = moe_default_block_m(m, topk, experts), t = kern::moe_pipelined_block_m(avg_rows(m, topk, experts), true);
-  return d > t ? d : t;
+  const int64_t avg = avg_rows(m, topk, experts);
+  const int d = moe_default_block_m(m, topk, experts), wg = kern::moe_pipelined_block_m(avg, true),
+            mma = kern::moe_pipelined_block_m(avg, false);
+  return std::max(d, std::max(wg, mma));
 }
 int tiled_block_m(int m, int topk, int experts, int64_t w13_elems) {
   if (!detail::moe_pipelined_enabled()) return moe_default_block_m(m, topk, experts);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/int4/internal.h"
+#include "kernels/int4/pipelined_plan.h"
 #include "lowbit/int4/kernels.h"
 #include "tests/cpu/int4/random_weights.h"
 #include "tests/gpu/int4/gpu_buffers.h"
@@ -331,6 +332,34 @@ INSTANTIATE_TEST_SUITE_P(
                       SingleCase{16, 2048, 768, 8, 128, true, true, false, DType::kBF16},
                       SingleCase{16, 2048, 384, 8, 128, false, true, true, DType::kF16},
                       SingleCase{12, 2048, 1408, 6, 128, true, false, false, DType::kBF16}));
+
+// The kAuto workspace (block_m = 0) holds the align output of every block size fused_moe may
+// take at that M and at any smaller M: the default rule, the pipelined tile's rule with and
+// without wgmma (they differ: 32-row blocks with wgmma where mma.sync takes 64, session 25) and
+// on dense-sized experts. Host-only arithmetic; it runs in the GPU binary because the library's
+// kernels (and moe_workspace_size with them) are not built without CUDA.
+TEST(Int4MoeWorkspace, CoversEveryBlockChoice) {
+  struct Shape {
+    int E, topk;
+  };
+  const int H = 256, I = 128;
+  for (const Shape& s : {Shape{8, 2}, Shape{16, 4}, Shape{64, 6}, Shape{128, 8}}) {
+    size_t prev = 0;
+    for (int m = 1; m <= 1200; m += m < 96 ? 1 : 5) {
+      size_t w0 = 0;
+      ASSERT_TRUE(moe_workspace_size(m, s.topk, s.E, H, I, DType::kBF16, 0, &w0, MoePath::kFused).ok());
+      EXPECT_GE(w0, prev) << "E " << s.E << " m " << m;
+      prev = w0;
+      const int64_t avg = static_cast<int64_t>(m) * s.topk / s.E;
+      for (int bm : {moe_default_block_m(m, s.topk, s.E), kern::moe_pipelined_block_m(avg, true),
+                     kern::moe_pipelined_block_m(avg, false), kern::moe_pipelined_block_m(avg, true, int64_t{1} << 30)}) {
+        size_t wb = 0;
+        ASSERT_TRUE(moe_workspace_size(m, s.topk, s.E, H, I, DType::kBF16, bm, &wb, MoePath::kFused).ok());
+        EXPECT_GE(w0, wb) << "E " << s.E << " topk " << s.topk << " m " << m << " block_m " << bm;
+      }
+    }
+  }
+}
 
 TEST(Int4MoeArgs, Refused) {
   WeightShape s13{4, 64, 64, 32, true, DType::kBF16}, s2{4, 64, 32, 32, true, DType::kBF16};
