@@ -92,7 +92,7 @@ constexpr int kPipeWgBlocksPerSm32 = 2, kPipeWgBlocksPerSm64 = 2, kPipeWgBlocksP
 // vs 16.9).
 constexpr int kPipeWgBlocksPerSm48 = 2;
 LOWBIT_HD constexpr int pipe_wg_blocks_per_sm(int bm) {
-  return bm == 32 ? kPipeWgBlocksPerSm32 : bm <= 64 ? kPipeWgBlocksPerSm64 : kPipeWgBlocksPerSm128;
+  return bm == 32 ? kPipeWgBlocksPerSm32 : bm <= 64 ? kPipeWgBlocksPerSm64 : kPipeWgBlocksPerSm128;  // 96: one
 }
 // 48-row wgmma tiles (m64n48k16, two blocks per SM) at M = 33..48 on weights of >= 48 Mi
 // elements instead of 64-row ones (session 25, round PB, 1x H200, bf16 G = 128, min of two,
@@ -110,7 +110,10 @@ inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   const long long b64 = static_cast<long long>(p64.row_tiles) * p64.col_tiles * p64.splits;
   const long long w128 = static_cast<long long>(kPipeWgBlocksPerSm128) * sms;
   const long long w64 = static_cast<long long>(kPipeWgBlocksPerSm64) * sms;
-  return 3 * b128 < 2 * w128 && b64 <= w64 && 100 * b64 >= 85 * w64 ? 64 : 128;
+  if (3 * b128 < 2 * w128 && b64 <= w64 && 100 * b64 >= 85 * w64) return 64;
+  // A single row tile of 65..96 rows: 96-row tiles (m64n96k16, one block per SM like the 128-row
+  // ones, the same grid; session 25).
+  return m <= 96 ? 96 : 128;
 }
 
 // kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight

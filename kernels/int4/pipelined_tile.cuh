@@ -119,8 +119,8 @@ struct PipeSmem {
   static constexpr int kEpi = BM * kEpiPitch * 4;
   static constexpr int kAlign = kWg ? 1024 : 0;  // slack to align the dynamic smem base
   static constexpr int kTotal = (kStage * kStages > kEpi ? kStage * kStages : kEpi) + kAlign;
-  static_assert(!kWg || (kStage % 1024 == 0 && (BM == 32 || BM == 48 || BM == 64 || BM == 128)),
-                "wgmma: 1024 B aligned x tiles of 32 / 48 / 64 / 128 rows");
+  static_assert(!kWg || (kStage % 1024 == 0 && (BM == 32 || BM == 48 || BM == 64 || BM == 96 || BM == 128)),
+                "wgmma: 1024 B aligned x tiles of 32 / 48 / 64 / 96 / 128 rows");
 };
 
 __device__ __forceinline__ void pipe_cp16(uint32_t dst, const void* src) {
@@ -276,6 +276,21 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t smem_addr) {
   "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24," \
   "%25,%26,%27,%28,%29,%30,%31" \
   "}, {%32,%33,%34,%35}, %36, 1, 1, 1, 0;\n"
+#define LOWBIT_WG_D12(d) \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), \
+      "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), \
+      "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), \
+      "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), \
+      "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), \
+      "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), \
+      "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3])
+#define LOWBIT_WG_ASM12(TY) \
+  "wgmma.mma_async.sync.aligned.m64n96k16.f32." TY "." TY " {" \
+  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24," \
+  "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46," \
+  "%47" \
+  "}, {%48,%49,%50,%51}, %52, 1, 1, 1, 0;\n"
 #define LOWBIT_WG_D16(d) \
   "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
       "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
@@ -296,7 +311,7 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t smem_addr) {
 // d (+)= A x B for one 64-column group: NT = 4 / 6 / 8 / 16 (32 / 48 / 64 / 128 x rows).
 template <typename T, int NT>
 __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t desc) {
-  static_assert(NT == 4 || NT == 6 || NT == 8 || NT == 16, "wgmma tiles of 32, 48, 64 or 128 rows");
+  static_assert(NT == 4 || NT == 6 || NT == 8 || NT == 12 || NT == 16, "wgmma tiles of 32, 48, 64, 96 or 128 rows");
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (NT == 6 && Act<T>::kBf16) {
     asm volatile(LOWBIT_WG_ASM6("bf16") : LOWBIT_WG_D6(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
@@ -310,6 +325,10 @@ __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4]
     asm volatile(LOWBIT_WG_ASM8("bf16") : LOWBIT_WG_D8(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
   } else if constexpr (NT == 8) {
     asm volatile(LOWBIT_WG_ASM8("f16") : LOWBIT_WG_D8(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  } else if constexpr (NT == 12 && Act<T>::kBf16) {
+    asm volatile(LOWBIT_WG_ASM12("bf16") : LOWBIT_WG_D12(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  } else if constexpr (NT == 12) {
+    asm volatile(LOWBIT_WG_ASM12("f16") : LOWBIT_WG_D12(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
   } else if constexpr (Act<T>::kBf16) {
     asm volatile(LOWBIT_WG_ASM16("bf16") : LOWBIT_WG_D16(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
   } else {
@@ -322,10 +341,12 @@ __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4]
 #undef LOWBIT_WG_ASM4
 #undef LOWBIT_WG_ASM6
 #undef LOWBIT_WG_ASM8
+#undef LOWBIT_WG_ASM12
 #undef LOWBIT_WG_ASM16
 #undef LOWBIT_WG_D4
 #undef LOWBIT_WG_D6
 #undef LOWBIT_WG_D8
+#undef LOWBIT_WG_D12
 #undef LOWBIT_WG_D16
 
 // Scale and magic + z of this warp's two columns (16w + g, 16w + g + 8) of group c.
@@ -360,7 +381,7 @@ __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_
   // latency (Nsight Compute, Mixtral MoE M = 8192: 17% of the stall samples on the first
   // unpack instruction after the word's load); 3-5% faster there (round BF). The 64-row tiles
   // (two blocks per SM at 128 registers) read them per step: 1-4% slower the other way.
-  constexpr bool kStageAhead = NT == 16;
+  constexpr bool kStageAhead = NT >= 12;  // 96-row tiles (one block per SM) as the 128-row ones
   typename Act<T>::T2 sc[2][kWgGroups][2], mz[2][kWgGroups][2];
   uint32_t words[NS][kWgGroups];
   auto load_word = [&](int s, int c) {
@@ -692,8 +713,8 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
   if (p.splits > 1) cluster.sync();  // no rank leaves while another still reads its tile
 }
 
-// Measurement knobs (read once): LOWBIT_INT4_PIPE_ROWS=16|32|48|64|128 forces the rows per block
-// tile (48, 128: wgmma only), LOWBIT_INT4_PIPE_SPLITS=1..8 the split-K ranks,
+// Measurement knobs (read once): LOWBIT_INT4_PIPE_ROWS=16|32|48|64|96|128 forces the rows per
+// block tile (48, 96, 128: wgmma only), LOWBIT_INT4_PIPE_SPLITS=1..8 the split-K ranks,
 // LOWBIT_INT4_PIPE_WGMMA=0 keeps every tile on mma.sync (all: any M, same sums up to order).
 inline int env_int_once(const char* name, int lo, int hi) {
   const char* e = std::getenv(name);
@@ -703,7 +724,7 @@ inline int env_int_once(const char* name, int lo, int hi) {
 inline int env_pipe_rows() {
   static const int v = [] {
     const int r = env_int_once("LOWBIT_INT4_PIPE_ROWS", 16, 128);
-    return r == 16 || r == 32 || r == 48 || r == 64 || r == 128 ? r : 0;
+    return r == 16 || r == 32 || r == 48 || r == 64 || r == 96 || r == 128 ? r : 0;
   }();
   return v;
 }
@@ -721,6 +742,12 @@ inline bool env_pipe_wg32() {
 // pipelined_rows_for() takes 48-row ones.
 inline bool env_pipe_wg48() {
   static const bool v = env_on_unless_zero("LOWBIT_INT4_PIPE_WG48");
+  return v;
+}
+// LOWBIT_INT4_PIPE_WG96=0 (read once; measurements and tests): 128-row tiles where
+// pipelined_rows_for() takes 96-row ones.
+inline bool env_pipe_wg96() {
+  static const bool v = env_on_unless_zero("LOWBIT_INT4_PIPE_WG96");
   return v;
 }
 inline int env_pipe_splits() {
@@ -794,12 +821,14 @@ template <typename T, bool kSym>
 cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
   const bool wg = pipe_wgmma_ok();
   int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows_for(prm.M, prm.N, prm.K, wg, sms);
+  if (bm == 96 && !(wg && env_pipe_wg96())) bm = 128;
   if (bm == 128 && !wg) bm = 64;
   if (bm == 48 && !(wg && env_pipe_wg48())) bm = 64;
   if (bm == 16) return launch_typed<T, 16, kSym, false>(prm, sms, stream);
   if (bm == 32 && wg && env_pipe_wg32()) return launch_typed<T, 32, kSym, true>(prm, sms, stream);
   if (bm == 48) return launch_typed<T, 48, kSym, true>(prm, sms, stream);
   if (bm == 32) return launch_typed<T, 32, kSym, false>(prm, sms, stream);
+  if (bm == 96) return launch_typed<T, 96, kSym, true>(prm, sms, stream);
   if (bm == 128) return launch_typed<T, 128, kSym, true>(prm, sms, stream);
   if (wg) return launch_typed<T, 64, kSym, true>(prm, sms, stream);
   return launch_typed<T, 64, kSym, false>(prm, sms, stream);

@@ -86,6 +86,17 @@ TEST(Int4PipelinedPlan, RowsByWaveFill) {
   EXPECT_EQ(pipelined_rows_for(64, 10240, 8192, true, kH200Sms), 64);
 }
 
+// 96-row wgmma tiles for one row tile of 65..96 rows where 128-row tiles would be taken (session 25).
+TEST(Int4PipelinedPlan, Rows96) {
+  for (int m : {65, 80, 96}) {
+    EXPECT_EQ(pipelined_rows_for(m, 57344, 8192, true, kH200Sms), 96) << m;
+    EXPECT_EQ(pipelined_rows_for(m, 4096, 4096, true, kH200Sms), 96) << m;
+    EXPECT_EQ(pipelined_rows_for(m, 57344, 8192, false, kH200Sms), pipelined_rows(m, false)) << m;  // mma.sync
+  }
+  EXPECT_EQ(pipelined_rows_for(97, 57344, 8192, true, kH200Sms), 128);
+  EXPECT_EQ(pipelined_rows_for(64, 57344, 8192, true, kH200Sms), 64);
+}
+
 // 48-row wgmma tiles at M = 33..48 on weights of >= 48 Mi elements (session 25, round PB).
 TEST(Int4PipelinedPlan, Rows48OnLargeWeights) {
   for (int m : {33, 40, 48}) {

@@ -279,6 +279,8 @@ std::vector<GemmCase> forced_cases() {
       }
   // 48-row wgmma tiles (pipelined_rows_for: M = 33..48 on >= 48 Mi elements), one partial.
   v.push_back({40, 4096, 12288, 128, false, DType::kBF16, GemmPath::kPipelined});
+  // 96-row wgmma tiles (one row tile of 65..96 rows): 65 groups, the last column tile one group.
+  v.push_back({80, 4160, 2048, 64, true, DType::kF16, GemmPath::kPipelined});
   // kAuto takes the pipelined kernel on a weight of 64 Mi elements at M = 100 (tiled_auto_path).
   v.push_back({100, 8192, 8192, 128, true, DType::kBF16});
   for (DType t : {DType::kF16, DType::kBF16}) {
