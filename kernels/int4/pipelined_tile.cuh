@@ -16,11 +16,12 @@
 // Two tensor-core forms (docs/int4-kernels.md, "Session 11"):
 // - mma.sync m16n8k16 (16-row tiles; 32 / 64 rows without wgmma): warp w owns group w, reads x
 //   fragments with ldmatrix (padded pitch), and one A fragment serves BM / 8 MMAs.
-// - wgmma (32 / 48 / 64 / 128-row tiles, sm_90a): two warpgroups, each on 2 groups; A
+// - wgmma (32 / 48 / 64 / 96 / 128-row tiles, sm_90a): two warpgroups, each on 2 groups; A
 //   (dequantized fragments) from registers, B (x) from the stage through a descriptor (128 B
-//   swizzle). 32- and 48-row tiles (m64n32k16 / m64n48k16) since session 25: 0.78-0.95x the
-//   time of the mma.sync 32-row tile at M = 17..32 and of the 64-row tile at M = 33..48 on the
-//   larger Llama-3 projections (docs/int4-kernels.md, "Session 25").
+//   swizzle). 32-, 48- and 96-row tiles (m64n32k16 / m64n48k16 / m64n96k16) since session 25:
+//   0.78-0.95x the time of the mma.sync 32-row tile at M = 17..32 and of the 64-row tile at
+//   M = 33..48 on the larger Llama-3 projections, 0.72-0.94x the 128-row tile at M = 65..96
+//   (docs/int4-kernels.md, "Session 25").
 //
 // Numerics: each A-fragment pair is dequantized to the contract's weight, round((q - z) * s)
 // in the activation dtype ((magic + q) - (magic + z) exact, one rounded multiply:
