@@ -139,7 +139,7 @@ cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeight
                                  const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m,
                                  int topk, int bm, void* out, cudaStream_t stream, bool ids_early = false);
 // Pipelined GEMM on the MMA-tiled layout (gemm_pipelined.cu): any m >= 1, no workspace.
-// pipelined_uses_wgmma(): whether its 64 / 128-row tiles run on wgmma here (sm_90a build, a
+// pipelined_uses_wgmma(): whether its 32..128-row tiles run on wgmma here (sm_90a build, a
 // compute capability 9.0 device, LOWBIT_INT4_PIPE_WGMMA not 0); kAuto's crossovers depend on it.
 bool pipelined_uses_wgmma();
 // The current device's SM count (132 when there is none: the H200 kAuto's rules were measured on).
