@@ -90,9 +90,9 @@ constexpr int kPipeWgBlocksPerSm32 = 2, kPipeWgBlocksPerSm64 = 2, kPipeWgBlocksP
 // but at 85 registers the kernel spilled 12 B and ran 4-30% slower than with two (round PA,
 // 1x H200, bf16, M = 17..32: 70b.down 96.4 vs 74.1 us, 70b.gate_up 146.1 vs 137.8, 8b.qkv 19.8
 // vs 16.9).
-constexpr int kPipeWgBlocksPerSm48 = 2;
+// 48-row tiles take the 64-row tiles' two, 96-row tiles the 128-row tiles' one.
 LOWBIT_HD constexpr int pipe_wg_blocks_per_sm(int bm) {
-  return bm == 32 ? kPipeWgBlocksPerSm32 : bm <= 64 ? kPipeWgBlocksPerSm64 : kPipeWgBlocksPerSm128;  // 96: one
+  return bm == 32 ? kPipeWgBlocksPerSm32 : bm <= 64 ? kPipeWgBlocksPerSm64 : kPipeWgBlocksPerSm128;
 }
 // 48-row wgmma tiles (m64n48k16, two blocks per SM) at M = 33..48 on weights of >= 48 Mi
 // elements instead of 64-row ones (session 25, round PB, 1x H200, bf16 G = 128, min of two,
