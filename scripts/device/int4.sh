@@ -6,7 +6,8 @@
 # batched-decode paths side by side (bench_gemm_medium), then the prefill paths/schedules side
 # by side (bench_prefill_paths).
 # QUICK=1: the benches' --quick subsets (M = 1,16,256,4096 dense; 1,16,128,2048 MoE).
-# Env: BIN (built binaries), OUT (results). Budget: under 7 minutes (step limits below).
+# Env: BIN (built binaries), OUT (results). Budget: the step limits below (under 7 minutes until
+# session 18; the pipelined-tile steps of session 25 add about a minute).
 set -uo pipefail
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
 source "$(dirname "$0")/common.sh"
@@ -16,10 +17,17 @@ step gpu_int4_tests 120 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1
 # Every M = 9..16 decode case on the block-shared x tiles (the plan takes them for some grids).
 step gpu_int4_xshared 60 env LOWBIT_INT4_DECODE_XSHARED=2 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
   --gtest_filter='Forced/Int4Gemm*'
-# The pipelined kernel with every tile on mma.sync (LOWBIT_INT4_PIPE_WGMMA=0; by default its 64-
-# and 128-row tiles run on wgmma): its forced cases.
+# The pipelined kernel with every tile on mma.sync (LOWBIT_INT4_PIPE_WGMMA=0; by default its
+# 32- to 128-row tiles run on wgmma): its forced cases and the MoE cases.
 step gpu_int4_pipe_mma 60 env LOWBIT_INT4_PIPE_WGMMA=0 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
   --gtest_filter='Forced/Int4Gemm*pipelined*:Forced/*M100_N8192*:*Moe*'
+# The pipelined kernel's wgmma tiles of session 25 on every forced pipelined case: 48- and 96-row
+# tiles forced (LOWBIT_INT4_PIPE_ROWS; by default M = 33..48 on large weights / 65..96), and the
+# 32-row tile back on mma.sync (LOWBIT_INT4_PIPE_WG32=0) with the MoE cases that use it.
+step gpu_int4_pipe_rows 90 bash -c 'LOWBIT_INT4_PIPE_ROWS=48 "$0" --gtest_brief=1 --gtest_filter="Forced/Int4Gemm*pipelined*" &&
+  LOWBIT_INT4_PIPE_ROWS=96 "$0" --gtest_brief=1 --gtest_filter="Forced/Int4Gemm*pipelined*" &&
+  LOWBIT_INT4_PIPE_WG32=0 "$0" --gtest_brief=1 --gtest_filter="Forced/Int4Gemm*pipelined*:Pipelined/*"' \
+  "$BIN/lowbit_tests_gpu_int4"
 # The MoE cases with the decode tile at every block size (LOWBIT_INT4_MOE_PIPE=0; by default
 # the pipelined tile takes align blocks of 16..128 rows).
 step gpu_int4_moe_decode 40 env LOWBIT_INT4_MOE_PIPE=0 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 --gtest_filter='*Moe*'
