@@ -92,7 +92,7 @@ int workspace_block_m(int m, int topk, int experts) {
   const int64_t avg = avg_rows(m, topk, experts);
   const int d = moe_default_block_m(m, topk, experts), wg = kern::moe_pipelined_block_m(avg, true),
             mma = kern::moe_pipelined_block_m(avg, false);
-  return std::max(d, std::max(wg, mma));
+  return std::max({d, wg, mma});
 }
 int tiled_block_m(int m, int topk, int experts, int64_t w13_elems) {
   if (!detail::moe_pipelined_enabled()) return moe_default_block_m(m, topk, experts);
@@ -184,8 +184,9 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
     LOWBIT_CHECK_ARG(gbm >= 1 && gbm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", gbm);
     return detail::fused_moe_grouped(a, w13, w2, gbm, workspace, workspace_bytes, cst);
   }
+  const int64_t w13_elems = static_cast<int64_t>(w13.shape.n) * w13.shape.k;  // one expert's 2I x H
   const int bm = a.block_m > 0 ? a.block_m
-                 : tiled        ? tiled_block_m(a.m, a.topk, E, static_cast<int64_t>(w13.shape.n) * w13.shape.k)
+                 : tiled        ? tiled_block_m(a.m, a.topk, E, w13_elems)
                                 : moe_default_block_m(a.m, a.topk, E);
   LOWBIT_CHECK_ARG(bm >= 1 && bm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", bm);
   const MoeWorkspace L = moe_layout(a.m, a.topk, E, H, I, bm);
@@ -200,8 +201,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
   void* inter = ws + L.inter;
   auto* slots = reinterpret_cast<float*>(ws + L.slots);
-  if (a.m <= detail::moe_single_max_m(static_cast<long long>(w13.shape.n) * w13.shape.k) && bm == 8 && E <= 256 &&
-      tiled) {
+  if (a.m <= detail::moe_single_max_m(w13_elems) && bm == 8 && E <= 256 && tiled) {
     // Decode of a few tokens: a block per pick, routing inside both GEMMs, the slot sum inside
     // GEMM2 (internal.h).
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, a.m, a.topk, bm));

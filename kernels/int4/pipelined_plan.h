@@ -102,7 +102,7 @@ LOWBIT_HD constexpr int pipe_wg_blocks_per_sm(int bm) {
 constexpr int64_t kPipeRows48Weight = int64_t{48} << 20;
 inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   const int bm = pipelined_rows(m, wgmma);
-  if (bm == 64 && wgmma && m > 32 && m <= 48 && static_cast<int64_t>(n) * k >= kPipeRows48Weight) return 48;
+  if (bm == 64 && wgmma && m <= 48 && static_cast<int64_t>(n) * k >= kPipeRows48Weight) return 48;  // 64: m > 32
   if (bm != 128 || sms < 1) return bm;
   const PipePlan p128 = pipelined_plan(m, n, k, 128, sms, kPipeWgBlocksPerSm128);
   const PipePlan p64 = pipelined_plan(m, n, k, 64, sms, kPipeWgBlocksPerSm64);
