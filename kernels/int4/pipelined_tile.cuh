@@ -218,9 +218,10 @@ __device__ __forceinline__ void pipe_stage(float (&acc)[4][NT][4], uint32_t st, 
 // one warpgroup on all 4 groups (8 warps per SM) the dequantization chains left the tensor
 // cores idle (round Q, docs/int4-kernels.md).
 // One warpgroup (the block's 4 warps) multiplies a 64-column group by the x tile: A (64
-// weight columns x 16 K) from registers, warp w holding columns 16w .. 16w + 15 in the
-// mma.m16n8k16 A-fragment layout (so warp w dequantizes word j = w of each lane's 16 B), B
-// (16 K x 64 rows of x, K-major) from the stage's swizzled x tile through a descriptor.
+// weight columns x 16 K) from registers in the mma.m16n8k16 A-fragment layout, lane l of warp w
+// holding the columns of word wj = (w + l / 8) % 4 of its 16 B (a row permutation that keeps the
+// word loads free of bank conflicts; see the kernel), B (16 K x 64 rows of x, K-major) from the
+// stage's swizzled x tile through a descriptor.
 __device__ __forceinline__ uint32_t pipe_lds32(uint32_t a) {
   uint32_t v;
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a));
@@ -350,7 +351,7 @@ __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4]
 #undef LOWBIT_WG_D12
 #undef LOWBIT_WG_D16
 
-// Scale and magic + z of this warp's two columns (16w + g, 16w + g + 8) of group c.
+// Scale and magic + z of this lane's two columns (16 wj + g, 16 wj + g + 8; wj: see the kernel) of group c.
 template <typename T, bool kSym>
 __device__ __forceinline__ void wg_group(uint32_t addr, uint32_t z_minus_s, typename Act<T>::T2 (&sc)[2],
                                          typename Act<T>::T2 (&mz)[2]) {
@@ -367,12 +368,12 @@ __device__ __forceinline__ void wg_group(uint32_t addr, uint32_t z_minus_s, type
   }
 }
 
-// NS K steps of one stage for a warpgroup: per step, each warp dequantizes word w of its lane
+// NS K steps of one stage for a warpgroup: per step, each warp dequantizes word wj (see the kernel) of its lane
 // for the warpgroup's kWgGroups groups into one of two register sets (the other may still feed
 // the previous step's wgmmas), then their wgmmas are issued as one group; at most one group
 // stays in flight. Groups past N (the last column tile) are computed from whatever their stage
 // holds and never stored: no branch splits the step (branches around the groups left the
-// dequantization chains unscheduled across them). ln.w: this lane's word w in group 0's first
+// dequantization chains unscheduled across them). ln.w: this lane's word wj in group 0's first
 // step; ln.s: its scale word.
 template <typename T, int NT, int NS, bool kSym>
 __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_t st, const PipeLane& ln,
@@ -574,10 +575,16 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
   // This lane's addresses in a stage. mma.sync: its 16 B of the warp's weight step, its
   // ldmatrix row (matrix lane / 8 = rows 8 (i / 2) .. + 7 of a 16-row pair, K half i % 2), and
   // its 16 B of the warp's scale / zero rows (entries 8g .. 8g + 7: columns 16j + g + 8h).
-  // wgmma: word w of its 16 B in group 0 and the scale word of columns 16w + g (+ 8).
+  // wgmma: word wj = (w + lane / 8) % 4 of its 16 B in group 0 and the scale word of columns
+  // 16 wj + g (+ 8). Warp w's A rows 16w + g (+ 8) are those weight columns (the epilogue maps
+  // them back): with word w for every lane, lanes l, l + 8, l + 16, l + 24 read the same bank
+  // (16 B apart per lane), a 4-way conflict on every word load (Nsight Compute, 70b.gate_up
+  // M = 512: 20% of the shared-memory wavefronts excessive, session 26); rotated by lane / 8
+  // the warp's 32 words fall in 32 banks.
+  const int wj = (warp + (lane >> 3)) & 3;
   const PipeLane ln = kWg ? PipeLane{static_cast<uint32_t>(L::kW + wgi * kWgGroups * kPipeStageSteps * 512 +
-                                                           lane * 16 + warp * 4),
-                                     0u, static_cast<uint32_t>(L::kS + wgi * kWgGroups * 256 + g * 16 + warp * 4),
+                                                           lane * 16 + wj * 4),
+                                     0u, static_cast<uint32_t>(L::kS + wgi * kWgGroups * 256 + g * 16 + wj * 4),
                                      static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u}
                           : PipeLane{static_cast<uint32_t>(L::kW + warp * kPipeStageSteps * 512 + lane * 16),
                                      static_cast<uint32_t>(L::kX + (8 * (lane >> 4) + (lane & 7)) * kXPitch +
@@ -622,7 +629,7 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
   // Fragment (j, n): rows (columns of W) 16j + g (+8) of the warp's group, activation rows
-  // 8n + 2t (+1); wgmma: group j, the warp's rows 16w + g (+8).
+  // 8n + 2t (+1); wgmma: group j, the warp's rows 16w + g (+8), which hold columns 16 wj + g (+8).
   float* epi = reinterpret_cast<float*>(sgen);
   if (kWg || wvalid) {
 #pragma unroll
@@ -630,7 +637,7 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
         if (kWg && kWgGroups * wgi + j >= ng) continue;
-        const int col = kWg ? 64 * (kWgGroups * wgi + j) + 16 * warp + g : warp * 64 + 16 * j + g, row = 8 * n + 2 * t;
+        const int col = kWg ? 64 * (kWgGroups * wgi + j) + 16 * wj + g : warp * 64 + 16 * j + g, row = 8 * n + 2 * t;
         epi[row * L::kEpiPitch + col] = acc[j][n][0];
         epi[(row + 1) * L::kEpiPitch + col] = acc[j][n][1];
         epi[row * L::kEpiPitch + col + 8] = acc[j][n][2];
