@@ -351,7 +351,8 @@ __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4]
 #undef LOWBIT_WG_D12
 #undef LOWBIT_WG_D16
 
-// Scale and magic + z of this lane's two columns (16 wj + g, 16 wj + g + 8; wj: see the kernel) of group c.
+// Scale and magic + z of this lane's two columns (16 wj + g, 16 wj + g + 8; wj: see the kernel)
+// of group c.
 template <typename T, bool kSym>
 __device__ __forceinline__ void wg_group(uint32_t addr, uint32_t z_minus_s, typename Act<T>::T2 (&sc)[2],
                                          typename Act<T>::T2 (&mz)[2]) {
@@ -368,8 +369,8 @@ __device__ __forceinline__ void wg_group(uint32_t addr, uint32_t z_minus_s, type
   }
 }
 
-// NS K steps of one stage for a warpgroup: per step, each warp dequantizes word wj (see the kernel) of its lane
-// for the warpgroup's kWgGroups groups into one of two register sets (the other may still feed
+// NS K steps of one stage for a warpgroup: per step, each lane dequantizes its word wj (see the
+// kernel) for the warpgroup's kWgGroups groups into one of two register sets (the other may still feed
 // the previous step's wgmmas), then their wgmmas are issued as one group; at most one group
 // stays in flight. Groups past N (the last column tile) are computed from whatever their stage
 // holds and never stored: no branch splits the step (branches around the groups left the

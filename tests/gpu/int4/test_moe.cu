@@ -202,8 +202,9 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{6, 16, 512, 192, 4, 64, false, DType::kBF16, 0, MoePath::kGrouped}));
 
 // The pipelined tile's MoE modes (moe_pipelined.cu: align blocks of 16 / 32 / 64 rows, 128 with
-// wgmma, else the decode tile; 32-row blocks on wgmma where it runs): I / 64 odd (the last gate/up tile holds one group of each), H
-// = 192 (a column tile of 3 groups), G = 32 (stages span two groups), per-channel,
+// wgmma, else the decode tile; 32-row blocks on wgmma where it runs): I / 64 odd (the last
+// gate/up tile holds one group of each), H = 192 (a column tile of 3 groups), G = 32 (stages
+// span two groups), per-channel,
 // both dtypes, sym and asym, and kAuto's block size (128 rows once experts average > 128).
 constexpr int kTiled = static_cast<int>(KernelLayoutKind::kMmaTiled);
 INSTANTIATE_TEST_SUITE_P(
