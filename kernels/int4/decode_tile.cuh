@@ -225,29 +225,8 @@ constexpr int decode_stage_scale_bytes() {
 
 // Weight stages: lane 0 of each warp moves a whole batch (D * 512 B, one contiguous run)
 // with one bulk asynchronous copy (TMA unit) into the warp's stage and an mbarrier counts
-// the bytes; S - 1 batches stay in flight while one is computed, and they hold no registers.
-__device__ __forceinline__ void mbar_init(uint32_t bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
-}
-// The stage's one arrival, announcing the bytes its copies will complete.
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t phase) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(phase)
-        : "memory");
-  } while (!done);
-}
+// the bytes (mbar_* and bulk_copy: common.cuh); S - 1 batches stay in flight while one is
+// computed, and they hold no registers.
 // One K step's x fragments of both 8-row tiles from a block-shared chunk (DecodeCfg::XS, 16-row
 // tiles): ldmatrix reads the four 8 x 8 tiles (rows 8 nt .. 8 nt + 7, K halves 0-7 / 8-15);
 // tile 2 nt + h is xf[nt].x (h = 0) or .y (h = 1): row g, k = 2t, 2t + 1 of the half, the B

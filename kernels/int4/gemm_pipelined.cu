@@ -1,12 +1,57 @@
 // Dense W4A16 GEMM through the pipelined tile (pipelined_tile.cuh) on MMA-tiled weights:
-// gemm()'s GemmPath::kPipelined and kAuto's choice for batched decode and short prefill.
-#include "kernels/int4/pipelined_tile.cuh"
+// gemm()'s GemmPath::kPipelined and kAuto's choice for batched decode and short prefill. The
+// 96- and 128-row wgmma tiles may run warp-specialized (pipelined_ws_tile.cuh: the same sums).
+#include "kernels/int4/pipelined_ws_tile.cuh"
 
-namespace lowbit::int4::detail {
+namespace lowbit::int4 {
+namespace kern {
+
+std::atomic<int> g_pipe_ws_override{0};
+std::atomic<long long> g_pipe_ws_launches{0};
+
+namespace {
+
+// The 96- / 128-row tiles warp-specialized where pipe_ws_enabled() says so and the operands
+// allow it (launch_typed_ws), else the tile of gemm_pipelined_kernel.
+template <typename T, int BM, bool kSym>
+cudaError_t launch_wg_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
+  if (pipe_ws_enabled()) {
+    bool launched = false;
+    const cudaError_t e = launch_typed_ws<T, BM, kSym>(prm, sms, stream, &launched);
+    if (launched) g_pipe_ws_launches.fetch_add(1, std::memory_order_relaxed);
+    if (e != cudaSuccess || launched) return e;
+  }
+  return launch_typed<T, BM, kSym, true>(prm, sms, stream);
+}
+
+template <typename T, bool kSym>
+cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
+  const bool wg = pipe_wgmma_ok();
+  int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows_for(prm.M, prm.N, prm.K, wg, sms);
+  if (bm == 96 && !(wg && env_pipe_wg96())) bm = 128;
+  if (bm == 128 && !wg) bm = 64;
+  if (bm == 48 && !(wg && env_pipe_wg48())) bm = 64;
+  if (bm == 16) return launch_typed<T, 16, kSym, false>(prm, sms, stream);
+  if (bm == 32 && wg && env_pipe_wg32()) return launch_typed<T, 32, kSym, true>(prm, sms, stream);
+  if (bm == 48) return launch_typed<T, 48, kSym, true>(prm, sms, stream);
+  if (bm == 32) return launch_typed<T, 32, kSym, false>(prm, sms, stream);
+  if (bm == 96) return launch_wg_rows<T, 96, kSym>(prm, sms, stream);
+  if (bm == 128) return launch_wg_rows<T, 128, kSym>(prm, sms, stream);
+  if (wg) return launch_typed<T, 64, kSym, true>(prm, sms, stream);
+  return launch_typed<T, 64, kSym, false>(prm, sms, stream);
+}
+
+}  // namespace
+}  // namespace kern
+
+namespace detail {
 
 bool pipelined_uses_wgmma() { return kern::pipe_wgmma_ok(); }
 
 int device_sm_count() { return kern::current_sm_count(); }
+
+void set_pipe_ws(int mode) { kern::g_pipe_ws_override.store(mode == 1 || mode == 2 ? mode : 0); }
+long long pipe_ws_launches() { return kern::g_pipe_ws_launches.load(std::memory_order_relaxed); }
 
 cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                   cudaStream_t stream) {
@@ -31,4 +76,5 @@ cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWei
   return sym ? kern::launch_rows<__half, true>(p, sms, stream) : kern::launch_rows<__half, false>(p, sms, stream);
 }
 
-}  // namespace lowbit::int4::detail
+}  // namespace detail
+}  // namespace lowbit::int4

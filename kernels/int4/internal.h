@@ -144,6 +144,11 @@ cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeight
 bool pipelined_uses_wgmma();
 // The current device's SM count (132 when there is none: the H200 kAuto's rules were measured on).
 int device_sm_count();
+// The 96- and 128-row wgmma tiles warp-specialized (pipelined_ws_tile.cuh; bit-identical sums):
+// 0 as LOWBIT_INT4_PIPE_WS says, 1 never, 2 wherever they can run; pipe_ws_launches(): how many
+// launches took them so far. Tests.
+void set_pipe_ws(int mode);
+long long pipe_ws_launches();
 cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                   cudaStream_t stream);
 cudaError_t launch_gemm_tc(const void* x, void* y, int m, const KernelWeightsView& w, int expert, cudaStream_t stream);

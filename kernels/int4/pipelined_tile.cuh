@@ -428,6 +428,46 @@ __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_
   }
 }
 
+// The dense epilogue: rank r stores every splits-th chunk of 8 outputs of the block's fp32
+// tile `epi` (BM rows of kEpiPitch floats), the ranks' tiles added in rank order (the tiles of
+// the other ranks read through distributed shared memory; the caller's cluster barrier made
+// them complete), rounded to the activation dtype.
+template <typename T, int BM, int kThreads, int kEpiPitch>
+__device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const float* epi, int m0, int ct, int rank,
+                                                 int tid, cg::cluster_group& cluster) {
+  T* __restrict__ y = static_cast<T*>(p.y);
+  for (int i = rank * kThreads + tid; i < BM * (kPipeCols / 8); i += kThreads * p.splits) {
+    const int r = i / (kPipeCols / 8), c8 = (i % (kPipeCols / 8)) * 8;
+    const int row = m0 + r, col = ct * kPipeCols + c8;
+    if (row >= p.M || col >= p.N) continue;
+    const float* local = epi + r * kEpiPitch + c8;
+    // Every rank's 8 values are requested before any is added (one remote latency, not one
+    // per rank), then summed in rank order.
+    float4 part[kPipeMaxSplits][2];
+#pragma unroll
+    for (int q = 0; q < kPipeMaxSplits; ++q)
+      if (q < p.splits) {
+        const float* src = p.splits > 1 ? cluster.map_shared_rank(local, q) : local;
+        part[q][0] = *reinterpret_cast<const float4*>(src);
+        part[q][1] = *reinterpret_cast<const float4*>(src + 4);
+      }
+    float v[8] = {part[0][0].x, part[0][0].y, part[0][0].z, part[0][0].w,
+                  part[0][1].x, part[0][1].y, part[0][1].z, part[0][1].w};
+#pragma unroll
+    for (int q = 1; q < kPipeMaxSplits; ++q)
+      if (q < p.splits) {
+        const float f[8] = {part[q][0].x, part[q][0].y, part[q][0].z, part[q][0].w,
+                            part[q][1].x, part[q][1].y, part[q][1].z, part[q][1].w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] += f[e];
+      }
+    uint32_t out[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] = pack_pair<T>(v[2 * e], v[2 * e + 1]);
+    *reinterpret_cast<uint4*>(y + static_cast<size_t>(row) * p.N + col) = make_uint4(out[0], out[1], out[2], out[3]);
+  }
+}
+
 template <typename T, int BM, bool kSym, bool kWg, int MODE>
 // (wgmma tiles: the resident blocks per SM of pipe_wg_blocks_per_sm(), the wave the plans count on.)
 __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm(BM) : 1)
@@ -520,12 +560,12 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
   // thread always copies the same 16 B chunk c = tid % 8 of the same rows, so their source
   // offsets (x is [M, K], below 2^32 elements by the launcher's check) and destinations are
   // computed once (the per-copy row arithmetic was ~15% of the kernel's instructions, round Z).
-  // 48-row wgmma tiles (384 chunks for 256 threads): the last round of copies is partial; a
-  // thread without a chunk there gets the destination kNoCopy.
+  // 48-row wgmma tiles (384 chunks for 256 threads): the last round of copies is partial, and
+  // a thread copies chunk tid + u * kThreads only where it exists (has_chunk).
   constexpr int kXChunks = BM * 2 * kPipeStageSteps;
   constexpr int kXCopies = (kXChunks + kThreads - 1) / kThreads;
   constexpr bool kXPartial = kXChunks % kThreads != 0;
-  constexpr uint32_t kNoCopy = ~0u;
+  auto has_chunk = [&](int u) { return !kXPartial || tid + u * kThreads < kXChunks; };
   const int xc = tid % (2 * kPipeStageSteps);
   uint32_t xsrc[kXCopies], xdst[kXCopies];
 #pragma unroll
@@ -539,7 +579,6 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
     }
     xsrc[u] = static_cast<uint32_t>(row) * static_cast<uint32_t>(p.K) + static_cast<uint32_t>(xc * 8);
     xdst[u] = static_cast<uint32_t>(L::kX + r * L::kPitch + (kWg ? (xc ^ (r & 7)) : xc) * 16);  // wgmma: 128 B swizzle
-    if (kXPartial && chunk >= kXChunks) xdst[u] = kNoCopy;
   }
   auto load_x = [&](int it) {
     const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
@@ -548,7 +587,7 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
     const T* xs = x + s0 * 16;
 #pragma unroll
     for (int u = 0; u < kXCopies; ++u)
-      if (!kXPartial || xdst[u] != kNoCopy) pipe_cp16(st + xdst[u], xs + xsrc[u]);
+      if (has_chunk(u)) pipe_cp16(st + xdst[u], xs + xsrc[u]);
   };
 
 #pragma unroll
@@ -687,38 +726,7 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
     }
     return;
   }
-  // Rank r stores every splits-th chunk of 8 outputs, the ranks' sums added in rank order.
-  T* __restrict__ y = static_cast<T*>(p.y);
-  for (int i = rank * kThreads + tid; i < BM * (kPipeCols / 8); i += kThreads * p.splits) {
-    const int r = i / (kPipeCols / 8), c8 = (i % (kPipeCols / 8)) * 8;
-    const int row = m0 + r, col = ct * kPipeCols + c8;
-    if (row >= p.M || col >= p.N) continue;
-    const float* local = epi + r * L::kEpiPitch + c8;
-    // Every rank's 8 values are requested before any is added (one remote latency, not one
-    // per rank), then summed in rank order.
-    float4 part[kPipeMaxSplits][2];
-#pragma unroll
-    for (int q = 0; q < kPipeMaxSplits; ++q)
-      if (q < p.splits) {
-        const float* src = p.splits > 1 ? cluster.map_shared_rank(local, q) : local;
-        part[q][0] = *reinterpret_cast<const float4*>(src);
-        part[q][1] = *reinterpret_cast<const float4*>(src + 4);
-      }
-    float v[8] = {part[0][0].x, part[0][0].y, part[0][0].z, part[0][0].w,
-                  part[0][1].x, part[0][1].y, part[0][1].z, part[0][1].w};
-#pragma unroll
-    for (int q = 1; q < kPipeMaxSplits; ++q)
-      if (q < p.splits) {
-        const float f[8] = {part[q][0].x, part[q][0].y, part[q][0].z, part[q][0].w,
-                            part[q][1].x, part[q][1].y, part[q][1].z, part[q][1].w};
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] += f[e];
-      }
-    uint32_t out[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) out[e] = pack_pair<T>(v[2 * e], v[2 * e + 1]);
-    *reinterpret_cast<uint4*>(y + static_cast<size_t>(row) * p.N + col) = make_uint4(out[0], out[1], out[2], out[3]);
-  }
+  pipe_store_dense<T, BM, kThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid, cluster);
   if (p.splits > 1) cluster.sync();  // no rank leaves while another still reads its tile
 }
 
@@ -764,23 +772,26 @@ inline int env_pipe_splits() {
   return v;
 }
 
-// Once per instantiation: the shared-memory opt-in and the resident blocks per SM (the wave
-// the plan fills).
-template <typename T, int BM, bool kSym, bool kWg, int MODE>
-cudaError_t pipe_blocks_per_sm(int* blocks) {
-  static std::atomic<int> per_sm{0};
-  int nb = per_sm.load(std::memory_order_relaxed);
+// Once per kernel (cache: the caller's static): the shared-memory opt-in and the resident
+// blocks per SM (the wave the plan fills).
+template <typename Kernel>
+cudaError_t blocks_per_sm_once(Kernel kernel, unsigned threads, size_t smem, std::atomic<int>& cache, int* blocks) {
+  int nb = cache.load(std::memory_order_relaxed);
   if (nb == 0) {
-    auto kernel = gemm_pipelined_kernel<T, BM, kSym, kWg, MODE>;
-    constexpr size_t kSmem = PipeSmem<BM, kWg>::kTotal;
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
-    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kernel, pipe_threads(kWg), kSmem);
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kernel, static_cast<int>(threads), smem);
     if (e != cudaSuccess) return e;
     if (nb < 1) return cudaErrorInvalidConfiguration;
-    per_sm.store(nb, std::memory_order_relaxed);
+    cache.store(nb, std::memory_order_relaxed);
   }
   *blocks = nb;
   return cudaSuccess;
+}
+template <typename T, int BM, bool kSym, bool kWg, int MODE>
+cudaError_t pipe_blocks_per_sm(int* blocks) {
+  static std::atomic<int> per_sm{0};
+  return blocks_per_sm_once(gemm_pipelined_kernel<T, BM, kSym, kWg, MODE>, pipe_threads(kWg), PipeSmem<BM, kWg>::kTotal,
+                            per_sm, blocks);
 }
 
 template <typename T, int BM, bool kSym, bool kWg>
@@ -824,23 +835,6 @@ inline bool pipe_wgmma_ok() {
 #else
   return false;
 #endif
-}
-
-template <typename T, bool kSym>
-cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
-  const bool wg = pipe_wgmma_ok();
-  int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows_for(prm.M, prm.N, prm.K, wg, sms);
-  if (bm == 96 && !(wg && env_pipe_wg96())) bm = 128;
-  if (bm == 128 && !wg) bm = 64;
-  if (bm == 48 && !(wg && env_pipe_wg48())) bm = 64;
-  if (bm == 16) return launch_typed<T, 16, kSym, false>(prm, sms, stream);
-  if (bm == 32 && wg && env_pipe_wg32()) return launch_typed<T, 32, kSym, true>(prm, sms, stream);
-  if (bm == 48) return launch_typed<T, 48, kSym, true>(prm, sms, stream);
-  if (bm == 32) return launch_typed<T, 32, kSym, false>(prm, sms, stream);
-  if (bm == 96) return launch_typed<T, 96, kSym, true>(prm, sms, stream);
-  if (bm == 128) return launch_typed<T, 128, kSym, true>(prm, sms, stream);
-  if (wg) return launch_typed<T, 64, kSym, true>(prm, sms, stream);
-  return launch_typed<T, 64, kSym, false>(prm, sms, stream);
 }
 
 // MoE modes: tiles = column tiles x align blocks, no split-K (every block one cluster of 1).

@@ -363,6 +363,65 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
       }
 }
 
+// The warp-specialized 96- / 128-row wgmma tiles (pipelined_ws_tile.cuh) run the same
+// warpgroup math and epilogue as the pipelined tile, so their outputs are bit-identical to it.
+// Cases: one 96-row tile with 65 column groups (the last column tile one group) and G = 64;
+// a 128-row tile with rows past M (M = 100) and K % 64 == 32 (a last stage of 2 K steps,
+// per-channel); stages spanning two scale groups (G = 32, asymmetric); 4 split-K ranks
+// (M = 256, N = K = 4096: 32 tiles on 132 SMs); two row tiles past one wave (M = 512); both
+// dtypes. Skipped where the wgmma tiles do not run (not sm_90a).
+TEST(Int4GemmPipelinedWs, BitIdenticalToPipelinedTile) {
+  if (!detail::pipelined_uses_wgmma()) GTEST_SKIP() << "wgmma tiles not available (sm_90a build and device)";
+  struct Case {
+    int m, n, k, g;
+    bool sym;
+  };
+  const Case cases[] = {{80, 4160, 2048, 64, true},       {100, 4160, 1120, kPerChannel, false},
+                        {96, 4096, 2048, 32, false},      {128, 28672, 1024, 128, true},
+                        {256, 4096, 4096, 128, false},    {512, 8192, 1024, 128, true}};
+  for (DType t : {DType::kBF16, DType::kF16})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << c.m << " N=" << c.n << " K=" << c.k
+                                        << " G=" << c.g << (c.sym ? " sym" : " asym"));
+      WeightShape s{1, c.n, c.k, c.g, c.sym, t};
+      KernelWeights kw;
+      ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 17u + static_cast<uint32_t>(c.m)), &kw,
+                                     static_cast<int>(KernelLayoutKind::kMmaTiled))
+                      .ok());
+      ASSERT_EQ(kw.kind, KernelLayoutKind::kMmaTiled);
+      DevWeights dw(kw);
+      DevBuf dx = upload(random_act(static_cast<size_t>(c.m) * s.k, t, 5u * c.m + c.g));
+      std::vector<uint16_t> out[2];
+      for (int mode : {1, 2}) {
+        DevBuf dy(static_cast<size_t>(c.m) * s.n * 2);
+        ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);  // NaN poison
+        const long long before = detail::pipe_ws_launches();
+        detail::set_pipe_ws(mode);
+        GemmArgs a;
+        a.x = dx.p;
+        a.y = dy.p;
+        a.m = c.m;
+        a.path = GemmPath::kPipelined;
+        const Status st = gemm(a, dw.view, nullptr, 0, nullptr);
+        detail::set_pipe_ws(0);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_EQ(detail::pipe_ws_launches() - before, mode == 2 ? 1 : 0);  // the kernel the case names ran
+        out[mode - 1] = download<uint16_t>(dy.p, static_cast<size_t>(c.m) * s.n);
+      }
+      size_t diff = 0, nonfinite = 0, zero = 0;
+      for (size_t i = 0; i < out[0].size(); ++i) {
+        diff += out[0][i] != out[1][i];
+        const float v = half_bits_to_float(t, out[1][i]);
+        nonfinite += !std::isfinite(v);
+        zero += v == 0.f;
+      }
+      EXPECT_EQ(diff, 0u);
+      EXPECT_EQ(nonfinite, 0u);  // every output written (the poison is NaN)
+      EXPECT_LT(zero, out[1].size() / 100);
+    }
+}
+
 // The decode tiles' copy of x (decode_x_steps.cu): every element where decode_x_steps_index
 // puts it and zeros for the rows past M up to the 16-row tile's end, on a poisoned buffer, for
 // M = 2..32 and a short and a long K.

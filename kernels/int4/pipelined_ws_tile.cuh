@@ -1,0 +1,261 @@
+// Warp-specialized variant of the pipelined tile's 96- and 128-row wgmma tiles (dense GEMM,
+// sm_90a): the same block tile (4 adjacent 64-column groups x BM activation rows), the same
+// math per warpgroup (wg_stage of pipelined_tile.cuh: each lane dequantizes its word wj, two
+// wgmmas per K step, one group in flight) and the same epilogue, so the outputs are
+// bit-identical to gemm_pipelined_kernel's; only the data movement differs.
+//
+// Why: in gemm_pipelined_kernel every warp both copies and computes. Each stage starts with a
+// cp.async wait, a proxy fence and a block barrier, and the next stage's copies are issued
+// before the first wgmma; both warpgroups leave the barrier together and dequantize at the
+// same time, so the tensor pipe idles between their wgmma groups (Nsight Compute, 70b.gate_up
+// M = 512: tensor pipe busy 58% of the cycles, issue slots 38%; docs/int4-kernels.md,
+// "Session 26"). Here one producer warp (warp 8) issues every copy through the TMA unit: per
+// stage one bulk copy of each group's 4 K steps of words (2 KB, contiguous in the MMA-tiled
+// layout), one per scale (and zero) row, and one tensor copy of the x tile (64 K x BM rows)
+// that writes the 128 B swizzle the wgmma B descriptor names. Each stage has a `full`
+// mbarrier (the producer's expect_tx arrival, completed by the copies' bytes) and an `empty`
+// one (one arrival per consumer warp once the wgmmas that read the stage have completed), so
+// the consumer warpgroups (warps 0-7) never meet at a block barrier in the K loop, and the
+// x tile needs no proxy fence (the copy engine writes it in the async proxy that wgmma reads).
+//
+// Registers: 9 warps and one block per SM allow 224 registers per thread (65536 / 288),
+// above the 204-209 that the 128-row consumer code takes, so no setmaxnreg is needed.
+// Rows past M: the tensor copy fills them with zeros (gemm_pipelined_kernel re-reads row
+// M - 1); their sums are never stored, and a row's sums depend on that row of x only.
+#pragma once
+
+#include <cuda.h>          // CUtensorMap
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled: the encoder comes through the runtime's driver entry point
+
+#include "kernels/int4/pipelined_tile.cuh"
+
+namespace lowbit::int4 {
+namespace kern {
+// detail::set_pipe_ws (tests): 0 as LOWBIT_INT4_PIPE_WS says, 1 never, 2 always. Defined in
+// gemm_pipelined.cu.
+extern std::atomic<int> g_pipe_ws_override;
+namespace {
+
+constexpr int kWsConsumerWarps = 8;                     // two warpgroups
+constexpr int kWsThreads = 32 * kWsConsumerWarps + 32;  // + the producer warp
+
+// Shared memory: the stage layout of the wgmma tiles (PipeSmem<BM, true>: words, the x tile,
+// scale and zero rows), with more stages: the producer refills a stage as soon as both
+// warpgroups release it, so every stage is in flight rather than 3 of 5.
+template <int BM>
+struct PipeWsSmem : PipeSmem<BM, true> {
+  using Base = PipeSmem<BM, true>;
+  static constexpr int kStages = 6;
+  static constexpr int kTotal = (Base::kStage * kStages > Base::kEpi ? Base::kStage * kStages : Base::kEpi) + 1024;
+  static_assert(kTotal <= 227 * 1024, "one block per SM");
+};
+
+struct PipeWsParams {
+  PipeParams p;
+  CUtensorMap xmap;  // x [M, K]: boxes of 64 K x BM rows in the 128 B swizzle (encode_x_map)
+};
+
+template <typename T, int BM, bool kSym>
+__global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const __grid_constant__ PipeWsParams w) {
+  const PipeParams& p = w.p;
+  using L = PipeWsSmem<BM>;
+  constexpr int S = L::kStages;
+  constexpr int NT = BM / 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) uint64_t bars[2 * S];  // full[0, S), empty[S, 2S)
+  const int tid = threadIdx.x, warp_id = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int rank = static_cast<int>(blockIdx.x % p.splits);
+  const int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
+  const int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
+  const int m0 = rt * BM;
+  const int s_begin = rank * p.split_steps;
+  const int s_end = min(p.ksteps, s_begin + p.split_steps);
+  const int nstages = s_begin < s_end ? (s_end - s_begin + kPipeStageSteps - 1) / kPipeStageSteps : 0;
+  const uint32_t sbase = (smem_addr(smem) + 1023u) & ~1023u;  // the swizzled x tiles: 1024 B aligned
+  unsigned char* const sgen = smem + (sbase - smem_addr(smem));
+  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[S]);
+  // The block's column groups that exist (the last column tile may hold fewer than 4).
+  const int ng = min(kPipeWarps, p.N / 64 - ct * kPipeWarps);
+  if (tid == 0) {
+    for (int i = 0; i < S; ++i) {
+      mbar_init<1>(full0 + 8 * i);
+      mbar_init<kWsConsumerWarps>(empty0 + 8 * i);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
+  }
+  __syncthreads();
+
+  float acc[kWgGroups][NT][4];
+#pragma unroll
+  for (int j = 0; j < kWgGroups; ++j)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][n][e] = 0.f;
+  const int wgi = (warp_id >> 2) & 1, warp = warp_id & 3;
+  const int wj = (warp + (lane >> 3)) & 3;  // this lane's word (see gemm_pipelined_kernel)
+
+  if (warp_id == kWsConsumerWarps) {
+    // ---- producer: one lane issues every copy ----
+    if (lane == 0) {
+      const uint4* qw = p.qw;
+      auto stage_steps = [&](int it) { return min(kPipeStageSteps, s_end - (s_begin + it * kPipeStageSteps)); };
+      // Scale (and zero) rows of a stage: one group, or two when a stage spans two (G = 32).
+      auto rows_here = [&](int ns) { return p.gsteps == 2 && ns > 2 ? 2 : 1; };
+      auto issue_weights = [&](int it) {
+        const int s0 = s_begin + it * kPipeStageSteps, ns = stage_steps(it), nr = rows_here(ns);
+        const uint32_t st = sbase + static_cast<uint32_t>((it % S) * L::kStage), bar = full0 + 8u * (it % S);
+        const uint32_t bytes = static_cast<uint32_t>(ng * (ns * 512 + nr * (kSym ? 128 : 256)) + BM * 128);
+        mbar_arrive_expect_tx(bar, bytes);
+        for (int c = 0; c < ng; ++c) {
+          const int group = ct * kPipeWarps + c;
+          bulk_copy(st + static_cast<uint32_t>(L::kW + c * kPipeStageSteps * 512),
+                    qw + (static_cast<size_t>(group) * p.ksteps + s0) * 32, static_cast<uint32_t>(ns * 512), bar);
+          for (int r = 0; r < nr; ++r) {
+            const size_t src = static_cast<size_t>(s0 / p.gsteps + r) * p.N + static_cast<size_t>(group) * 64;
+            const uint32_t row = static_cast<uint32_t>((c * 2 + r) * 128);
+            bulk_copy(st + L::kS + row, p.scales + src, 128, bar);
+            if constexpr (!kSym) bulk_copy(st + L::kZ + row, p.zeros + src, 128, bar);
+          }
+        }
+      };
+      auto issue_x = [&](int it) {
+        const int s0 = s_begin + it * kPipeStageSteps;
+        const uint32_t st = sbase + static_cast<uint32_t>((it % S) * L::kStage), bar = full0 + 8u * (it % S);
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+            "[%4];\n" ::"r"(st + static_cast<uint32_t>(L::kX)),
+            "l"(reinterpret_cast<uint64_t>(&w.xmap)), "r"(s0 * 16), "r"(m0), "r"(bar)
+            : "memory");
+      };
+      // The weights do not depend on the previous kernel: the first S stages' are requested
+      // before griddepcontrol.wait, their x tiles after it.
+      const int first = min(nstages, S);
+      for (int it = 0; it < first; ++it) issue_weights(it);
+      asm volatile("griddepcontrol.wait;\n" ::: "memory");
+      for (int it = 0; it < first; ++it) issue_x(it);
+      for (int it = S; it < nstages; ++it) {
+        mbar_wait(empty0 + 8u * (it % S), static_cast<uint32_t>(it / S - 1) & 1u);  // both warpgroups done with it
+        issue_weights(it);
+        issue_x(it);
+      }
+    }
+  } else {
+    // ---- consumers: warpgroup wgi multiplies groups 2 wgi, 2 wgi + 1 ----
+    const PipeLane ln{static_cast<uint32_t>(L::kW + wgi * kWgGroups * kPipeStageSteps * 512 + lane * 16 + wj * 4), 0u,
+                      static_cast<uint32_t>(L::kS + wgi * kWgGroups * 256 + g * 16 + wj * 4),
+                      static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u};
+    for (int it = 0; it < nstages; ++it) {
+      mbar_wait(full0 + 8u * (it % S), static_cast<uint32_t>(it / S) & 1u);
+      const uint32_t st = sbase + static_cast<uint32_t>((it % S) * L::kStage);
+      if (s_end - (s_begin + it * kPipeStageSteps) >= kPipeStageSteps)
+        wg_stage<T, NT, kPipeStageSteps, kSym>(acc, st, ln, st + L::kX);
+      else
+        wg_stage<T, NT, 2, kSym>(acc, st, ln, st + L::kX);
+      // wg_stage ends with wgmma.wait_group 1: every wgmma of stage it - 1 has read its operands.
+      if (it > 0) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty0 + 8u * ((it - 1) % S));
+      }
+    }
+    wg_wait<0>();
+  }
+  // y may still be read by the previous kernel: every thread waits for it (it has completed
+  // by now: the producer waited before the first x tile) before the stores.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  __syncthreads();  // every stage consumed and every copy landed: the epilogue reuses them
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  // Fragment (j, n): group 2 wgi + j, the warp's rows 16 warp + g (+8), which hold columns
+  // 16 wj + g (+8); activation rows 8n + 2t (+1).
+  float* epi = reinterpret_cast<float*>(sgen);
+  if (warp_id < kWsConsumerWarps) {
+#pragma unroll
+    for (int j = 0; j < kWgGroups; ++j)
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        if (kWgGroups * wgi + j >= ng) continue;
+        const int col = 64 * (kWgGroups * wgi + j) + 16 * wj + g, row = 8 * n + 2 * t;
+        epi[row * L::kEpiPitch + col] = acc[j][n][0];
+        epi[(row + 1) * L::kEpiPitch + col] = acc[j][n][1];
+        epi[row * L::kEpiPitch + col + 8] = acc[j][n][2];
+        epi[(row + 1) * L::kEpiPitch + col + 8] = acc[j][n][3];
+      }
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  if (p.splits > 1)
+    cluster.sync();
+  else
+    __syncthreads();
+  pipe_store_dense<T, BM, kWsThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid, cluster);
+  if (p.splits > 1) cluster.sync();  // no rank leaves while another still reads its tile
+}
+
+// The tensor map of x [M, K] for TMA boxes of 64 K x bm rows in the 128 B swizzle (rows past
+// M and K past K read as zeros). False when the driver's encoder is unavailable or refuses the
+// map (then the caller launches gemm_pipelined_kernel).
+template <typename T>
+bool encode_x_map(CUtensorMap* map, const void* x, int m, int k, int bm) {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      fn = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(m)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * sizeof(T)};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(bm)};
+  const cuuint32_t estr[2] = {1, 1};
+  return encode(map, Act<T>::kBf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+                const_cast<void*>(x), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// Whether the warp-specialized tiles run where the plan takes 96- or 128-row wgmma tiles:
+// LOWBIT_INT4_PIPE_WS=0 / 2 (read once; measurements and tests) never / always, else
+// kPipeWsDefault; detail::set_pipe_ws overrides the variable (tests).
+constexpr bool kPipeWsDefault = false;
+inline bool pipe_ws_enabled() {
+  static const int v = env_012("LOWBIT_INT4_PIPE_WS");
+  const int o = g_pipe_ws_override.load(std::memory_order_relaxed);
+  if (o == 1 || o == 2) return o == 2;
+  return v == 2 || (v == 1 && kPipeWsDefault);
+}
+
+// Launches the warp-specialized tile; *launched false (and nothing launched) when a bulk copy
+// could not address the operands (16 B alignment) or the x tensor map cannot be encoded.
+template <typename T, int BM, bool kSym>
+cudaError_t launch_typed_ws(const PipeParams& prm, int sms, cudaStream_t stream, bool* launched) {
+  *launched = false;
+  auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (!aligned16(prm.qw) || !aligned16(prm.scales) || (!kSym && !aligned16(prm.zeros)) || !aligned16(prm.x))
+    return cudaSuccess;
+  auto kernel = gemm_pipelined_ws_kernel<T, BM, kSym>;
+  constexpr size_t kSmem = PipeWsSmem<BM>::kTotal;
+  static std::atomic<int> per_sm{0};
+  int nb = 0;
+  if (const cudaError_t e = blocks_per_sm_once(kernel, kWsThreads, kSmem, per_sm, &nb); e != cudaSuccess) return e;
+  PipeWsParams q{prm, {}};
+  if (!encode_x_map<T>(&q.xmap, prm.x, prm.M, prm.K, BM)) return cudaSuccess;
+  const int forced = env_pipe_splits();
+  PipePlan pl = pipelined_plan(prm.M, prm.N, prm.K, BM, sms, nb, kPipeMaxSplits, forced);
+  const unsigned tiles = static_cast<unsigned>(pl.row_tiles * pl.col_tiles);
+  static ClusterSchedulable clusters = {};
+  while (pl.splits > 1 &&
+         static_cast<int>(tiles) > active_clusters(kernel, pl.splits, 1, 1, 1, kWsThreads, kSmem, clusters))
+    pl = pipelined_plan(prm.M, prm.N, prm.K, BM, sms, nb, pl.splits - 1, forced);
+  q.p.splits = pl.splits;
+  q.p.split_steps = pl.split_steps;
+  q.p.row_tiles = pl.row_tiles;
+  *launched = true;
+  return launch_split_clusters(kernel, q, pl.splits, tiles, 1, 1, kWsThreads, kSmem, stream, pdl_enabled());
+}
+
+}  // namespace
+}  // namespace kern
+}  // namespace lowbit::int4
