@@ -18,8 +18,8 @@
 // the consumer warpgroups (warps 0-7) never meet at a block barrier in the K loop, and the
 // x tile needs no proxy fence (the copy engine writes it in the async proxy that wgmma reads).
 //
-// Registers: 9 warps and one block per SM allow 224 registers per thread (65536 / 288),
-// above the 204-209 that the 128-row consumer code takes, so no setmaxnreg is needed.
+// Registers: 9 warps and one block per SM allow 224 registers per thread (65536 / 288), above
+// what the 128-row consumer code takes, so no setmaxnreg is needed (__maxnreg__ below).
 // Rows past M: the tensor copy fills them with zeros (gemm_pipelined_kernel re-reads row
 // M - 1); their sums are never stored, and a row's sums depend on that row of x only.
 #pragma once
@@ -55,15 +55,20 @@ struct PipeWsParams {
   CUtensorMap xmap;  // x [M, K]: boxes of 64 K x BM rows in the 128 B swizzle (encode_x_map)
 };
 
+// 224 registers per thread: 9 warps of them fit an SM's 64 K (with __launch_bounds__(288, 1)
+// ptxas held the 128-row tile to 168 and serialized its wgmmas, C7512).
 template <typename T, int BM, bool kSym>
-__global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const __grid_constant__ PipeWsParams w) {
+__global__ void __maxnreg__(224) gemm_pipelined_ws_kernel(const __grid_constant__ PipeWsParams w) {
   const PipeParams& p = w.p;
   using L = PipeWsSmem<BM>;
   constexpr int S = L::kStages;
   constexpr int NT = BM / 8;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[2 * S];  // full[0, S), empty[S, 2S)
-  const int tid = threadIdx.x, warp_id = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  // warp_id through a shuffle from lane 0: ptxas then knows it is warp-uniform, so the role
+  // branch below is not a divergent path around the consumers' wgmmas.
+  const int tid = threadIdx.x, warp_id = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31, g = lane >> 2,
+            t = lane & 3;
   const int rank = static_cast<int>(blockIdx.x % p.splits);
   const int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
   const int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
