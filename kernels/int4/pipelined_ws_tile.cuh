@@ -9,8 +9,8 @@
 // before the first wgmma; both warpgroups leave the barrier together and dequantize at the
 // same time, so the tensor pipe idles between their wgmma groups (Nsight Compute, 70b.gate_up
 // M = 512: tensor pipe busy 58% of the cycles, issue slots 38%; docs/int4-kernels.md,
-// "Session 26"). Here one producer warp (warp 8) issues every copy through the TMA unit: per
-// stage one bulk copy of each group's 4 K steps of words (2 KB, contiguous in the MMA-tiled
+// "Session 26"). Here one lane of a producer warpgroup (warps 8-11) issues every copy through
+// the TMA unit: per stage one bulk copy of each group's 4 K steps of words (2 KB, contiguous in the MMA-tiled
 // layout), one per scale (and zero) row, and one tensor copy of the x tile (64 K x BM rows)
 // that writes the 128 B swizzle the wgmma B descriptor names. Each stage has a `full`
 // mbarrier (the producer's expect_tx arrival, completed by the copies' bytes) and an `empty`
@@ -18,8 +18,8 @@
 // the consumer warpgroups (warps 0-7) never meet at a block barrier in the K loop, and the
 // x tile needs no proxy fence (the copy engine writes it in the async proxy that wgmma reads).
 //
-// Registers: 9 warps and one block per SM allow 224 registers per thread (65536 / 288), above
-// what the 128-row consumer code takes, so no setmaxnreg is needed (__maxnreg__ below).
+// Registers: the producer warpgroup keeps 40 per thread and the consumers take 232 (setmaxnreg),
+// above what the 128-row consumer code needs.
 // Rows past M: the tensor copy fills them with zeros (gemm_pipelined_kernel re-reads row
 // M - 1); their sums are never stored, and a row's sums depend on that row of x only.
 #pragma once
@@ -36,8 +36,15 @@ namespace kern {
 extern std::atomic<int> g_pipe_ws_override;
 namespace {
 
-constexpr int kWsConsumerWarps = 8;                     // two warpgroups
-constexpr int kWsThreads = 32 * kWsConsumerWarps + 32;  // + the producer warp
+constexpr int kWsConsumerWarps = 8;                      // two warpgroups
+constexpr int kWsThreads = 32 * kWsConsumerWarps + 128;  // + the producer warpgroup
+constexpr int kWsConsumerThreads = 32 * kWsConsumerWarps;
+// Registers per thread after setmaxnreg: the block is launched with 168 (65536 / 384, what
+// __launch_bounds__(384, 1) allows); the producer warpgroup gives most of its share to the
+// consumers (2 x 128 x 232 + 128 x 40 <= 65536). With 9 warps (one producer warp) an SM still
+// allocates registers for 12 (warpgroups): ptxas held the tile to 168 and serialized the
+// 128-row tile's wgmmas (C7512), and 224 per thread (__maxnreg__) did not launch.
+constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
 
 // Shared memory: the stage layout of the wgmma tiles (PipeSmem<BM, true>: words, the x tile,
 // scale and zero rows), with more stages: the producer refills a stage as soon as both
@@ -55,10 +62,8 @@ struct PipeWsParams {
   CUtensorMap xmap;  // x [M, K]: boxes of 64 K x BM rows in the 128 B swizzle (encode_x_map)
 };
 
-// 224 registers per thread: 9 warps of them fit an SM's 64 K (with __launch_bounds__(288, 1)
-// ptxas held the 128-row tile to 168 and serialized its wgmmas, C7512).
 template <typename T, int BM, bool kSym>
-__global__ void __maxnreg__(224) gemm_pipelined_ws_kernel(const __grid_constant__ PipeWsParams w) {
+__global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const __grid_constant__ PipeWsParams w) {
   const PipeParams& p = w.p;
   using L = PipeWsSmem<BM>;
   constexpr int S = L::kStages;
@@ -67,8 +72,7 @@ __global__ void __maxnreg__(224) gemm_pipelined_ws_kernel(const __grid_constant_
   __shared__ __align__(8) uint64_t bars[2 * S];  // full[0, S), empty[S, 2S)
   // warp_id through a shuffle from lane 0: ptxas then knows it is warp-uniform, so the role
   // branch below is not a divergent path around the consumers' wgmmas.
-  const int tid = threadIdx.x, warp_id = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31, g = lane >> 2,
-            t = lane & 3;
+  const int tid = threadIdx.x, warp_id = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
   const int rank = static_cast<int>(blockIdx.x % p.splits);
   const int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
   const int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
@@ -89,21 +93,12 @@ __global__ void __maxnreg__(224) gemm_pipelined_ws_kernel(const __grid_constant_
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
   }
   __syncthreads();
+  float* epi = reinterpret_cast<float*>(sgen);
 
-  float acc[kWgGroups][NT][4];
-#pragma unroll
-  for (int j = 0; j < kWgGroups; ++j)
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[j][n][e] = 0.f;
-  const int wgi = (warp_id >> 2) & 1, warp = warp_id & 3;
-  const int wj = (warp + (lane >> 3)) & 3;  // this lane's word (see gemm_pipelined_kernel)
-
-  if (warp_id == kWsConsumerWarps) {
-    // ---- producer: one lane issues every copy ----
-    if (lane == 0) {
-      const uint4* qw = p.qw;
+  if (warp_id >= kWsConsumerWarps) {
+    // ---- producer warpgroup: one lane issues every copy ----
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs));
+    if (warp_id == kWsConsumerWarps && lane == 0) {
       auto stage_steps = [&](int it) { return min(kPipeStageSteps, s_end - (s_begin + it * kPipeStageSteps)); };
       // Scale (and zero) rows of a stage: one group, or two when a stage spans two (G = 32).
       auto rows_here = [&](int ns) { return p.gsteps == 2 && ns > 2 ? 2 : 1; };
@@ -115,7 +110,7 @@ __global__ void __maxnreg__(224) gemm_pipelined_ws_kernel(const __grid_constant_
         for (int c = 0; c < ng; ++c) {
           const int group = ct * kPipeWarps + c;
           bulk_copy(st + static_cast<uint32_t>(L::kW + c * kPipeStageSteps * 512),
-                    qw + (static_cast<size_t>(group) * p.ksteps + s0) * 32, static_cast<uint32_t>(ns * 512), bar);
+                    p.qw + (static_cast<size_t>(group) * p.ksteps + s0) * 32, static_cast<uint32_t>(ns * 512), bar);
           for (int r = 0; r < nr; ++r) {
             const size_t src = static_cast<size_t>(s0 / p.gsteps + r) * p.N + static_cast<size_t>(group) * 64;
             const uint32_t row = static_cast<uint32_t>((c * 2 + r) * 128);
@@ -145,8 +140,28 @@ __global__ void __maxnreg__(224) gemm_pipelined_ws_kernel(const __grid_constant_
         issue_x(it);
       }
     }
+    __syncwarp();
+    // The epilogue's block (or cluster) barriers, matching the consumers' below; the producer
+    // warpgroup stores nothing (at 40 registers the store loop would spill).
+    if (p.splits > 1) {
+      cg::this_cluster().sync();
+      cg::this_cluster().sync();
+    } else {
+      asm volatile("bar.sync 0;\n" ::: "memory");
+    }
+    return;
   } else {
     // ---- consumers: warpgroup wgi multiplies groups 2 wgi, 2 wgi + 1 ----
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWsConsumerRegs));
+    const int wgi = warp_id >> 2, warp = warp_id & 3, g = lane >> 2, t = lane & 3;
+    const int wj = (warp + (lane >> 3)) & 3;  // this lane's word (see gemm_pipelined_kernel)
+    float acc[kWgGroups][NT][4];
+#pragma unroll
+    for (int j = 0; j < kWgGroups; ++j)
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][n][e] = 0.f;
     const PipeLane ln{static_cast<uint32_t>(L::kW + wgi * kWgGroups * kPipeStageSteps * 512 + lane * 16 + wj * 4), 0u,
                       static_cast<uint32_t>(L::kS + wgi * kWgGroups * 256 + g * 16 + wj * 4),
                       static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u};
@@ -164,16 +179,15 @@ __global__ void __maxnreg__(224) gemm_pipelined_ws_kernel(const __grid_constant_
       }
     }
     wg_wait<0>();
-  }
-  // y may still be read by the previous kernel: every thread waits for it (it has completed
-  // by now: the producer waited before the first x tile) before the stores.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  __syncthreads();  // every stage consumed and every copy landed: the epilogue reuses them
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  // Fragment (j, n): group 2 wgi + j, the warp's rows 16 warp + g (+8), which hold columns
-  // 16 wj + g (+8); activation rows 8n + 2t (+1).
-  float* epi = reinterpret_cast<float*>(sgen);
-  if (warp_id < kWsConsumerWarps) {
+    // y may still be read by the previous kernel: wait for it (it has completed by now: the
+    // producer waited before the first x tile) before the stores.
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    // Every consumer is done with the stages, and every copy the producer issued has landed
+    // (each stage's full barrier was waited for): the epilogue reuses them.
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kWsConsumerThreads) : "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    // Fragment (j, n): group 2 wgi + j, the warp's rows 16 warp + g (+8), which hold columns
+    // 16 wj + g (+8); activation rows 8n + 2t (+1).
 #pragma unroll
     for (int j = 0; j < kWgGroups; ++j)
 #pragma unroll
@@ -185,14 +199,14 @@ __global__ void __maxnreg__(224) gemm_pipelined_ws_kernel(const __grid_constant_
         epi[row * L::kEpiPitch + col + 8] = acc[j][n][2];
         epi[(row + 1) * L::kEpiPitch + col + 8] = acc[j][n][3];
       }
+    cg::cluster_group cluster = cg::this_cluster();
+    if (p.splits > 1)
+      cluster.sync();
+    else
+      asm volatile("bar.sync 0;\n" ::: "memory");  // with the producer warpgroup's
+    pipe_store_dense<T, BM, kWsConsumerThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid, cluster);
+    if (p.splits > 1) cluster.sync();  // no rank leaves while another still reads its tile
   }
-  cg::cluster_group cluster = cg::this_cluster();
-  if (p.splits > 1)
-    cluster.sync();
-  else
-    __syncthreads();
-  pipe_store_dense<T, BM, kWsThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid, cluster);
-  if (p.splits > 1) cluster.sync();  // no rank leaves while another still reads its tile
 }
 
 // The tensor map of x [M, K] for TMA boxes of 64 K x bm rows in the 128 B swizzle (rows past
