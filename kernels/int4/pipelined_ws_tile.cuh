@@ -9,14 +9,15 @@
 // before the first wgmma; both warpgroups leave the barrier together and dequantize at the
 // same time, so the tensor pipe idles between their wgmma groups (Nsight Compute, 70b.gate_up
 // M = 512: tensor pipe busy 58% of the cycles, issue slots 38%; docs/int4-kernels.md,
-// "Session 26"). Here one lane of a producer warpgroup (warps 8-11) issues every copy through
-// the TMA unit: per stage one bulk copy of each group's 4 K steps of words (2 KB, contiguous in the MMA-tiled
-// layout), one per scale (and zero) row, and one tensor copy of the x tile (64 K x BM rows)
-// that writes the 128 B swizzle the wgmma B descriptor names. Each stage has a `full`
-// mbarrier (the producer's expect_tx arrival, completed by the copies' bytes) and an `empty`
-// one (one arrival per consumer warp once the wgmmas that read the stage have completed), so
-// the consumer warpgroups (warps 0-7) never meet at a block barrier in the K loop, and the
-// x tile needs no proxy fence (the copy engine writes it in the async proxy that wgmma reads).
+// "Session 26"). Here a producer warpgroup (warps 8-11) issues every copy through the TMA
+// unit, one lane of warp w for column group w: per stage one bulk copy of the group's 4 K steps
+// of words (2 KB, contiguous in the MMA-tiled layout), one per scale (and zero) row, and (warp
+// 8) one tensor copy of the x tile (64 K x BM rows) that writes the 128 B swizzle the wgmma B
+// descriptor names. Each stage has a `full` mbarrier (the producer warps' expect_tx arrivals,
+// completed by the copies' bytes) and an `empty` one (one arrival per consumer warp once the
+// wgmmas that read the stage have completed), so the consumer warpgroups (warps 0-7) never
+// meet at a block barrier in the K loop, and the x tile needs no proxy fence (the copy engine
+// writes it in the async proxy that wgmma reads).
 //
 // Registers: the producer warpgroup keeps 40 per thread and the consumers take 232 (setmaxnreg),
 // above what the 128-row consumer code needs.
@@ -87,7 +88,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
   const int ng = min(kPipeWarps, p.N / 64 - ct * kPipeWarps);
   if (tid == 0) {
     for (int i = 0; i < S; ++i) {
-      mbar_init<1>(full0 + 8 * i);
+      mbar_init<4>(full0 + 8 * i);  // one arrival per producer warp
       mbar_init<kWsConsumerWarps>(empty0 + 8 * i);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
@@ -96,48 +97,58 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
   float* epi = reinterpret_cast<float*>(sgen);
 
   if (warp_id >= kWsConsumerWarps) {
-    // ---- producer warpgroup: one lane issues every copy ----
+    // ---- producer warpgroup: lane 0 of warp pw issues the copies of column group pw (its
+    // words, scale and zero rows), warp 0's also the x tile; each arrives once per stage on
+    // the stage's full barrier with its bytes. (One lane issuing all of a stage's 9-13 copies,
+    // each behind the address arithmetic, took longer than the consumers' stage: 1.14-1.22x
+    // the pipelined tile's time, round RB.)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs));
-    if (warp_id == kWsConsumerWarps && lane == 0) {
-      auto stage_steps = [&](int it) { return min(kPipeStageSteps, s_end - (s_begin + it * kPipeStageSteps)); };
-      // Scale (and zero) rows of a stage: one group, or two when a stage spans two (G = 32).
-      auto rows_here = [&](int ns) { return p.gsteps == 2 && ns > 2 ? 2 : 1; };
-      auto issue_weights = [&](int it) {
-        const int s0 = s_begin + it * kPipeStageSteps, ns = stage_steps(it), nr = rows_here(ns);
+    const int pw = warp_id - kWsConsumerWarps;
+    if (lane == 0) {
+      const bool has_group = pw < ng;
+      const int group = ct * kPipeWarps + pw;
+      const uint4* wsrc = p.qw + (static_cast<size_t>(group) * p.ksteps + s_begin) * 32;
+      const size_t scol = static_cast<size_t>(group) * 64;
+      const uint32_t wdst = static_cast<uint32_t>(L::kW + pw * kPipeStageSteps * 512);
+      const uint32_t sdst = static_cast<uint32_t>(L::kS + pw * 2 * 128), zdst = static_cast<uint32_t>(L::kZ + pw * 2 * 128);
+      auto issue = [&](int it, bool weights, bool xtile) {
+        const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
+        const int nr = p.gsteps == 2 && ns > 2 ? 2 : 1;  // scale rows: two groups per stage at G = 32
         const uint32_t st = sbase + static_cast<uint32_t>((it % S) * L::kStage), bar = full0 + 8u * (it % S);
-        const uint32_t bytes = static_cast<uint32_t>(ng * (ns * 512 + nr * (kSym ? 128 : 256)) + BM * 128);
-        mbar_arrive_expect_tx(bar, bytes);
-        for (int c = 0; c < ng; ++c) {
-          const int group = ct * kPipeWarps + c;
-          bulk_copy(st + static_cast<uint32_t>(L::kW + c * kPipeStageSteps * 512),
-                    p.qw + (static_cast<size_t>(group) * p.ksteps + s0) * 32, static_cast<uint32_t>(ns * 512), bar);
-          for (int r = 0; r < nr; ++r) {
-            const size_t src = static_cast<size_t>(s0 / p.gsteps + r) * p.N + static_cast<size_t>(group) * 64;
-            const uint32_t row = static_cast<uint32_t>((c * 2 + r) * 128);
-            bulk_copy(st + L::kS + row, p.scales + src, 128, bar);
-            if constexpr (!kSym) bulk_copy(st + L::kZ + row, p.zeros + src, 128, bar);
+        if (weights) {
+          const uint32_t bytes = (has_group ? static_cast<uint32_t>(ns * 512 + nr * (kSym ? 128 : 256)) : 0u) +
+                                 (pw == 0 ? static_cast<uint32_t>(BM * 128) : 0u);
+          mbar_arrive_expect_tx(bar, bytes);
+          if (has_group) {
+            bulk_copy(st + wdst, wsrc + static_cast<size_t>(it) * kPipeStageSteps * 32, static_cast<uint32_t>(ns * 512),
+                      bar);
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              if (r >= nr) break;
+              const size_t src = static_cast<size_t>(s0 / p.gsteps + r) * p.N + scol;
+              bulk_copy(st + sdst + 128u * r, p.scales + src, 128, bar);
+              if constexpr (!kSym) bulk_copy(st + zdst + 128u * r, p.zeros + src, 128, bar);
+            }
           }
         }
-      };
-      auto issue_x = [&](int it) {
-        const int s0 = s_begin + it * kPipeStageSteps;
-        const uint32_t st = sbase + static_cast<uint32_t>((it % S) * L::kStage), bar = full0 + 8u * (it % S);
-        asm volatile(
-            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-            "[%4];\n" ::"r"(st + static_cast<uint32_t>(L::kX)),
-            "l"(reinterpret_cast<uint64_t>(&w.xmap)), "r"(s0 * 16), "r"(m0), "r"(bar)
-            : "memory");
+        if (xtile)
+          asm volatile(
+              "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+              "[%4];\n" ::"r"(st + static_cast<uint32_t>(L::kX)),
+              "l"(reinterpret_cast<uint64_t>(&w.xmap)), "r"(s0 * 16), "r"(m0), "r"(bar)
+              : "memory");
       };
       // The weights do not depend on the previous kernel: the first S stages' are requested
       // before griddepcontrol.wait, their x tiles after it.
       const int first = min(nstages, S);
-      for (int it = 0; it < first; ++it) issue_weights(it);
-      asm volatile("griddepcontrol.wait;\n" ::: "memory");
-      for (int it = 0; it < first; ++it) issue_x(it);
+      for (int it = 0; it < first; ++it) issue(it, true, false);
+      if (pw == 0) {
+        asm volatile("griddepcontrol.wait;\n" ::: "memory");
+        for (int it = 0; it < first; ++it) issue(it, false, true);
+      }
       for (int it = S; it < nstages; ++it) {
         mbar_wait(empty0 + 8u * (it % S), static_cast<uint32_t>(it / S - 1) & 1u);  // both warpgroups done with it
-        issue_weights(it);
-        issue_x(it);
+        issue(it, true, pw == 0);
       }
     }
     __syncwarp();
