@@ -178,7 +178,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
       else
         wg_stage<T, NT, 2, kSym>(acc, st, ln, st + L::kX);
       // wg_stage ends with wgmma.wait_group 1: every wgmma of stage it - 1 has read its operands.
+      // The proxy fence orders this warp's generic reads of that stage's words and scales before
+      // the copy engine's (async proxy) refill that the arrival allows.
       if (it > 0) {
+        fence_proxy_async();
         __syncwarp();
         if (lane == 0) mbar_arrive(empty0 + 8u * ((it - 1) % S));
       }
