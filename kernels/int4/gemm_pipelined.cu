@@ -11,11 +11,15 @@ std::atomic<long long> g_pipe_ws_launches{0};
 
 namespace {
 
-// The 96- / 128-row tiles warp-specialized where pipe_ws_enabled() says so and the operands
-// allow it (launch_typed_ws), else the tile of gemm_pipelined_kernel.
+// The 96- / 128-row tiles warp-specialized where pipe_ws_mode() / pipe_ws_rule() say so and the
+// operands allow it (launch_typed_ws), else the tile of gemm_pipelined_kernel. The rule reads
+// the plan of one block per SM (both kernels' occupancy) before any cluster-size fallback.
 template <typename T, int BM, bool kSym>
 cudaError_t launch_wg_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
-  if (pipe_ws_enabled()) {
+  const int mode = pipe_ws_mode();
+  if (mode == 2 || (mode == 1 && pipe_ws_rule(pipelined_plan(prm.M, prm.N, prm.K, BM, sms, 1, kPipeMaxSplits,
+                                                             env_pipe_splits()),
+                                               PipeWsSmem<BM>::kStages))) {
     bool launched = false;
     const cudaError_t e = launch_typed_ws<T, BM, kSym>(prm, sms, stream, &launched);
     if (launched) g_pipe_ws_launches.fetch_add(1, std::memory_order_relaxed);

@@ -14,7 +14,7 @@
 // of words (2 KB, contiguous in the MMA-tiled layout), one per scale (and zero) row, and (warp
 // 8) one tensor copy of the x tile (64 K x BM rows) that writes the 128 B swizzle the wgmma B
 // descriptor names. Each stage has a `full` mbarrier (the producer warps' expect_tx arrivals,
-// completed by the copies' bytes) and an `empty` one (one arrival per consumer warp once the
+// completed by the copies' bytes) and an `empty` one (one arrival per consumer thread once the
 // wgmmas that read the stage have completed), so the consumer warpgroups (warps 0-7) never
 // meet at a block barrier in the K loop, and the x tile needs no proxy fence (the copy engine
 // writes it in the async proxy that wgmma reads).
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
   if (tid == 0) {
     for (int i = 0; i < S; ++i) {
       mbar_init<4>(full0 + 8 * i);  // one arrival per producer warp
-      mbar_init<kWsConsumerWarps>(empty0 + 8 * i);
+      mbar_init<kWsConsumerThreads>(empty0 + 8 * i);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
   }
@@ -178,12 +178,14 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
       else
         wg_stage<T, NT, 2, kSym>(acc, st, ln, st + L::kX);
       // wg_stage ends with wgmma.wait_group 1: every wgmma of stage it - 1 has read its operands.
-      // The proxy fence orders this warp's generic reads of that stage's words and scales before
-      // the copy engine's (async proxy) refill that the arrival allows.
+      // Every consumer thread arrives: an arrival releases only the arriving thread's own reads
+      // (PTX memory model), so one lane per warp would leave its warp's other reads of the
+      // stage unordered before the refill (compute-sanitizer racecheck reported those pairs,
+      // rounds RE / RF). The proxy fence orders the generic reads before the copy engine's
+      // (async proxy) writes.
       if (it > 0) {
         fence_proxy_async();
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty0 + 8u * ((it - 1) % S));
+        mbar_arrive(empty0 + 8u * ((it - 1) % S));
       }
     }
     wg_wait<0>();
@@ -247,15 +249,20 @@ bool encode_x_map(CUtensorMap* map, const void* x, int m, int k, int bm) {
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Whether the warp-specialized tiles run where the plan takes 96- or 128-row wgmma tiles:
-// LOWBIT_INT4_PIPE_WS=0 / 2 (read once; measurements and tests) never / always, else
-// kPipeWsDefault; detail::set_pipe_ws overrides the variable (tests).
-constexpr bool kPipeWsDefault = true;
-inline bool pipe_ws_enabled() {
+// Where the plan takes 96- or 128-row wgmma tiles, the warp-specialized ones run when each
+// split-K rank streams more stages than the ring holds (pipe_ws_rule): measured on H200
+// (session 27, round RF, bf16 G = 128, min of two, us, against gemm_pipelined_kernel) 0.83-0.88x
+// the time on the 70B projections and 8b.gate_up at M = 96..512, 0.86-0.97x on 8b.qkv / down;
+// only 8b.o at M = 96 / 128 (8 ranks of 8 stages: the ring never turns) lost, 20.8 / 23.9 vs
+// 19.2 / 22.3. LOWBIT_INT4_PIPE_WS=0 / 2 (read once; measurements and tests): never / always;
+// detail::set_pipe_ws overrides the variable (tests).
+inline int pipe_ws_mode() {  // 0 never, 1 pipe_ws_rule, 2 always
   static const int v = env_012("LOWBIT_INT4_PIPE_WS");
   const int o = g_pipe_ws_override.load(std::memory_order_relaxed);
-  if (o == 1 || o == 2) return o == 2;
-  return v == 2 || (v == 1 && kPipeWsDefault);
+  return o == 1 ? 0 : o == 2 ? 2 : v;
+}
+inline bool pipe_ws_rule(const PipePlan& pl, int stages) {
+  return pl.split_steps / kPipeStageSteps > stages;
 }
 
 // Launches the warp-specialized tile; *launched false (and nothing launched) when a bulk copy

@@ -367,7 +367,8 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
 // warpgroup math and epilogue as the pipelined tile, so their outputs are bit-identical to it.
 // Cases: one 96-row tile with 65 column groups (the last column tile one group) and G = 64;
 // a 128-row tile with rows past M (M = 100) and K % 64 == 32 (a last stage of 2 K steps,
-// per-channel); stages spanning two scale groups (G = 32, asymmetric); 4 split-K ranks
+// per-channel); stages spanning two scale groups (G = 32, asymmetric); a 96-row tile whose
+// ranks stream 16 stages (M = 72, N = 8192: the ring of 8 stages turns); 4 split-K ranks
 // (M = 256, N = K = 4096: 32 tiles on 132 SMs); two row tiles past one wave (M = 512); both
 // dtypes. Skipped where the wgmma tiles do not run (not sm_90a).
 TEST(Int4GemmPipelinedWs, BitIdenticalToPipelinedTile) {
@@ -376,9 +377,10 @@ TEST(Int4GemmPipelinedWs, BitIdenticalToPipelinedTile) {
     int m, n, k, g;
     bool sym;
   };
-  const Case cases[] = {{80, 4160, 2048, 64, true},       {100, 4160, 1120, kPerChannel, false},
-                        {96, 4096, 2048, 32, false},      {128, 28672, 1024, 128, true},
-                        {256, 4096, 4096, 128, false},    {512, 8192, 1024, 128, true}};
+  const Case cases[] = {{80, 4160, 2048, 64, true},    {100, 4160, 1120, kPerChannel, false},
+                        {96, 4096, 2048, 32, false},   {72, 8192, 4096, 128, false},
+                        {128, 28672, 1024, 128, true}, {256, 4096, 4096, 128, false},
+                        {512, 8192, 1024, 128, true}};
   for (DType t : {DType::kBF16, DType::kF16})
     for (const Case& c : cases) {
       SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << c.m << " N=" << c.n << " K=" << c.k
