@@ -30,6 +30,10 @@
 // then split-K ranks in rank order), so runs are bit-identical; outputs differ from the fp64
 // reference only by fp32 accumulation and the final rounding (tests/gpu/int4/test_gemm.cu).
 //
+// Warp-specialized 96- / 128-row dense tiles (pipelined_ws_tile.cuh, since session 27): the same
+// stage math (wg_stage) and epilogue (pipe_store_dense) with a producer warpgroup issuing TMA
+// copies on per-stage mbarriers; gemm_pipelined.cu picks them (pipe_ws_rule).
+//
 // Work split (pipelined_plan.h): grid.x = col tiles x row tiles x split-K ranks, ranks
 // fastest (one thread-block cluster), then the row tiles of one column tile (adjacent in
 // launch order, so they share the weight through L2). Split-K ranks add their fp32 tiles
