@@ -51,7 +51,7 @@ constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232, kWsEpilogueRegs = 168
 
 // Shared memory: the stage layout of the wgmma tiles (PipeSmem<BM, true>: words, the x tile,
 // scale and zero rows), with more stages: the producer refills a stage as soon as both
-// warpgroups release it (after their next stage), so 6-7 of the 8 stages are loaded or in flight
+// warpgroups release it (after their next stage), so 6 of the 8 stages are loaded or in flight
 // ahead of the one computed (3 of 5 in gemm_pipelined_kernel). 8 stages: 209 KB at 128 rows
 // (round RD: 0.83-0.88x the pipelined tile's time with 8, 0.87-0.91x with 6 in round RC).
 template <int BM>
