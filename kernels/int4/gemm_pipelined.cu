@@ -17,9 +17,8 @@ namespace {
 template <typename T, int BM, bool kSym>
 cudaError_t launch_wg_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
   const int mode = pipe_ws_mode();
-  if (mode == 2 || (mode == 1 && pipe_ws_rule(pipelined_plan(prm.M, prm.N, prm.K, BM, sms, 1, kPipeMaxSplits,
-                                                             env_pipe_splits()),
-                                               PipeWsSmem<BM>::kStages))) {
+  if (mode == 2 ||
+      (mode == 1 && pipe_ws_rule(pipelined_plan(prm.M, prm.N, prm.K, BM, sms, 1, kPipeMaxSplits, env_pipe_splits())))) {
     bool launched = false;
     const cudaError_t e = launch_typed_ws<T, BM, kSym>(prm, sms, stream, &launched);
     if (launched) g_pipe_ws_launches.fetch_add(1, std::memory_order_relaxed);

@@ -118,6 +118,17 @@ inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   return m <= 96 ? 96 : 128;
 }
 
+// The warp-specialized 96 / 128-row tiles (pipelined_ws_tile.cuh): kPipeWsStages stages, and
+// taken by default where each split-K rank of their plan (one block per SM) streams more stages
+// than that ring holds. Measured on H200 (session 27, round RF, bf16 G = 128, min of two, us,
+// against gemm_pipelined_kernel): 0.83-0.88x the time on the 70B projections and 8b.gate_up at
+// M = 96..512, 0.86-0.97x on 8b.qkv / down; only 8b.o at M = 96 / 128 (8 ranks of 8 stages: the
+// ring never turns) lost, 20.8 / 23.9 vs 19.2 / 22.3.
+constexpr int kPipeWsStages = 8;
+inline bool pipe_ws_rule(const PipePlan& pl, int stages = kPipeWsStages) {
+  return pl.split_steps / kPipeStageSteps > stages;
+}
+
 // kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight
 // Llama-3 projections at M = 9..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel
 // up to 16 rows (8 for G = 32 / 64, below), and up to 32 on weights under 64 Mi elements; the

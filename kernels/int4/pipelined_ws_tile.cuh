@@ -57,7 +57,7 @@ constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232, kWsEpilogueRegs = 168
 template <int BM>
 struct PipeWsSmem : PipeSmem<BM, true> {
   using Base = PipeSmem<BM, true>;
-  static constexpr int kStages = 8;
+  static constexpr int kStages = kPipeWsStages;
   static constexpr int kTotal = (Base::kStage * kStages > Base::kEpi ? Base::kStage * kStages : Base::kEpi) + 1024;
   static_assert(kTotal <= 227 * 1024, "one block per SM");
 };
@@ -252,20 +252,14 @@ bool encode_x_map(CUtensorMap* map, const void* x, int m, int k, int bm) {
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Where the plan takes 96- or 128-row wgmma tiles, the warp-specialized ones run when each
-// split-K rank streams more stages than the ring holds (pipe_ws_rule): measured on H200
-// (session 27, round RF, bf16 G = 128, min of two, us, against gemm_pipelined_kernel) 0.83-0.88x
-// the time on the 70B projections and 8b.gate_up at M = 96..512, 0.86-0.97x on 8b.qkv / down;
-// only 8b.o at M = 96 / 128 (8 ranks of 8 stages: the ring never turns) lost, 20.8 / 23.9 vs
-// 19.2 / 22.3. LOWBIT_INT4_PIPE_WS=0 / 2 (read once; measurements and tests): never / always;
+// Where the plan takes 96- or 128-row wgmma tiles, the warp-specialized ones run by
+// pipe_ws_rule (pipelined_plan.h: where each split-K rank streams more stages than the ring
+// holds). LOWBIT_INT4_PIPE_WS=0 / 2 (read once; measurements and tests): never / always;
 // detail::set_pipe_ws overrides the variable (tests).
 inline int pipe_ws_mode() {  // 0 never, 1 pipe_ws_rule, 2 always
   static const int v = env_012("LOWBIT_INT4_PIPE_WS");
   const int o = g_pipe_ws_override.load(std::memory_order_relaxed);
   return o == 1 ? 0 : o == 2 ? 2 : v;
-}
-inline bool pipe_ws_rule(const PipePlan& pl, int stages) {
-  return pl.split_steps / kPipeStageSteps > stages;
 }
 
 // Launches the warp-specialized tile; *launched false (and nothing launched) when a bulk copy

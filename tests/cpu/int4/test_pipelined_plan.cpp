@@ -97,6 +97,35 @@ TEST(Int4PipelinedPlan, Rows96) {
   EXPECT_EQ(pipelined_rows_for(64, 57344, 8192, true, kH200Sms), 64);
 }
 
+// The warp-specialized 96 / 128-row tiles by default only where each split-K rank streams more
+// than kPipeWsStages stages (session 27, round RF): on H200 llama3-8b.o at M = 96 / 128 runs 8
+// ranks of 32 K steps (8 stages: the ring never turns) and keeps gemm_pipelined_kernel; at M = 256
+// 4 ranks of 16 stages, and the other projections at M = 96..512, take the warp-specialized tiles.
+TEST(Int4PipelinedPlan, WarpSpecializedWhereTheRingTurns) {
+  auto ws = [](int m, int n, int k) {
+    const int bm = pipelined_rows_for(m, n, k, true, kH200Sms);
+    EXPECT_TRUE(bm == 96 || bm == 128) << m << " " << n << " " << k;
+    return pipe_ws_rule(pipelined_plan(m, n, k, bm, kH200Sms, 1));
+  };
+  EXPECT_FALSE(ws(96, 4096, 4096));   // 8b.o: 16 tiles x 8 ranks of 8 stages
+  EXPECT_FALSE(ws(128, 4096, 4096));
+  EXPECT_TRUE(ws(256, 4096, 4096));   // 32 tiles x 4 ranks of 16 stages
+  EXPECT_TRUE(ws(512, 4096, 4096));
+  const int shapes[][2] = {{6144, 4096}, {28672, 4096}, {4096, 14336}, {10240, 8192},
+                           {8192, 8192}, {57344, 8192}, {8192, 28672}};
+  for (const auto& nk : shapes)
+    for (int m : {96, 128, 256, 512}) {
+      if (pipelined_rows_for(m, nk[0], nk[1], true, kH200Sms) < 96) continue;  // 64-row tiles (70b.qkv at 129..192)
+      EXPECT_TRUE(ws(m, nk[0], nk[1])) << m << " " << nk[0] << " " << nk[1];
+    }
+  // The boundary: a rank of exactly kPipeWsStages stages keeps the pipelined tile.
+  PipePlan p;
+  p.split_steps = kPipeWsStages * kPipeStageSteps;
+  EXPECT_FALSE(pipe_ws_rule(p));
+  p.split_steps += kPipeStageSteps;
+  EXPECT_TRUE(pipe_ws_rule(p));
+}
+
 // 48-row wgmma tiles at M = 33..48 on weights of >= 48 Mi elements (session 25, round PB).
 TEST(Int4PipelinedPlan, Rows48OnLargeWeights) {
   for (int m : {33, 40, 48}) {
