@@ -302,6 +302,22 @@ std::vector<GemmCase> forced_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(Forced, Int4Gemm, ::testing::ValuesIn(forced_cases()), case_name);
 
+// Two runs of one GEMM that must agree bit for bit: no element differs, and every element of
+// `got` was written (the outputs were poisoned with NaN) and fewer than 1% are zero.
+void expect_same_bits_all_written(DType t, const std::vector<uint16_t>& ref, const std::vector<uint16_t>& got) {
+  ASSERT_EQ(ref.size(), got.size());
+  size_t diff = 0, nonfinite = 0, zero = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    diff += ref[i] != got[i];
+    const float v = half_bits_to_float(t, got[i]);
+    nonfinite += !std::isfinite(v);
+    zero += v == 0.f;
+  }
+  EXPECT_EQ(diff, 0u);
+  EXPECT_EQ(nonfinite, 0u);  // every output written (the poison is NaN)
+  EXPECT_LT(zero, got.size() / 100);
+}
+
 // Split-K clusters in the decode kernel: ranks 1.. pushing their block sums into rank 0 (the
 // default) and rank 0 loading them add the same values in the same order, so the outputs are
 // bit-identical. The decode kernel is forced (kAuto takes the pipelined kernel for G = 32 at
@@ -350,16 +366,7 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
           out[mode - 1] = download<uint16_t>(dy.p, static_cast<size_t>(m) * s.n);
         }
-        size_t diff = 0, nonfinite = 0, zero = 0;
-        for (size_t i = 0; i < out[0].size(); ++i) {
-          diff += out[0][i] != out[1][i];
-          const float v = half_bits_to_float(t, out[0][i]);
-          nonfinite += !std::isfinite(v);
-          zero += v == 0.f;
-        }
-        EXPECT_EQ(diff, 0u);
-        EXPECT_EQ(nonfinite, 0u);  // every output written (the poison is NaN)
-        EXPECT_LT(zero, out[0].size() / 100);
+        expect_same_bits_all_written(t, out[1], out[0]);
       }
 }
 
@@ -411,16 +418,7 @@ TEST(Int4GemmPipelinedWs, BitIdenticalToPipelinedTile) {
         EXPECT_EQ(detail::pipe_ws_launches() - before, mode == 2 ? 1 : 0);  // the kernel the case names ran
         out[mode - 1] = download<uint16_t>(dy.p, static_cast<size_t>(c.m) * s.n);
       }
-      size_t diff = 0, nonfinite = 0, zero = 0;
-      for (size_t i = 0; i < out[0].size(); ++i) {
-        diff += out[0][i] != out[1][i];
-        const float v = half_bits_to_float(t, out[1][i]);
-        nonfinite += !std::isfinite(v);
-        zero += v == 0.f;
-      }
-      EXPECT_EQ(diff, 0u);
-      EXPECT_EQ(nonfinite, 0u);  // every output written (the poison is NaN)
-      EXPECT_LT(zero, out[1].size() / 100);
+      expect_same_bits_all_written(t, out[0], out[1]);
     }
 }
 
@@ -502,16 +500,7 @@ TEST(Int4GemmDecodeXSteps, BitIdenticalToReadingX) {
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         out[with_copy] = download<uint16_t>(dy.p, static_cast<size_t>(c.m) * s.n);
       }
-      size_t diff = 0, nonfinite = 0, zero = 0;
-      for (size_t i = 0; i < out[0].size(); ++i) {
-        diff += out[0][i] != out[1][i];
-        const float v = half_bits_to_float(t, out[1][i]);
-        nonfinite += !std::isfinite(v);
-        zero += v == 0.f;
-      }
-      EXPECT_EQ(diff, 0u);
-      EXPECT_EQ(nonfinite, 0u);  // every output written (the poison is NaN)
-      EXPECT_LT(zero, out[1].size() / 100);
+      expect_same_bits_all_written(t, out[0], out[1]);
     }
   // The copy must have been taken somewhere, unless LOWBIT_INT4_DECODE_XSTEPS=0 turns it off.
   if (detail::decode_x_steps_mode() != 0) EXPECT_GT(copied, 0);
