@@ -798,6 +798,25 @@ cudaError_t pipe_blocks_per_sm(int* blocks) {
                             per_sm, blocks);
 }
 
+// The split-K plan of a dense launch of `kernel` (bm-row tiles, nb resident blocks per SM; the
+// caller keeps `clusters` static per kernel), written into q's splits, split_steps and row_tiles.
+// Split-K clusters must all be resident at once, or a second wave doubles the time (clusters
+// of 6 with 2 blocks per SM do not tile the GPCs: 70b.qkv at M = 64 ran 75 us against 59
+// with 32-row tiles): fewer ranks until the device holds every cluster.
+template <typename Kernel>
+PipePlan pipe_dense_launch_plan(Kernel kernel, int bm, unsigned threads, size_t smem, int sms, int nb,
+                                ClusterSchedulable& clusters, PipeParams& q) {
+  const int forced = env_pipe_splits();
+  PipePlan pl = pipelined_plan(q.M, q.N, q.K, bm, sms, nb, kPipeMaxSplits, forced);
+  const int tiles = pl.row_tiles * pl.col_tiles;
+  while (pl.splits > 1 && tiles > active_clusters(kernel, pl.splits, 1, 1, 1, threads, smem, clusters))
+    pl = pipelined_plan(q.M, q.N, q.K, bm, sms, nb, pl.splits - 1, forced);
+  q.splits = pl.splits;
+  q.split_steps = pl.split_steps;
+  q.row_tiles = pl.row_tiles;
+  return pl;
+}
+
 template <typename T, int BM, bool kSym, bool kWg>
 cudaError_t launch_typed(const PipeParams& prm, int sms, cudaStream_t stream) {
   auto kernel = gemm_pipelined_kernel<T, BM, kSym, kWg, kPipeDense>;
@@ -805,20 +824,11 @@ cudaError_t launch_typed(const PipeParams& prm, int sms, cudaStream_t stream) {
   constexpr unsigned kThreads = pipe_threads(kWg);
   int nb = 0;
   if (const cudaError_t e = pipe_blocks_per_sm<T, BM, kSym, kWg, kPipeDense>(&nb); e != cudaSuccess) return e;
-  const int forced = env_pipe_splits();
-  PipePlan pl = pipelined_plan(prm.M, prm.N, prm.K, BM, sms, nb, kPipeMaxSplits, forced);
-  const unsigned tiles = static_cast<unsigned>(pl.row_tiles * pl.col_tiles);
-  // Split-K clusters must all be resident at once, or a second wave doubles the time (clusters
-  // of 6 with 2 blocks per SM do not tile the GPCs: 70b.qkv at M = 64 ran 75 us against 59
-  // with 32-row tiles): fewer ranks until the device holds every cluster.
   static ClusterSchedulable clusters = {};
-  while (pl.splits > 1 && static_cast<int>(tiles) > active_clusters(kernel, pl.splits, 1, 1, 1, kThreads, kSmem, clusters))
-    pl = pipelined_plan(prm.M, prm.N, prm.K, BM, sms, nb, pl.splits - 1, forced);
   PipeParams q = prm;
-  q.splits = pl.splits;
-  q.split_steps = pl.split_steps;
-  q.row_tiles = pl.row_tiles;
-  return launch_split_clusters(kernel, q, pl.splits, tiles, 1, 1, kThreads, kSmem, stream, pdl_enabled());
+  const PipePlan pl = pipe_dense_launch_plan(kernel, BM, kThreads, kSmem, sms, nb, clusters, q);
+  return launch_split_clusters(kernel, q, pl.splits, static_cast<unsigned>(pl.row_tiles * pl.col_tiles), 1, 1,
+                               kThreads, kSmem, stream, pdl_enabled());
 }
 
 // wgmma tiles: built for sm_90a (LOWBIT_SM90A, CMakeLists.txt) and running on compute

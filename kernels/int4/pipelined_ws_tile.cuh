@@ -277,18 +277,11 @@ cudaError_t launch_typed_ws(const PipeParams& prm, int sms, cudaStream_t stream,
   if (const cudaError_t e = blocks_per_sm_once(kernel, kWsThreads, kSmem, per_sm, &nb); e != cudaSuccess) return e;
   PipeWsParams q{prm, {}};
   if (!encode_x_map<T>(&q.xmap, prm.x, prm.M, prm.K, BM)) return cudaSuccess;
-  const int forced = env_pipe_splits();
-  PipePlan pl = pipelined_plan(prm.M, prm.N, prm.K, BM, sms, nb, kPipeMaxSplits, forced);
-  const unsigned tiles = static_cast<unsigned>(pl.row_tiles * pl.col_tiles);
   static ClusterSchedulable clusters = {};
-  while (pl.splits > 1 &&
-         static_cast<int>(tiles) > active_clusters(kernel, pl.splits, 1, 1, 1, kWsThreads, kSmem, clusters))
-    pl = pipelined_plan(prm.M, prm.N, prm.K, BM, sms, nb, pl.splits - 1, forced);
-  q.p.splits = pl.splits;
-  q.p.split_steps = pl.split_steps;
-  q.p.row_tiles = pl.row_tiles;
+  const PipePlan pl = pipe_dense_launch_plan(kernel, BM, kWsThreads, kSmem, sms, nb, clusters, q.p);
   *launched = true;
-  return launch_split_clusters(kernel, q, pl.splits, tiles, 1, 1, kWsThreads, kSmem, stream, pdl_enabled());
+  return launch_split_clusters(kernel, q, pl.splits, static_cast<unsigned>(pl.row_tiles * pl.col_tiles), 1, 1,
+                               kWsThreads, kSmem, stream, pdl_enabled());
 }
 
 }  // namespace
