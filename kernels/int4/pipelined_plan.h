@@ -132,8 +132,7 @@ inline bool pipe_ws_rule(const PipePlan& pl, int stages = kPipeWsStages) {
 // kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight
 // Llama-3 projections at M = 9..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel
 // up to 16 rows (8 for G = 32 / 64, below), and up to 32 on weights under 64 Mi elements; the
-// pipelined kernel at 33..128 rows, at 17..32 on weights of >= 64 Mi elements, at 129..256 on
-// >= 24 Mi and at 257..512 on >= 48 Mi unless its 128-row tiles leave a short last wave (below)
+// pipelined kernel at 33..256 rows, at 17..32 on weights of >= 64 Mi elements, and at 257..512 on >= 48 Mi unless its 128-row tiles leave a short last wave (below)
 // with its wgmma tiles; dequant + cuBLAS otherwise. Without wgmma (not sm_90a, or LOWBIT_INT4_PIPE_WGMMA=0)
 // the mma.sync tiles' measured crossovers apply: 65..128 rows on >= 24 Mi elements, 129..192
 // on >= 64 Mi.
@@ -155,7 +154,11 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, 
   if (m <= 64) return GemmPath::kPipelined;
   if (wgmma) {
     if (m <= 128) return GemmPath::kPipelined;
-    if (m <= 256) return elems >= kPipeMidWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
+    // 129..256 rows on every weight since the warp-specialized tiles (session 28, round SA,
+    // forced paths, bf16 G = 128, us: 8b.o (16 Mi elements) M = 160 / 192 / 224 / 256 26.3 /
+    // 26.2 / 26.4 / 27.0 against dequant + cuBLAS 31.2 / 32.5 / 33.4 / 27.0; from 24 Mi up the
+    // pipelined kernel was already taken).
+    if (m <= 256) return GemmPath::kPipelined;
     if (m <= 512) {
       // 128-row tiles, one block per SM: a partial last wave costs the pipelined kernel a whole
       // wave of time (70b.qkv M = 512: 160 tiles on 132 SMs, 252 vs 186 us); within one wave or

@@ -181,7 +181,8 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
       EXPECT_EQ(tiled_auto_path_g128(2048, c.n, c.k, wg), GemmPath::kDequantCublas);
     }
     EXPECT_EQ(tiled_auto_path_g128(128, c.n, c.k, true), GemmPath::kPipelined);
-    EXPECT_EQ(tiled_auto_path_g128(256, c.n, c.k, true), mid ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path_g128(160, c.n, c.k, true), GemmPath::kPipelined);
+    EXPECT_EQ(tiled_auto_path_g128(256, c.n, c.k, true), GemmPath::kPipelined);
 
     EXPECT_EQ(tiled_auto_path_g128(1024, c.n, c.k, true), GemmPath::kDequantCublas);
     EXPECT_EQ(tiled_auto_path_g128(128, c.n, c.k, false), mid ? GemmPath::kPipelined : GemmPath::kDequantCublas);
@@ -192,7 +193,8 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
   EXPECT_EQ(tiled_auto_path_g128(128, down8.n, down8.k, false), GemmPath::kPipelined);  // 56 Mi
   EXPECT_EQ(tiled_auto_path_g128(256, down8.n, down8.k, true), GemmPath::kPipelined);
   EXPECT_EQ(tiled_auto_path_g128(256, qkv8.n, qkv8.k, true), GemmPath::kPipelined);       // 24 Mi
-  EXPECT_EQ(tiled_auto_path_g128(256, o8.n, o8.k, true), GemmPath::kDequantCublas);       // 16 Mi
+  EXPECT_EQ(tiled_auto_path_g128(256, o8.n, o8.k, true), GemmPath::kPipelined);           // 16 Mi
+  EXPECT_EQ(tiled_auto_path_g128(257, o8.n, o8.k, true), GemmPath::kDequantCublas);       // 16 Mi
   // M = 257..512: >= 48 Mi elements unless the 128-row tiles leave a short last wave (132 SMs).
   EXPECT_EQ(tiled_auto_path_g128(512, down8.n, down8.k, true), GemmPath::kPipelined);      // 64 tiles
   EXPECT_EQ(tiled_auto_path_g128(384, gate_up70.n, gate_up70.k, true), GemmPath::kPipelined);  // 672: 5.1 waves
