@@ -128,6 +128,10 @@ constexpr int kPipeWsStages = 8;
 inline bool pipe_ws_rule(const PipePlan& pl, int stages = kPipeWsStages) {
   return pl.split_steps / kPipeStageSteps > stages;
 }
+// MoE modes (no split-K): the same test on the expert's K loop.
+inline bool pipe_ws_moe_rule(int ksteps, int stages = kPipeWsStages) {
+  return (ksteps + kPipeStageSteps - 1) / kPipeStageSteps > stages;
+}
 
 // kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight
 // Llama-3 projections at M = 9..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel

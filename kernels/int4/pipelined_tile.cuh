@@ -472,6 +472,48 @@ __device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const floa
   }
 }
 
+// MoE gate/up epilogue: inter[id, c] = act(silu(gate) * up) for the block's 128 columns (gate
+// sums in epi columns 0..127, up sums in 128..255), 8 per thread (threads 0 .. kThreads - 1).
+template <typename T, int BM, int kThreads, int kEpiPitch>
+__device__ __forceinline__ void pipe_store_moe_gate_up(const PipeMoeParams& p, const float* epi, const int* s_ids,
+                                                       int ct, int tid) {
+  const int I = p.half_groups * 64;
+  for (int i = tid; i < BM * 16; i += kThreads) {
+    const int r = i / 16, c8 = (i % 16) * 8, id = s_ids[r], col = ct * 128 + c8;
+    if (id < 0 || col >= I) continue;
+    const float* gv = epi + r * kEpiPitch + c8;
+    const float4 g0 = *reinterpret_cast<const float4*>(gv), g1 = *reinterpret_cast<const float4*>(gv + 4);
+    const float4 u0 = *reinterpret_cast<const float4*>(gv + 128), u1 = *reinterpret_cast<const float4*>(gv + 132);
+    const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+    const float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = gs[e] / (1.f + expf(-gs[e])) * us[e];
+    uint32_t out[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] = pack_pair<T>(v[2 * e], v[2 * e + 1]);
+    *reinterpret_cast<uint4*>(static_cast<T*>(p.y) + static_cast<size_t>(id) * I + col) =
+        make_uint4(out[0], out[1], out[2], out[3]);
+  }
+}
+// MoE down epilogue: slot_out[id, c] = topk_weight[id] * sum, fp32 (moe_sum adds the slots in
+// slot order).
+template <int BM, int kThreads, int kEpiPitch>
+__device__ __forceinline__ void pipe_store_moe_down(const PipeMoeParams& p, const float* epi, const int* s_ids, int ct,
+                                                    int tid) {
+  for (int i = tid; i < BM * (kPipeCols / 8); i += kThreads) {
+    const int r = i / (kPipeCols / 8), c8 = (i % (kPipeCols / 8)) * 8, id = s_ids[r], col = ct * kPipeCols + c8;
+    if (id < 0 || col >= p.N) continue;
+    const float wt = __ldg(p.topk_weights + id);
+    const float* src = epi + r * kEpiPitch + c8;
+    float4 a = *reinterpret_cast<const float4*>(src), b = *reinterpret_cast<const float4*>(src + 4);
+    a.x *= wt, a.y *= wt, a.z *= wt, a.w *= wt, b.x *= wt, b.y *= wt, b.z *= wt, b.w *= wt;
+    float* dst = static_cast<float*>(p.y) + static_cast<size_t>(id) * p.N + col;
+    *reinterpret_cast<float4*>(dst) = a;
+    *reinterpret_cast<float4*>(dst + 4) = b;
+  }
+}
+
 template <typename T, int BM, bool kSym, bool kWg, int MODE>
 // (wgmma tiles: the resident blocks per SM of pipe_wg_blocks_per_sm(), the wave the plans count on.)
 __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm(BM) : 1)
@@ -694,40 +736,10 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
   else
     __syncthreads();
   if constexpr (kGateUp) {
-    // inter[id, c] = act(silu(gate) * up) for the block's 128 columns (gate sums in epi columns
-    // 0..127, up sums in 128..255), 8 per thread and store.
-    const int I = p.half_groups * 64;
-    for (int i = tid; i < BM * 16; i += kThreads) {
-      const int r = i / 16, c8 = (i % 16) * 8, id = s_ids[r], col = ct * 128 + c8;
-      if (id < 0 || col >= I) continue;
-      const float* gv = epi + r * L::kEpiPitch + c8;
-      const float4 g0 = *reinterpret_cast<const float4*>(gv), g1 = *reinterpret_cast<const float4*>(gv + 4);
-      const float4 u0 = *reinterpret_cast<const float4*>(gv + 128), u1 = *reinterpret_cast<const float4*>(gv + 132);
-      const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-      const float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-      float v[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = gs[e] / (1.f + expf(-gs[e])) * us[e];
-      uint32_t out[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) out[e] = pack_pair<T>(v[2 * e], v[2 * e + 1]);
-      *reinterpret_cast<uint4*>(static_cast<T*>(p.y) + static_cast<size_t>(id) * I + col) =
-          make_uint4(out[0], out[1], out[2], out[3]);
-    }
+    pipe_store_moe_gate_up<T, BM, kThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
     return;
   } else if constexpr (kMoe) {
-    // slot_out[id, c] = topk_weight[id] * sum, fp32 (moe_sum adds the slots in slot order).
-    for (int i = tid; i < BM * (kPipeCols / 8); i += kThreads) {
-      const int r = i / (kPipeCols / 8), c8 = (i % (kPipeCols / 8)) * 8, id = s_ids[r], col = ct * kPipeCols + c8;
-      if (id < 0 || col >= p.N) continue;
-      const float wt = __ldg(p.topk_weights + id);
-      const float* src = epi + r * L::kEpiPitch + c8;
-      float4 a = *reinterpret_cast<const float4*>(src), b = *reinterpret_cast<const float4*>(src + 4);
-      a.x *= wt, a.y *= wt, a.z *= wt, a.w *= wt, b.x *= wt, b.y *= wt, b.z *= wt, b.w *= wt;
-      float* dst = static_cast<float*>(p.y) + static_cast<size_t>(id) * p.N + col;
-      *reinterpret_cast<float4*>(dst) = a;
-      *reinterpret_cast<float4*>(dst + 4) = b;
-    }
+    pipe_store_moe_down<BM, kThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
     return;
   }
   pipe_store_dense<T, BM, kThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid, cluster);

@@ -14,6 +14,7 @@
 #include "kernels/int4/internal.h"
 #include "lowbit/int4/kernels.h"
 #include "tests/cpu/int4/random_weights.h"
+#include "tests/gpu/int4/expect_bits.h"
 #include "tests/gpu/int4/gpu_buffers.h"
 
 namespace lowbit::int4 {
@@ -23,6 +24,7 @@ using testing::canon_dequant_bits;
 using testing::DevBuf;
 using testing::DevWeights;
 using testing::download;
+using testing::expect_same_bits_all_written;
 using testing::random_kpacked;
 using testing::upload;
 
@@ -301,22 +303,6 @@ std::vector<GemmCase> forced_cases() {
   return v;
 }
 INSTANTIATE_TEST_SUITE_P(Forced, Int4Gemm, ::testing::ValuesIn(forced_cases()), case_name);
-
-// Two runs of one GEMM that must agree bit for bit: no element differs, and every element of
-// `got` was written (the outputs were poisoned with NaN) and fewer than 1% are zero.
-void expect_same_bits_all_written(DType t, const std::vector<uint16_t>& ref, const std::vector<uint16_t>& got) {
-  ASSERT_EQ(ref.size(), got.size());
-  size_t diff = 0, nonfinite = 0, zero = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    diff += ref[i] != got[i];
-    const float v = half_bits_to_float(t, got[i]);
-    nonfinite += !std::isfinite(v);
-    zero += v == 0.f;
-  }
-  EXPECT_EQ(diff, 0u);
-  EXPECT_EQ(nonfinite, 0u);  // every output written (the poison is NaN)
-  EXPECT_LT(zero, got.size() / 100);
-}
 
 // Split-K clusters in the decode kernel: ranks 1.. pushing their block sums into rank 0 (the
 // default) and rank 0 loading them add the same values in the same order, so the outputs are
