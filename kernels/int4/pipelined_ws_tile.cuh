@@ -381,9 +381,23 @@ cudaError_t launch_typed_ws(const PipeParams& prm, int sms, cudaStream_t stream,
                                kWsThreads, kSmem, stream, pdl_enabled());
 }
 
-// MoE modes: the 64- and 128-row wgmma align blocks warp-specialized where pipe_ws_mode() and
+// MoE modes: one warp-specialized launch of BM-row align blocks (no split-K). The occupancy
+// cache is per instantiation: the 64- and 128-row kernels have the same type, so a cache shared
+// between them would leave the second one without its shared-memory opt-in.
+template <typename T, int BM, bool kSym, int MODE>
+cudaError_t launch_moe_typed_ws(const PipeMoeParams& prm, unsigned tiles, cudaStream_t stream) {
+  auto kernel = gemm_pipelined_ws_kernel<T, BM, kSym, MODE>;
+  constexpr size_t kSmem = PipeWsSmem<BM>::kTotal;
+  static std::atomic<int> per_sm{0};
+  int nb = 0;
+  if (const cudaError_t e = blocks_per_sm_once(kernel, kWsThreads, kSmem, per_sm, &nb); e != cudaSuccess) return e;
+  g_pipe_ws_launches.fetch_add(1, std::memory_order_relaxed);
+  return launch_split_clusters(kernel, PipeWsParams<MODE>{prm, {}}, 1, tiles, 1, 1, kWsThreads, kSmem, stream,
+                               pdl_enabled());
+}
+// The 64- and 128-row wgmma align blocks warp-specialized where pipe_ws_mode() and
 // pipe_ws_moe_rule() say so and the operands allow bulk copies (16 B aligned), else the tile of
-// gemm_pipelined_kernel (launch_moe_rows). No split-K.
+// gemm_pipelined_kernel (launch_moe_rows).
 template <typename T, bool kSym, int MODE>
 cudaError_t launch_moe_rows_ws(const PipeMoeParams& prm, int bm, unsigned tiles, cudaStream_t stream) {
   const int mode = pipe_ws_mode();
@@ -392,18 +406,9 @@ cudaError_t launch_moe_rows_ws(const PipeMoeParams& prm, int bm, unsigned tiles,
                          (kSym || reinterpret_cast<uintptr_t>(prm.zeros) % 16 == 0) &&
                          reinterpret_cast<uintptr_t>(prm.x) % 16 == 0;
   if ((bm == 64 || bm == 128) && pipe_wgmma_ok() && aligned16 &&
-      (mode == 2 || (mode == 1 && pipe_ws_moe_rule(prm.ksteps)))) {
-    PipeWsParams<MODE> q{prm, {}};
-    auto launch = [&](auto kernel, size_t smem) -> cudaError_t {
-      static std::atomic<int> per_sm{0};  // one per kernel (each instantiation of this lambda)
-      int nb = 0;
-      if (const cudaError_t e = blocks_per_sm_once(kernel, kWsThreads, smem, per_sm, &nb); e != cudaSuccess) return e;
-      g_pipe_ws_launches.fetch_add(1, std::memory_order_relaxed);
-      return launch_split_clusters(kernel, q, 1, tiles, 1, 1, kWsThreads, smem, stream, pdl_enabled());
-    };
-    return bm == 64 ? launch(gemm_pipelined_ws_kernel<T, 64, kSym, MODE>, PipeWsSmem<64>::kTotal)
-                    : launch(gemm_pipelined_ws_kernel<T, 128, kSym, MODE>, PipeWsSmem<128>::kTotal);
-  }
+      (mode == 2 || (mode == 1 && pipe_ws_moe_rule(bm, prm.ksteps))))
+    return bm == 64 ? launch_moe_typed_ws<T, 64, kSym, MODE>(prm, tiles, stream)
+                    : launch_moe_typed_ws<T, 128, kSym, MODE>(prm, tiles, stream);
   return launch_moe_rows<T, kSym, MODE>(prm, bm, tiles, stream);
 }
 

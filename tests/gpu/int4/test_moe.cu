@@ -227,7 +227,9 @@ INSTANTIATE_TEST_SUITE_P(
 // symmetric bf16; 64-row blocks with G = 32 (stages of two scale rows), asymmetric fp16, I / 64
 // odd (the last gate/up tile holds one group of each), GEMM2 K = 192 (3 stages); per-channel
 // 128-row blocks with experts left without tokens (E = 16, topk 1) and padding rows; both
-// GEMMs must have taken the warp-specialized kernel where forced. Skipped without wgmma.
+// GEMMs must have taken the warp-specialized kernel where forced. The first case runs 64-row
+// blocks of the same dtype and symmetry before the 128-row ones (each kernel needs its own
+// shared-memory opt-in). Skipped without wgmma.
 TEST(Int4MoePipelinedWs, BitIdenticalToPipelinedTile) {
   if (!detail::pipelined_uses_wgmma()) GTEST_SKIP() << "wgmma tiles not available (sm_90a build and device)";
   struct Case {
@@ -236,7 +238,8 @@ TEST(Int4MoePipelinedWs, BitIdenticalToPipelinedTile) {
     DType act;
     int block_m;
   };
-  const Case cases[] = {{300, 8, 2048, 1024, 2, 128, true, DType::kBF16, 128},
+  const Case cases[] = {{160, 8, 1024, 256, 2, 128, true, DType::kBF16, 64},
+                        {300, 8, 2048, 1024, 2, 128, true, DType::kBF16, 128},
                         {200, 8, 1024, 192, 2, 32, false, DType::kF16, 64},
                         {180, 16, 1536, 256, 1, kPerChannel, false, DType::kBF16, 128},
                         {96, 4, 640, 320, 3, 64, true, DType::kF16, 64}};
