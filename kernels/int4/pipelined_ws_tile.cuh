@@ -69,12 +69,11 @@ struct PipeWsParams {
   CUtensorMap xmap;  // dense: x [M, K], boxes of 64 K x BM rows in the 128 B swizzle (encode_x_map)
 };
 // MoE modes: the producer warps gather the x rows of the align block's ids by cp.async (a
-// tensor copy reads a box of consecutive rows) and arrive for them once their copies of a
-// stage have landed, kWsXLag stages behind the issue (every producer thread: its own copies,
-// fenced for wgmma's async-proxy reads). The lag must stay below kPipeWsStages - 1: the
-// producer waits for stage it - S's release, which needs stage it - S + 1 full.
-constexpr int kWsXLag = 3;
-static_assert(kWsXLag <= kPipeWsStages - 2, "the producer's x arrivals must not wait for its own refills");
+// tensor copy reads a box of consecutive rows); each producer thread's arrival for a stage is
+// cp.async.mbarrier.arrive.noinc, which the hardware performs once that thread's copies have
+// landed, so the producer never waits for its own copies (round SC: arriving from the thread
+// after cp.async.wait_group, 3 stages behind, was 1.10-1.15x gemm_pipelined_kernel's time at
+// 128-row blocks). The consumers fence the generic-proxy writes for wgmma after the wait.
 
 template <typename T, int BM, bool kSym, int MODE>
 __global__ void __launch_bounds__(kWsThreads, 1)
@@ -229,16 +228,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           if (lane == 0) issue(it, true, false);
         }
         issue_x(it);
-        pipe_commit();
-        if (it >= kWsXLag) {
-          pipe_wait<kWsXLag>();  // this thread's copies of stage it - kWsXLag have landed
-          fence_proxy_async();   // visible to wgmma (async proxy)
-          mbar_arrive(full0 + 8u * ((it - kWsXLag) % S));
-        }
+        // This thread's arrival, once its copies so far (stage it's the last) have landed.
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full0 + 8u * (it % S)) : "memory");
       }
-      pipe_wait<0>();
-      fence_proxy_async();
-      for (int it = max(0, nstages - kWsXLag); it < nstages; ++it) mbar_arrive(full0 + 8u * (it % S));
     }
     __syncwarp();
     // Back to the launch's share for the epilogue (the consumers give theirs back first).
@@ -260,6 +252,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
                       static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u};
     for (int it = 0; it < nstages; ++it) {
       mbar_wait(full0 + 8u * (it % S), static_cast<uint32_t>(it / S) & 1u);
+      if constexpr (kMoe) fence_proxy_async();  // the producers' cp.async writes (generic proxy), for wgmma
       const uint32_t st = sbase + static_cast<uint32_t>((it % S) * L::kStage);
       if (s_end - (s_begin + it * kPipeStageSteps) >= kPipeStageSteps)
         wg_stage<T, NT, kPipeStageSteps, kSym>(acc, st, ln, st + L::kX);
