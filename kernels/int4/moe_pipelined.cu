@@ -1,5 +1,4 @@
-// MoE GEMMs through the pipelined tile (pipelined_tile.cuh, its MoE modes; the 64- and 128-row
-// wgmma blocks warp-specialized by pipelined_ws_tile.cuh where the K loop is long) on MMA-tiled expert
+// MoE GEMMs through the pipelined tile (pipelined_tile.cuh, its MoE modes) on MMA-tiled expert
 // stacks, for align blocks of 16..128 rows (prefill and large decode batches, where tokens
 // share experts): GEMM1 inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)), GEMM2
 // slot_out[id] = topk_weight[id] * (inter[id] W2^T) in fp32. The decode tile's MoE modes
@@ -8,7 +7,7 @@
 #include <cstdlib>
 
 #include "kernels/int4/pipelined_plan.h"
-#include "kernels/int4/pipelined_ws_tile.cuh"
+#include "kernels/int4/pipelined_tile.cuh"
 
 namespace lowbit::int4::detail {
 namespace {
@@ -47,10 +46,10 @@ namespace {
 template <int MODE>
 cudaError_t launch_mode(DType act, bool sym, const kern::PipeMoeParams& p, int bm, unsigned tiles, cudaStream_t stream) {
   if (act == DType::kBF16)
-    return sym ? kern::launch_moe_rows_ws<__nv_bfloat16, true, MODE>(p, bm, tiles, stream)
-               : kern::launch_moe_rows_ws<__nv_bfloat16, false, MODE>(p, bm, tiles, stream);
-  return sym ? kern::launch_moe_rows_ws<__half, true, MODE>(p, bm, tiles, stream)
-             : kern::launch_moe_rows_ws<__half, false, MODE>(p, bm, tiles, stream);
+    return sym ? kern::launch_moe_rows<__nv_bfloat16, true, MODE>(p, bm, tiles, stream)
+               : kern::launch_moe_rows<__nv_bfloat16, false, MODE>(p, bm, tiles, stream);
+  return sym ? kern::launch_moe_rows<__half, true, MODE>(p, bm, tiles, stream)
+             : kern::launch_moe_rows<__half, false, MODE>(p, bm, tiles, stream);
 }
 }  // namespace
 

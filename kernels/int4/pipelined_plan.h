@@ -128,13 +128,6 @@ constexpr int kPipeWsStages = 8;
 inline bool pipe_ws_rule(const PipePlan& pl, int stages = kPipeWsStages) {
   return pl.split_steps / kPipeStageSteps > stages;
 }
-// MoE modes (no split-K): 128-row align blocks (one block per SM either way) whose K loop
-// streams more stages than the ring holds. 64-row blocks stay on gemm_pipelined_kernel, which
-// fits two blocks per SM (round SC, 1x H200, bf16 G = 128: Qwen3-30B-A3B TP1 M = 2048, 64-row
-// blocks, 845 us with both GEMMs warp-specialized against 647).
-inline bool pipe_ws_moe_rule(int bm, int ksteps, int stages = kPipeWsStages) {
-  return bm == 128 && (ksteps + kPipeStageSteps - 1) / kPipeStageSteps > stages;
-}
 
 // kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight
 // Llama-3 projections at M = 9..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel

@@ -37,7 +37,6 @@ namespace kern {
 // detail::set_pipe_ws (tests): 0 as LOWBIT_INT4_PIPE_WS says, 1 never, 2 always. Defined in
 // gemm_pipelined.cu.
 extern std::atomic<int> g_pipe_ws_override;
-extern std::atomic<long long> g_pipe_ws_launches;  // warp-specialized launches (tests)
 namespace {
 
 constexpr int kWsConsumerWarps = 8;                      // two warpgroups
@@ -63,23 +62,14 @@ struct PipeWsSmem : PipeSmem<BM, true> {
   static_assert(kTotal <= 227 * 1024, "one block per SM");
 };
 
-template <int MODE>
 struct PipeWsParams {
-  PipeParamsFor<MODE> p;
-  CUtensorMap xmap;  // dense: x [M, K], boxes of 64 K x BM rows in the 128 B swizzle (encode_x_map)
+  PipeParams p;
+  CUtensorMap xmap;  // x [M, K]: boxes of 64 K x BM rows in the 128 B swizzle (encode_x_map)
 };
-// MoE modes: the producer warps gather the x rows of the align block's ids by cp.async (a
-// tensor copy reads a box of consecutive rows); each producer thread's arrival for a stage is
-// cp.async.mbarrier.arrive.noinc, which the hardware performs once that thread's copies have
-// landed, so the producer never waits for its own copies (round SC: arriving from the thread
-// after cp.async.wait_group, 3 stages behind, was 1.10-1.15x gemm_pipelined_kernel's time at
-// 128-row blocks). The consumers fence the generic-proxy writes for wgmma after the wait.
 
-template <typename T, int BM, bool kSym, int MODE>
-__global__ void __launch_bounds__(kWsThreads, 1)
-    gemm_pipelined_ws_kernel(const __grid_constant__ PipeWsParams<MODE> w) {
-  constexpr bool kMoe = MODE != kPipeDense, kGateUp = MODE == kPipeMoeGateUp;
-  const PipeParamsFor<MODE>& p = w.p;
+template <typename T, int BM, bool kSym>
+__global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const __grid_constant__ PipeWsParams w) {
+  const PipeParams& p = w.p;
   using L = PipeWsSmem<BM>;
   constexpr int S = L::kStages;
   constexpr int NT = BM / 8;
@@ -89,33 +79,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   // branch below is not a divergent path around the consumers' wgmmas.
   const int tid = threadIdx.x, warp_id = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
   const int rank = static_cast<int>(blockIdx.x % p.splits);
-  int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
-  int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
-  // MoE: the block order, the routing wait, the ids and the expert of gemm_pipelined_kernel
-  // (raster groups; padding ids -1; x row id / topk for gate/up), and x's row per tile row for
-  // the producers' gathers.
-  const uint4* qw = p.qw;
-  const uint16_t* scales = p.scales;
-  const uint16_t* zeros = p.zeros;
-  __shared__ int s_ids[kMoe ? BM : 1];
-  __shared__ int s_xrow[kMoe ? BM : 1];
-  if constexpr (kMoe) {
-    const PipeTile tile = moe_raster_tile(static_cast<int>(blockIdx.x), p.row_tiles, p.col_tiles, p.raster_rows);
-    rt = tile.rt;
-    ct = tile.ct;
-    if (!(MODE == kPipeMoeDown && p.ids_early != 0)) asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    const int npp = __ldg(p.npp), e = __ldg(p.expert_ids + rt);
-    if (rt * BM >= npp || e < 0) return;  // the whole block, before any barrier
-    for (int i = tid; i < BM; i += kWsThreads) {
-      const int id = __ldg(p.sorted_ids + static_cast<size_t>(rt) * BM + i);
-      const int v = id >= 0 && id < p.P ? id : -1;
-      s_ids[i] = v;
-      s_xrow[i] = v < 0 ? 0 : kGateUp ? v / p.topk : v;
-    }
-    qw += static_cast<size_t>(e) * p.qw_estride;
-    scales += static_cast<size_t>(e) * p.sc_estride;
-    if (zeros != nullptr) zeros += static_cast<size_t>(e) * p.sc_estride;
-  }
+  const int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
+  const int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
   const int m0 = rt * BM;
   const int s_begin = rank * p.split_steps;
   const int s_end = min(p.ksteps, s_begin + p.split_steps);
@@ -123,14 +88,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const uint32_t sbase = (smem_addr(smem) + 1023u) & ~1023u;  // the swizzled x tiles: 1024 B aligned
   unsigned char* const sgen = smem + (sbase - smem_addr(smem));
   const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[S]);
-  // The block's column groups that exist (the last column tile may hold fewer than 4; MoE:
-  // the consumers multiply all 4, as in gemm_pipelined_kernel, and the epilogue stores the
-  // valid columns).
-  const int ng = kMoe ? kPipeWarps : min(kPipeWarps, p.N / 64 - ct * kPipeWarps);
+  // The block's column groups that exist (the last column tile may hold fewer than 4).
+  const int ng = min(kPipeWarps, p.N / 64 - ct * kPipeWarps);
   if (tid == 0) {
     for (int i = 0; i < S; ++i) {
-      // one arrival per producer warp (its copies' bytes); MoE: and one per producer thread (x)
-      mbar_init<kMoe ? 4 + kWsThreads - kWsConsumerThreads : 4>(full0 + 8 * i);
+      mbar_init<4>(full0 + 8 * i);  // one arrival per producer warp
       mbar_init<kWsConsumerThreads>(empty0 + 8 * i);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
@@ -146,90 +108,51 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // the pipelined tile's time, round RB.)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs));
     const int pw = warp_id - kWsConsumerWarps;
-    // Column group pw of the block (gate/up: slots 0, 1 gate, 2, 3 up; see pipelined_tile.cuh).
-    bool has_group = pw < ng;
-    int group = ct * kPipeWarps + pw;
-    if constexpr (kGateUp) {
-      group = pw < 2 ? 2 * ct + pw : p.half_groups + 2 * ct + pw - 2;
-      has_group = 2 * ct + (pw & 1) < p.half_groups;
-    } else if constexpr (kMoe) {
-      has_group = group < p.N / 64;
-    }
-    const uint4* wsrc = qw + (static_cast<size_t>(group) * p.ksteps + s_begin) * 32;
-    const size_t scol = static_cast<size_t>(group) * 64;
-    const uint32_t wdst = static_cast<uint32_t>(L::kW + pw * kPipeStageSteps * 512);
-    const uint32_t sdst = static_cast<uint32_t>(L::kS + pw * 2 * 128), zdst = static_cast<uint32_t>(L::kZ + pw * 2 * 128);
-    // Lane 0: the stage's weights, scale and zero rows (and, dense, warp 8: the x tile).
-    auto issue = [&](int it, bool weights, bool xtile) {
-      const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
-      const int nr = p.gsteps == 2 && ns > 2 ? 2 : 1;  // scale rows: two groups per stage at G = 32
-      const uint32_t st = sbase + static_cast<uint32_t>((it % S) * L::kStage), bar = full0 + 8u * (it % S);
-      if (weights) {
-        const uint32_t bytes = (has_group ? static_cast<uint32_t>(ns * 512 + nr * (kSym ? 128 : 256)) : 0u) +
-                               (!kMoe && pw == 0 ? static_cast<uint32_t>(BM * 128) : 0u);
-        mbar_arrive_expect_tx(bar, bytes);
-        if (has_group) {
-          bulk_copy(st + wdst, wsrc + static_cast<size_t>(it) * kPipeStageSteps * 32, static_cast<uint32_t>(ns * 512),
-                    bar);
+    if (lane == 0) {
+      const bool has_group = pw < ng;
+      const int group = ct * kPipeWarps + pw;
+      const uint4* wsrc = p.qw + (static_cast<size_t>(group) * p.ksteps + s_begin) * 32;
+      const size_t scol = static_cast<size_t>(group) * 64;
+      const uint32_t wdst = static_cast<uint32_t>(L::kW + pw * kPipeStageSteps * 512);
+      const uint32_t sdst = static_cast<uint32_t>(L::kS + pw * 2 * 128), zdst = static_cast<uint32_t>(L::kZ + pw * 2 * 128);
+      auto issue = [&](int it, bool weights, bool xtile) {
+        const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
+        const int nr = p.gsteps == 2 && ns > 2 ? 2 : 1;  // scale rows: two groups per stage at G = 32
+        const uint32_t st = sbase + static_cast<uint32_t>((it % S) * L::kStage), bar = full0 + 8u * (it % S);
+        if (weights) {
+          const uint32_t bytes = (has_group ? static_cast<uint32_t>(ns * 512 + nr * (kSym ? 128 : 256)) : 0u) +
+                                 (pw == 0 ? static_cast<uint32_t>(BM * 128) : 0u);
+          mbar_arrive_expect_tx(bar, bytes);
+          if (has_group) {
+            bulk_copy(st + wdst, wsrc + static_cast<size_t>(it) * kPipeStageSteps * 32, static_cast<uint32_t>(ns * 512),
+                      bar);
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            if (r >= nr) break;
-            const size_t src = static_cast<size_t>(s0 / p.gsteps + r) * p.N + scol;
-            bulk_copy(st + sdst + 128u * r, scales + src, 128, bar);
-            if constexpr (!kSym) bulk_copy(st + zdst + 128u * r, zeros + src, 128, bar);
+            for (int r = 0; r < 2; ++r) {
+              if (r >= nr) break;
+              const size_t src = static_cast<size_t>(s0 / p.gsteps + r) * p.N + scol;
+              bulk_copy(st + sdst + 128u * r, p.scales + src, 128, bar);
+              if constexpr (!kSym) bulk_copy(st + zdst + 128u * r, p.zeros + src, 128, bar);
+            }
           }
         }
-      }
-      if constexpr (!kMoe)
         if (xtile)
           asm volatile(
               "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
               "[%4];\n" ::"r"(st + static_cast<uint32_t>(L::kX)),
               "l"(reinterpret_cast<uint64_t>(&w.xmap)), "r"(s0 * 16), "r"(m0), "r"(bar)
               : "memory");
-    };
-    // The weights do not depend on the previous kernel: the first S stages' are requested
-    // before griddepcontrol.wait, their x tiles after it.
-    const int first = min(nstages, S);
-    if constexpr (!kMoe) {
-      if (lane == 0) {
-        for (int it = 0; it < first; ++it) issue(it, true, false);
-        if (pw == 0) {
-          asm volatile("griddepcontrol.wait;\n" ::: "memory");
-          for (int it = 0; it < first; ++it) issue(it, false, true);
-        }
-        for (int it = S; it < nstages; ++it) {
-          mbar_wait(empty0 + 8u * (it % S), static_cast<uint32_t>(it / S - 1) & 1u);  // both warpgroups done with it
-          issue(it, true, pw == 0);
-        }
-      }
-    } else {
-      // MoE: every producer thread copies 16 B chunk c = ptid % 8 (of the stage's 128 B per
-      // row) of rows ptid / 8 + 16 u, into the 128 B swizzle of gemm_pipelined_kernel's x tile.
-      const int ptid = tid - kWsConsumerThreads, xc = ptid % 8, r0 = ptid / 8;
-      const T* __restrict__ x = static_cast<const T*>(p.x);
-      auto issue_x = [&](int it) {
-        const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
-        if (xc >= 2 * ns) return;
-        const uint32_t st = sbase + static_cast<uint32_t>((it % S) * L::kStage + L::kX);
-#pragma unroll
-        for (int u = 0; u < BM / 16; ++u) {
-          const int r = r0 + 16 * u;
-          pipe_cp16(st + static_cast<uint32_t>(r * L::kPitch + ((xc ^ (r & 7)) * 16)),
-                    x + static_cast<size_t>(s_xrow[r]) * p.K + s0 * 16 + xc * 8);
-        }
       };
-      if (lane == 0)
-        for (int it = 0; it < first; ++it) issue(it, true, false);
-      if (MODE == kPipeMoeDown && p.ids_early != 0) asm volatile("griddepcontrol.wait;\n" ::: "memory");  // x: GEMM1's
-      for (int it = 0; it < nstages; ++it) {
-        if (it >= S) {
-          mbar_wait(empty0 + 8u * (it % S), static_cast<uint32_t>(it / S - 1) & 1u);  // both warpgroups done with it
-          if (lane == 0) issue(it, true, false);
-        }
-        issue_x(it);
-        // This thread's arrival, once its copies so far (stage it's the last) have landed.
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full0 + 8u * (it % S)) : "memory");
+      // The weights do not depend on the previous kernel: the first S stages' are requested
+      // before griddepcontrol.wait, their x tiles after it.
+      const int first = min(nstages, S);
+      for (int it = 0; it < first; ++it) issue(it, true, false);
+      if (pw == 0) {
+        asm volatile("griddepcontrol.wait;\n" ::: "memory");
+        for (int it = 0; it < first; ++it) issue(it, false, true);
+      }
+      for (int it = S; it < nstages; ++it) {
+        mbar_wait(empty0 + 8u * (it % S), static_cast<uint32_t>(it / S - 1) & 1u);  // both warpgroups done with it
+        issue(it, true, pw == 0);
       }
     }
     __syncwarp();
@@ -252,7 +175,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
                       static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u};
     for (int it = 0; it < nstages; ++it) {
       mbar_wait(full0 + 8u * (it % S), static_cast<uint32_t>(it / S) & 1u);
-      if constexpr (kMoe) fence_proxy_async();  // the producers' cp.async writes (generic proxy), for wgmma
       const uint32_t st = sbase + static_cast<uint32_t>((it % S) * L::kStage);
       if (s_end - (s_begin + it * kPipeStageSteps) >= kPipeStageSteps)
         wg_stage<T, NT, kPipeStageSteps, kSym>(acc, st, ln, st + L::kX);
@@ -305,14 +227,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   // consumers wrote across the block barrier above (round RG, 8 hazards on the 128-row tiles
   // without split-K) although the barrier orders them; with 256 storing threads it has no
   // pair to report, and the stores are a few percent of the tile's time.
-  if (warp_id < kWsConsumerWarps) {
-    if constexpr (kGateUp)
-      pipe_store_moe_gate_up<T, BM, kWsConsumerThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
-    else if constexpr (kMoe)
-      pipe_store_moe_down<BM, kWsConsumerThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
-    else
-      pipe_store_dense<T, BM, kWsConsumerThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid, cluster);
-  }
+  if (warp_id < kWsConsumerWarps)
+    pipe_store_dense<T, BM, kWsConsumerThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid, cluster);
   if (p.splits > 1) cluster.sync();  // no rank leaves while another still reads its tile
 }
 
@@ -360,49 +276,18 @@ cudaError_t launch_typed_ws(const PipeParams& prm, int sms, cudaStream_t stream,
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   if (!aligned16(prm.qw) || !aligned16(prm.scales) || (!kSym && !aligned16(prm.zeros)) || !aligned16(prm.x))
     return cudaSuccess;
-  auto kernel = gemm_pipelined_ws_kernel<T, BM, kSym, kPipeDense>;
+  auto kernel = gemm_pipelined_ws_kernel<T, BM, kSym>;
   constexpr size_t kSmem = PipeWsSmem<BM>::kTotal;
   static std::atomic<int> per_sm{0};
   int nb = 0;
   if (const cudaError_t e = blocks_per_sm_once(kernel, kWsThreads, kSmem, per_sm, &nb); e != cudaSuccess) return e;
-  PipeWsParams<kPipeDense> q{prm, {}};
+  PipeWsParams q{prm, {}};
   if (!encode_x_map<T>(&q.xmap, prm.x, prm.M, prm.K, BM)) return cudaSuccess;
   static ClusterSchedulable clusters = {};
   const PipePlan pl = pipe_dense_launch_plan(kernel, BM, kWsThreads, kSmem, sms, nb, clusters, q.p);
   *launched = true;
   return launch_split_clusters(kernel, q, pl.splits, static_cast<unsigned>(pl.row_tiles * pl.col_tiles), 1, 1,
                                kWsThreads, kSmem, stream, pdl_enabled());
-}
-
-// MoE modes: one warp-specialized launch of BM-row align blocks (no split-K). The occupancy
-// cache is per instantiation: the 64- and 128-row kernels have the same type, so a cache shared
-// between them would leave the second one without its shared-memory opt-in.
-template <typename T, int BM, bool kSym, int MODE>
-cudaError_t launch_moe_typed_ws(const PipeMoeParams& prm, unsigned tiles, cudaStream_t stream) {
-  auto kernel = gemm_pipelined_ws_kernel<T, BM, kSym, MODE>;
-  constexpr size_t kSmem = PipeWsSmem<BM>::kTotal;
-  static std::atomic<int> per_sm{0};
-  int nb = 0;
-  if (const cudaError_t e = blocks_per_sm_once(kernel, kWsThreads, kSmem, per_sm, &nb); e != cudaSuccess) return e;
-  g_pipe_ws_launches.fetch_add(1, std::memory_order_relaxed);
-  return launch_split_clusters(kernel, PipeWsParams<MODE>{prm, {}}, 1, tiles, 1, 1, kWsThreads, kSmem, stream,
-                               pdl_enabled());
-}
-// The 64- and 128-row wgmma align blocks warp-specialized where pipe_ws_mode() and
-// pipe_ws_moe_rule() say so and the operands allow bulk copies (16 B aligned), else the tile of
-// gemm_pipelined_kernel (launch_moe_rows).
-template <typename T, bool kSym, int MODE>
-cudaError_t launch_moe_rows_ws(const PipeMoeParams& prm, int bm, unsigned tiles, cudaStream_t stream) {
-  const int mode = pipe_ws_mode();
-  const bool aligned16 = reinterpret_cast<uintptr_t>(prm.qw) % 16 == 0 &&
-                         reinterpret_cast<uintptr_t>(prm.scales) % 16 == 0 &&
-                         (kSym || reinterpret_cast<uintptr_t>(prm.zeros) % 16 == 0) &&
-                         reinterpret_cast<uintptr_t>(prm.x) % 16 == 0;
-  if ((bm == 64 || bm == 128) && pipe_wgmma_ok() && aligned16 &&
-      (mode == 2 || (mode == 1 && pipe_ws_moe_rule(bm, prm.ksteps))))
-    return bm == 64 ? launch_moe_typed_ws<T, 64, kSym, MODE>(prm, tiles, stream)
-                    : launch_moe_typed_ws<T, 128, kSym, MODE>(prm, tiles, stream);
-  return launch_moe_rows<T, kSym, MODE>(prm, bm, tiles, stream);
 }
 
 }  // namespace

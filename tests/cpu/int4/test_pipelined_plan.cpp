@@ -126,20 +126,6 @@ TEST(Int4PipelinedPlan, WarpSpecializedWhereTheRingTurns) {
   EXPECT_TRUE(pipe_ws_rule(p));
 }
 
-// MoE align blocks warp-specialized by default only at 128 rows and where the expert's K loop
-// streams more than kPipeWsStages stages (session 28, round SC): Mixtral / DeepSeek / Qwen3 GEMM1
-// (K = H = 4096 / 2048 / 2048) and Mixtral / DeepSeek GEMM2 (K = I = 14336 / 1408) turn the ring;
-// Qwen3 TP2's GEMM2 (K = 384: 6 stages) does not; 64-row blocks never.
-TEST(Int4PipelinedPlan, MoeWarpSpecializedAt128Rows) {
-  for (int k : {4096, 2048, 14336, 1408, 768}) {
-    EXPECT_TRUE(pipe_ws_moe_rule(128, k / 16)) << k;
-    EXPECT_FALSE(pipe_ws_moe_rule(64, k / 16)) << k;
-  }
-  EXPECT_FALSE(pipe_ws_moe_rule(128, 384 / 16));
-  EXPECT_FALSE(pipe_ws_moe_rule(128, kPipeWsStages * kPipeStageSteps));
-  EXPECT_TRUE(pipe_ws_moe_rule(128, kPipeWsStages * kPipeStageSteps + 1));  // a last stage of 1..3 steps
-}
-
 // 48-row wgmma tiles at M = 33..48 on weights of >= 48 Mi elements (session 25, round PB).
 TEST(Int4PipelinedPlan, Rows48OnLargeWeights) {
   for (int m : {33, 40, 48}) {
