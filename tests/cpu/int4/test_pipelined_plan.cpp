@@ -75,10 +75,11 @@ TEST(Int4PipelinedPlan, RowsByWaveFill) {
   for (int m : {129, 160, 192}) EXPECT_EQ(pipelined_rows_for(m, 10240, 8192, true, kH200Sms), 64) << m;
   // M = 256: 64-row tiles would fill no more of their wave (160 of 264) -> 128.
   EXPECT_EQ(pipelined_rows_for(256, 10240, 8192, true, kH200Sms), 128);
-  // llama3-70b.o at M = 192: 64 blocks of 128 rows split in 2 ranks fill 128 of 132 -> 128.
-  EXPECT_EQ(pipelined_rows_for(192, 8192, 8192, true, kH200Sms), 128);
-  // llama3-8b.qkv at M = 192: 96 of 132 (73%) -> 128; llama3-70b.gate_up: several waves -> 128.
-  EXPECT_EQ(pipelined_rows_for(192, 6144, 4096, true, kH200Sms), 128);
+  // llama3-70b.o at M = 192: 64 blocks of 128 rows split in 2 ranks fill 128 of 132 -> not 64
+  // (96 since session 28, Rows96); llama3-8b.qkv at M = 192: 96 of 132 (73%) -> not 64 (96);
+  // llama3-70b.gate_up: several waves -> 128.
+  EXPECT_EQ(pipelined_rows_for(192, 8192, 8192, true, kH200Sms), 96);
+  EXPECT_EQ(pipelined_rows_for(192, 6144, 4096, true, kH200Sms), 96);
   EXPECT_EQ(pipelined_rows_for(192, 57344, 8192, true, kH200Sms), 128);
   // Other tile sizes and mma.sync are pipelined_rows() unchanged.
   for (int m : {1, 17, 33, 64, 65, 96, 200, 512})
@@ -86,7 +87,8 @@ TEST(Int4PipelinedPlan, RowsByWaveFill) {
   EXPECT_EQ(pipelined_rows_for(64, 10240, 8192, true, kH200Sms), 64);
 }
 
-// 96-row wgmma tiles for one row tile of 65..96 rows where 128-row tiles would be taken (session 25).
+// 96-row wgmma tiles for one row tile of 65..96 rows where 128-row tiles would be taken (session 25),
+// and for two of 129..192 rows on the smaller weights (session 28).
 TEST(Int4PipelinedPlan, Rows96) {
   for (int m : {65, 80, 96}) {
     EXPECT_EQ(pipelined_rows_for(m, 57344, 8192, true, kH200Sms), 96) << m;
@@ -95,6 +97,19 @@ TEST(Int4PipelinedPlan, Rows96) {
   }
   EXPECT_EQ(pipelined_rows_for(97, 57344, 8192, true, kH200Sms), 128);
   EXPECT_EQ(pipelined_rows_for(64, 57344, 8192, true, kH200Sms), 64);
+  // Two row tiles of 129..192 rows on weights of <= 64 Mi elements (session 28, round SG): 8b.o,
+  // 8b.qkv, 8b.down, 70b.o; not 8b.gate_up (112 Mi) or 70b.gate_up; 128 again from 193 rows.
+  for (int m : {129, 160, 192}) {
+    EXPECT_EQ(pipelined_rows_for(m, 4096, 4096, true, kH200Sms), 96) << m;
+    EXPECT_EQ(pipelined_rows_for(m, 6144, 4096, true, kH200Sms), 96) << m;
+    EXPECT_EQ(pipelined_rows_for(m, 4096, 14336, true, kH200Sms), 96) << m;
+    EXPECT_EQ(pipelined_rows_for(m, 8192, 8192, true, kH200Sms), 96) << m;
+    EXPECT_EQ(pipelined_rows_for(m, 28672, 4096, true, kH200Sms), 128) << m;
+    EXPECT_EQ(pipelined_rows_for(m, 57344, 8192, true, kH200Sms), 128) << m;
+    EXPECT_EQ(pipelined_rows_for(m, 4096, 4096, false, kH200Sms), pipelined_rows(m, false)) << m;  // mma.sync
+  }
+  EXPECT_EQ(pipelined_rows_for(193, 4096, 4096, true, kH200Sms), 128);
+  EXPECT_EQ(pipelined_rows_for(128, 4096, 4096, true, kH200Sms), 128);
 }
 
 // The warp-specialized 96 / 128-row tiles by default only where each split-K rank streams more
