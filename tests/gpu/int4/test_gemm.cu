@@ -362,8 +362,10 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
 // a 128-row tile with rows past M (M = 100) and K % 64 == 32 (a last stage of 2 K steps,
 // per-channel); stages spanning two scale groups (G = 32, asymmetric); a 96-row tile whose
 // ranks stream 16 stages (M = 72, N = 8192: the ring of 8 stages turns); 4 split-K ranks
-// (M = 256, N = K = 4096: 32 tiles on 132 SMs); two row tiles past one wave (M = 512); both
-// dtypes. Skipped where the wgmma tiles do not run (not sm_90a).
+// (M = 256, N = K = 4096: 32 tiles on 132 SMs); two row tiles past one wave (M = 512); two
+// 96-row tiles at M = 129..192 on a small weight (session 28's plan: M = 176, N = 6144, K =
+// 4096, G = 64 asymmetric, the second tile 80 rows); both dtypes. Skipped where the wgmma tiles
+// do not run (not sm_90a).
 TEST(Int4GemmPipelinedWs, BitIdenticalToPipelinedTile) {
   if (!detail::pipelined_uses_wgmma()) GTEST_SKIP() << "wgmma tiles not available (sm_90a build and device)";
   struct Case {
@@ -373,7 +375,7 @@ TEST(Int4GemmPipelinedWs, BitIdenticalToPipelinedTile) {
   const Case cases[] = {{80, 4160, 2048, 64, true},    {100, 4160, 1120, kPerChannel, false},
                         {96, 4096, 2048, 32, false},   {72, 8192, 4096, 128, false},
                         {128, 28672, 1024, 128, true}, {256, 4096, 4096, 128, false},
-                        {512, 8192, 1024, 128, true}};
+                        {512, 8192, 1024, 128, true},  {176, 6144, 4096, 64, false}};
   for (DType t : {DType::kBF16, DType::kF16})
     for (const Case& c : cases) {
       SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << c.m << " N=" << c.n << " K=" << c.k
