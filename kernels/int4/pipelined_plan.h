@@ -141,10 +141,11 @@ inline bool pipe_ws_rule(const PipePlan& pl, int stages = kPipeWsStages) {
 // kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight
 // Llama-3 projections at M = 9..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel
 // up to 16 rows (8 for G = 32 / 64, below), and up to 32 on weights under 64 Mi elements; the
-// pipelined kernel at 33..256 rows, at 17..32 on weights of >= 64 Mi elements, and at 257..512 on >= 48 Mi unless its 128-row tiles leave a short last wave (below)
-// with its wgmma tiles; dequant + cuBLAS otherwise. Without wgmma (not sm_90a, or LOWBIT_INT4_PIPE_WGMMA=0)
-// the mma.sync tiles' measured crossovers apply: 65..128 rows on >= 24 Mi elements, 129..192
-// on >= 64 Mi.
+// pipelined kernel at 33..256 rows (with its wgmma tiles; 129..256 on every weight since
+// session 28), at 17..32 on weights of >= 64 Mi elements, and at 257..512 on >= 48 Mi unless
+// its 128-row tiles leave a short last wave (below); dequant + cuBLAS otherwise. Without wgmma
+// (not sm_90a, or LOWBIT_INT4_PIPE_WGMMA=0) the mma.sync tiles' measured crossovers apply:
+// 65..128 rows on >= 24 Mi elements, 129..192 on >= 64 Mi.
 constexpr int64_t kPipeBigWeight = int64_t{64} << 20;
 constexpr int64_t kPipeMidWeight = int64_t{24} << 20;
 constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
