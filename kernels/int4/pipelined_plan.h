@@ -100,7 +100,7 @@ LOWBIT_HD constexpr int pipe_wg_blocks_per_sm(int bm) {
 // 93.4, 70b.qkv 38.6 / 41.4 vs 40.7 / 43.1, 8b.gate_up 42.8 / 43.0 vs 49.0 / 46.2, 8b.down 40.4 /
 // 42.1 vs 42.7 / 44.2; the smaller 8B qkv / o lost (8b.qkv 18.7 / 21.5 vs 17.4 / 18.1).
 constexpr int64_t kPipeRows48Weight = int64_t{48} << 20;
-constexpr int64_t kPipeRows96MaxWeight = int64_t{64} << 20;  // 96-row tiles at M = 129..192 (below)
+constexpr double kPipeRows96Cost = 0.91;  // a 96-row tile's time per K step over a 128-row tile's (below)
 inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   const int bm = pipelined_rows(m, wgmma);
   if (bm == 64 && wgmma && m <= 48 && static_cast<int64_t>(n) * k >= kPipeRows48Weight) return 48;  // 64: m > 32
@@ -117,14 +117,24 @@ inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   // 96): 70b.gate_up 226.2 / 219.9 vs 264.4 / 248.6, 70b.down 129.6 / 131.1 vs 150.2 / 146.2,
   // 8b.gate_up 58.6 / 57.5 vs 81.8 / 64.9, 8b.o 18.6 / 19.6 vs 19.8 / 20.8: 0.72-0.94x everywhere.
   if (m <= 96) return 96;
-  // Two row tiles of 129..192 rows on weights of <= 64 Mi elements: 96-row tiles, the same
-  // number of tiles with a quarter less work each. Session 28, round SG (1x H200, bf16 G = 128,
-  // --path pipelined, us at M = 160 / 192, 96 vs 128 rows): 8b.o 22.7 / 23.3 vs 26.3 / 26.1,
-  // 8b.qkv 28.1 / 28.5 vs 31.3 / 31.3, 8b.down 59.1 / 59.6 vs 65.7 / 65.8, 70b.o 51.1 / 51.9 vs
-  // 56.7 / 56.9: 0.86-0.91x. At 193..256 (three 96-row tiles against two) they lost, e.g. 8b.o M = 256
-  // 27.9 vs 26.9; the larger weights were not measured (several waves of tiles either way).
-  if (m > 128 && m <= 192 && static_cast<int64_t>(n) * k <= kPipeRows96MaxWeight) return 96;
-  return 128;
+  // Past 128 rows, 96- or 128-row tiles by a cost model fitted to forced-row measurements: each
+  // plan's time ~ its waves (blocks over one per SM) x the K steps a split-K rank streams x the
+  // tile's cost per step, a 96-row tile's being kPipeRows96Cost of a 128-row tile's (it does a
+  // quarter less work but pays the same stage traffic for the weights). Measured (session 29,
+  // round TA, 1x H200, bf16 G = 128, --path pipelined, rows forced in one call, twice): where both
+  // plans have the same waves and rank lengths (M = 129..192 and 288 on all eight projections)
+  // 96 rows took 0.86-0.93x the time; where 96 rows add a wave (M = 320 / 384: 70b.qkv 1.8x,
+  // 8b.gate_up 1.19x, 70b.gate_up 1.05x) or the 128-row plan splits K twice as far (8b.o,
+  // 8b.qkv, 8b.down, 70b.o at M = 256 / 512: 1.04-1.79x, round SG) they lost; the model picks
+  // the faster one at all 78 measured (shape, M) points of rounds SG and TA (TA twice). Up to 128 rows one
+  // 128-row tile (measured faster than two 96-row ones in session 25).
+  if (m <= 128) return 128;
+  const PipePlan p96 = pipelined_plan(m, n, k, 96, sms, kPipeWgBlocksPerSm128);
+  auto cost = [sms](const PipePlan& p) {
+    const long long blocks = static_cast<long long>(p.row_tiles) * p.col_tiles * p.splits;
+    return static_cast<double>((blocks + sms - 1) / sms) * p.split_steps;
+  };
+  return kPipeRows96Cost * cost(p96) < cost(p128) ? 96 : 128;
 }
 
 // The warp-specialized 96 / 128-row tiles (pipelined_ws_tile.cuh): kPipeWsStages stages, and

@@ -73,14 +73,15 @@ TEST(Int4PipelinedPlan, RowsByWaveFill) {
   // llama3-70b.qkv (N = 10240, K = 8192) at M = 129..192: 2 x 40 = 80 blocks of 128 rows (one
   // per SM, no split: 160 > 132) -> 64-row tiles, 3 x 40 x 2 ranks = 240 of 264 slots.
   for (int m : {129, 160, 192}) EXPECT_EQ(pipelined_rows_for(m, 10240, 8192, true, kH200Sms), 64) << m;
-  // M = 256: 64-row tiles would fill no more of their wave (160 of 264) -> 128.
-  EXPECT_EQ(pipelined_rows_for(256, 10240, 8192, true, kH200Sms), 128);
+  // M = 256: 64-row tiles would fill no more of their wave (160 of 264) -> not 64 (96 by the
+  // cost model since session 29, Rows96).
+  EXPECT_EQ(pipelined_rows_for(256, 10240, 8192, true, kH200Sms), 96);
   // llama3-70b.o at M = 192: 64 blocks of 128 rows split in 2 ranks fill 128 of 132 -> not 64
-  // (96 since session 28, Rows96); llama3-8b.qkv at M = 192: 96 of 132 (73%) -> not 64 (96);
-  // llama3-70b.gate_up: several waves -> 128.
+  // (96, Rows96); llama3-8b.qkv at M = 192: 96 of 132 (73%) -> not 64 (96); llama3-70b.gate_up:
+  // several waves -> not 64 (96: the same waves either way).
   EXPECT_EQ(pipelined_rows_for(192, 8192, 8192, true, kH200Sms), 96);
   EXPECT_EQ(pipelined_rows_for(192, 6144, 4096, true, kH200Sms), 96);
-  EXPECT_EQ(pipelined_rows_for(192, 57344, 8192, true, kH200Sms), 128);
+  EXPECT_EQ(pipelined_rows_for(192, 57344, 8192, true, kH200Sms), 96);
   // Other tile sizes and mma.sync are pipelined_rows() unchanged.
   for (int m : {1, 17, 33, 64, 65, 96, 200, 512})
     EXPECT_EQ(pipelined_rows_for(m, 10240, 8192, false, kH200Sms), pipelined_rows(m, false)) << m;
@@ -88,7 +89,8 @@ TEST(Int4PipelinedPlan, RowsByWaveFill) {
 }
 
 // 96-row wgmma tiles for one row tile of 65..96 rows where 128-row tiles would be taken (session 25),
-// and for two of 129..192 rows on the smaller weights (session 28).
+// and past 128 rows where the cost model (waves x K steps per rank, 0.91 per step for 96 rows)
+// finds them faster (session 29, rounds SG and TA: it picked the faster tile at every measured point).
 TEST(Int4PipelinedPlan, Rows96) {
   for (int m : {65, 80, 96}) {
     EXPECT_EQ(pipelined_rows_for(m, 57344, 8192, true, kH200Sms), 96) << m;
@@ -96,20 +98,38 @@ TEST(Int4PipelinedPlan, Rows96) {
     EXPECT_EQ(pipelined_rows_for(m, 57344, 8192, false, kH200Sms), pipelined_rows(m, false)) << m;  // mma.sync
   }
   EXPECT_EQ(pipelined_rows_for(97, 57344, 8192, true, kH200Sms), 128);
+  EXPECT_EQ(pipelined_rows_for(128, 4096, 4096, true, kH200Sms), 128);
   EXPECT_EQ(pipelined_rows_for(64, 57344, 8192, true, kH200Sms), 64);
-  // Two row tiles of 129..192 rows on weights of <= 64 Mi elements (session 28, round SG): 8b.o,
-  // 8b.qkv, 8b.down, 70b.o; not 8b.gate_up (112 Mi) or 70b.gate_up; 128 again from 193 rows.
-  for (int m : {129, 160, 192}) {
+  // Same row tiles either way (M = 129..192: two; 288: three): 96 on every projection but 70b.qkv
+  // at 129..192 and 8b.qkv at 288 (64-row tiles by the wave-fill rule, RowsByWaveFill; kAuto
+  // takes dequant + cuBLAS for 8b.qkv there).
+  const int shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336},
+                           {8192, 8192}, {57344, 8192}, {8192, 28672}};
+  for (const auto& nk : shapes)
+    for (int m : {129, 160, 192, 288}) {
+      if (m == 288 && nk[0] == 6144) {
+        EXPECT_EQ(pipelined_rows_for(m, nk[0], nk[1], true, kH200Sms), 64);
+        continue;
+      }
+      EXPECT_EQ(pipelined_rows_for(m, nk[0], nk[1], true, kH200Sms), 96) << m << " " << nk[0] << " " << nk[1];
+      EXPECT_EQ(pipelined_rows_for(m, nk[0], nk[1], false, kH200Sms), pipelined_rows(m, false)) << m;  // mma.sync
+    }
+  // Four 96-row tiles against three: 96 where both fit one wave (8b.o, 8b.qkv, 8b.down, 70b.o,
+  // 70b.down at M = 320 / 384: 0.91-0.93x), 128 where the fourth tile adds a wave (70b.qkv 1.8x,
+  // 8b.gate_up 1.19x, 70b.gate_up 1.05x).
+  for (int m : {320, 384}) {
     EXPECT_EQ(pipelined_rows_for(m, 4096, 4096, true, kH200Sms), 96) << m;
-    EXPECT_EQ(pipelined_rows_for(m, 6144, 4096, true, kH200Sms), 96) << m;
-    EXPECT_EQ(pipelined_rows_for(m, 4096, 14336, true, kH200Sms), 96) << m;
-    EXPECT_EQ(pipelined_rows_for(m, 8192, 8192, true, kH200Sms), 96) << m;
+    EXPECT_EQ(pipelined_rows_for(m, 8192, 28672, true, kH200Sms), 96) << m;
+    EXPECT_EQ(pipelined_rows_for(m, 10240, 8192, true, kH200Sms), 128) << m;
     EXPECT_EQ(pipelined_rows_for(m, 28672, 4096, true, kH200Sms), 128) << m;
     EXPECT_EQ(pipelined_rows_for(m, 57344, 8192, true, kH200Sms), 128) << m;
-    EXPECT_EQ(pipelined_rows_for(m, 4096, 4096, false, kH200Sms), pipelined_rows(m, false)) << m;  // mma.sync
   }
+  // Three 96-row tiles against two 128-row ones that split K twice as far: 128 (8b.o M = 256:
+  // 27.9 vs 26.9 us, round SG); 70b.qkv at 256 (no split either way): 96 (92.4 vs 101.2).
+  EXPECT_EQ(pipelined_rows_for(256, 4096, 4096, true, kH200Sms), 128);
   EXPECT_EQ(pipelined_rows_for(193, 4096, 4096, true, kH200Sms), 128);
-  EXPECT_EQ(pipelined_rows_for(128, 4096, 4096, true, kH200Sms), 128);
+  EXPECT_EQ(pipelined_rows_for(512, 8192, 8192, true, kH200Sms), 128);
+  EXPECT_EQ(pipelined_rows_for(512, 10240, 8192, true, kH200Sms), 96);
 }
 
 // The warp-specialized 96 / 128-row tiles by default only where each split-K rank streams more
