@@ -19,6 +19,11 @@
 #include "bench/int4/bench_int4_util.cuh"
 #include "tools/cli/args.h"
 #include "tools/cli/command.h"
+#ifdef LOWBIT_INT4_TRACE
+#include <cstdlib>
+
+#include "kernels/int4/internal.h"
+#endif
 
 namespace lowbit::int4 {
 namespace {
@@ -230,6 +235,10 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
           if (m <= 512) cool_down();
           if (m >= 2048) heavy_before = true;
           if (st.ok()) st = lowbit::bench::time_in_graph(stream, run_int4, copies, 2, reps, &t4);
+#ifdef LOWBIT_INT4_TRACE
+          if (const char* tp = std::getenv("LOWBIT_INT4_TRACE_OUT"); tp != nullptr && st.ok())
+            detail::dense_trace_dump((std::string(tp) + "_" + sh.name + "_m" + std::to_string(m) + ".csv").c_str());
+#endif
           if (st.ok() && !have_tb) {
             st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);
             have_tb = st.ok();

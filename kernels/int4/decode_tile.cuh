@@ -35,12 +35,16 @@ namespace {
 enum DecodeMode : int { kDecDense = 0, kDecMoeGateUp = 1, kDecMoeDown = 2 };
 
 #ifdef LOWBIT_INT4_TRACE
-// Timeline probes of the MoE modes (a measurement build only: -DLOWBIT_INT4_TRACE=1; the
-// default build has none of this). Each block writes one record of %globaltimer stamps at its
-// end into a ring; moe_decode.cu's moe_trace_dump() copies it out (bench moe writes it with
-// LOWBIT_INT4_TRACE_OUT=prefix). Fields: mode, blockIdx.x/y/z, smid, then the stamps at entry,
-// routed (ids known), after griddepcontrol.wait, warp 0's first batch landed, K loop done,
-// end. docs/int4-kernels.md, "Session 15", reads a layer's timeline from them.
+#include <cstdio>
+#include <vector>
+// Timeline probes (a measurement build only: -DLOWBIT_INT4_TRACE=1; the default build has none
+// of this). Each block writes one record of %globaltimer stamps at its end into a ring;
+// moe_decode.cu's moe_trace_dump() and gemm_decode.cu's dense_trace_dump() copy their file's
+// ring out (bench moe / bench gemm write it with LOWBIT_INT4_TRACE_OUT=prefix). Fields: mode,
+// blockIdx.x/y/z, smid, then the stamps at entry, routed (ids known; dense: the weight pointer,
+// which names the launch among the bench's rotated copies), after griddepcontrol.wait, warp 0's
+// first batch landed, K loop done, end. docs/int4-kernels.md, "Session 15" and "Session 29",
+// read timelines from them.
 constexpr int kTraceRecords = 1 << 14;
 __device__ unsigned long long g_trace[kTraceRecords][11];
 __device__ unsigned int g_trace_next;
@@ -50,6 +54,33 @@ __device__ __forceinline__ unsigned long long trace_now() {
   return t;
 }
 #define LOWBIT_TRACE_STAMP(var) var = trace_now()
+// This file's ring (one per translation unit: the kernels of moe_decode.cu and gemm_decode.cu
+// each write their own) as CSV into `path`; clears it.
+inline void trace_dump_ring(const char* path, const char* who) {
+  constexpr int kF = 11;
+  std::vector<unsigned long long> buf(static_cast<size_t>(kTraceRecords) * kF);
+  unsigned n = 0;
+  if (cudaDeviceSynchronize() != cudaSuccess ||
+      cudaMemcpyFromSymbol(buf.data(), g_trace, buf.size() * sizeof(buf[0])) != cudaSuccess ||
+      cudaMemcpyFromSymbol(&n, g_trace_next, sizeof(n)) != cudaSuccess) {
+    std::fprintf(stderr, "%s: could not read the trace\n", who);
+    return;
+  }
+  FILE* f = std::fopen(path, "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "%s: cannot write %s\n", who, path);
+    return;
+  }
+  std::fprintf(f, "mode,bx,by,bz,smid,entry,routed,waited,first,loop,end\n");
+  const unsigned cap = kTraceRecords, count = n < cap ? n : cap, first = n < cap ? 0 : n % cap;
+  for (unsigned i = 0; i < count; ++i) {
+    const unsigned long long* r = &buf[static_cast<size_t>((first + i) % cap) * kF];
+    for (int k = 0; k < kF; ++k) std::fprintf(f, k + 1 < kF ? "%llu," : "%llu\n", r[k]);
+  }
+  std::fclose(f);
+  const unsigned zero = 0;
+  (void)cudaMemcpyToSymbol(g_trace_next, &zero, sizeof(zero));
+}
 #else
 #define LOWBIT_TRACE_STAMP(var) (void)0
 #endif
@@ -909,14 +940,14 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   };
 #ifdef LOWBIT_INT4_TRACE
   auto trace_record = [&] {
-    if (kMoe && threadIdx.x == 0) {
+    if (threadIdx.x == 0) {
       const unsigned long long tr_end = trace_now();  // before the ring's atomic (session 16: it
                                                       // took ~1 us under load, inside the end stamp)
       unsigned smid;
       asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
       unsigned long long* r = g_trace[atomicAdd(&g_trace_next, 1u) % kTraceRecords];
       r[0] = MODE, r[1] = blockIdx.x, r[2] = blockIdx.y, r[3] = blockIdx.z, r[4] = smid;
-      r[5] = tr_entry, r[6] = tr_routed, r[7] = tr_waited, r[8] = tr_first, r[9] = tr_loop, r[10] = tr_end;
+      r[5] = tr_entry, r[6] = kMoe ? tr_routed : reinterpret_cast<unsigned long long>(p.qw), r[7] = tr_waited, r[8] = tr_first, r[9] = tr_loop, r[10] = tr_end;
     }
   };
 #define LOWBIT_TRACE_RECORD() trace_record()
@@ -1131,6 +1162,17 @@ int env_x_shared() {
   return v;
 }
 
+// LOWBIT_INT4_DECODE_TRIGGER=0 / 1 (read once; measurements): the dense kernel lets the next
+// launch start at its own start / once its warps' first batches landed, instead of by the rule
+// in launch(); -1 when unset.
+int env_pdl_trigger() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_TRIGGER");
+    return e != nullptr && (e[0] == '0' || e[0] == '1') && e[1] == 0 ? e[0] - '0' : -1;
+  }();
+  return v;
+}
+
 // LOWBIT_INT4_DECODE_XPREFETCH=0 (read once; measurements): DecodeParams::x_prefetch off (the
 // kHalf tiles' half-batch prefetch; kFull tiles always load a batch ahead).
 int env_x_prefetch() {
@@ -1200,8 +1242,10 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   // trigger at the start vs after the first batch, twice each): 8b.down (128 blocks) M = 1 / 8
   // 16.1 / 18.2 vs 13.8 / 15.0 us, 8b.o M = 1 / 8 7.3 / 8.3 vs 6.7 / 7.1; larger grids lose
   // a little (8b.qkv, 192 blocks, M = 8 9.4 vs 9.8; 70b.qkv, 160, M = 8 21.0 vs 21.7).
-  if constexpr (MODE == kDecDense)  // the only mode that reads it
+  if constexpr (MODE == kDecDense) {  // the only mode that reads it
     p.pdl_trigger = static_cast<long long>(p.splits) * gr.y * gr.groups <= current_sm_count() ? 1 : 0;
+    if (const int forced = env_pdl_trigger(); forced >= 0) p.pdl_trigger = forced;
+  }
   if constexpr (MODE == kDecMoeDown) {
     // DecodeParams::ysum: single-token down, no K split, the topk (>= 2: one slot row needs no
     // sum) blocks of a token's column group (grid.y = M * topk) one cluster along y that the

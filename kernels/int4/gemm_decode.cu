@@ -77,6 +77,10 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
   return kern::launch_dtype<kern::kDecDense>(s.act, p, plan.tiles, plan.shape, {1, mtiles, groups}, stream);
 }
 
+#ifdef LOWBIT_INT4_TRACE
+void dense_trace_dump(const char* path) { kern::trace_dump_ring(path, "dense_trace_dump"); }
+#endif
+
 void set_decode_push(int mode) { kern::g_decode_push_override.store(mode == 1 || mode == 2 ? mode : 0); }
 
 }  // namespace lowbit::int4::detail

@@ -110,6 +110,8 @@ int moe_ysum_max_topk();
 // The MoE decode modes' timeline records (decode_tile.cuh's probes, a -DLOWBIT_INT4_TRACE=1
 // build) as CSV into `path`; clears the ring.
 void moe_trace_dump(const char* path);
+// The same for the dense decode GEMM's blocks (gemm_decode.cu); routed = the weight pointer.
+void dense_trace_dump(const char* path);
 #endif
 // MoE GEMMs on MMA-tiled expert stacks (moe_decode.cu, the decode tile in its MoE modes):
 // gate_up: inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)) for w13 [E, 2I, H]

@@ -126,31 +126,7 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
 }
 
 #ifdef LOWBIT_INT4_TRACE
-void moe_trace_dump(const char* path) {
-  constexpr int kF = 11;
-  std::vector<unsigned long long> buf(static_cast<size_t>(kern::kTraceRecords) * kF);
-  unsigned n = 0;
-  if (cudaDeviceSynchronize() != cudaSuccess ||
-      cudaMemcpyFromSymbol(buf.data(), kern::g_trace, buf.size() * sizeof(buf[0])) != cudaSuccess ||
-      cudaMemcpyFromSymbol(&n, kern::g_trace_next, sizeof(n)) != cudaSuccess) {
-    std::fprintf(stderr, "moe_trace_dump: could not read the trace\n");
-    return;
-  }
-  FILE* f = std::fopen(path, "w");
-  if (f == nullptr) {
-    std::fprintf(stderr, "moe_trace_dump: cannot write %s\n", path);
-    return;
-  }
-  std::fprintf(f, "mode,bx,by,bz,smid,entry,routed,waited,first,loop,end\n");
-  const unsigned cap = kern::kTraceRecords, count = n < cap ? n : cap, first = n < cap ? 0 : n % cap;
-  for (unsigned i = 0; i < count; ++i) {
-    const unsigned long long* r = &buf[static_cast<size_t>((first + i) % cap) * kF];
-    for (int k = 0; k < kF; ++k) std::fprintf(f, k + 1 < kF ? "%llu," : "%llu\n", r[k]);
-  }
-  std::fclose(f);
-  const unsigned zero = 0;
-  (void)cudaMemcpyToSymbol(kern::g_trace_next, &zero, sizeof(zero));
-}
+void moe_trace_dump(const char* path) { kern::trace_dump_ring(path, "moe_trace_dump"); }
 #endif
 
 }  // namespace lowbit::int4::detail
