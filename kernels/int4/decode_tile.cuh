@@ -124,7 +124,8 @@ struct DecodeParams {
   // always load ahead.
   int x_prefetch = 1;
   // Where the block lets the next kernel launch (griddepcontrol.launch_dependents; dense only,
-  // see launch()): 0 at the start, 1 once the warp's first weight batch has arrived.
+  // see launch()): 0 at the start, 1 once the warp's first weight batch has arrived, 2 after
+  // its K loop (measurements only: LOWBIT_INT4_DECODE_TRIGGER).
   int pdl_trigger = 0;
   // MoE down launched by fused_moe right after GEMM1 (launch_moe_decode's ids_early): the ids
   // are read, and the first weight batches requested, before waiting for GEMM1 (see the kernel).
@@ -882,7 +883,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         phase ^= 1u;
       }
     }
-    if (trig == 1 && (nb == 0 || (kXS && !cvalid))) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    if ((trig == 1 && (nb == 0 || (kXS && !cvalid))) || trig == 2)
+      asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     __syncthreads();  // the reduction below reuses the stages of all warps
     LOWBIT_TRACE_STAMP(tr_loop);
   }
@@ -1162,13 +1164,13 @@ int env_x_shared() {
   return v;
 }
 
-// LOWBIT_INT4_DECODE_TRIGGER=0 / 1 (read once; measurements): the dense kernel lets the next
-// launch start at its own start / once its warps' first batches landed, instead of by the rule
-// in launch(); -1 when unset.
+// LOWBIT_INT4_DECODE_TRIGGER=0 / 1 / 2 (read once; measurements): the dense kernel lets the
+// next launch start at its own start / once its warps' first batches landed / after their K
+// loops, instead of by the rule in launch(); -1 when unset.
 int env_pdl_trigger() {
   static const int v = [] {
     const char* e = std::getenv("LOWBIT_INT4_DECODE_TRIGGER");
-    return e != nullptr && (e[0] == '0' || e[0] == '1') && e[1] == 0 ? e[0] - '0' : -1;
+    return e != nullptr && e[0] >= '0' && e[0] <= '2' && e[1] == 0 ? e[0] - '0' : -1;
   }();
   return v;
 }
