@@ -22,6 +22,7 @@
 #include <mutex>
 
 #include "kernels/int4/common.cuh"
+#include "kernels/int4/dequant_plan.h"
 #include "kernels/int4/internal.h"
 #include "lowbit/detail/cuda_check.h"
 
@@ -205,14 +206,15 @@ struct CublasSlot {
   cudaEvent_t pool[detail::kLeaseEvents] = {};
 };
 std::atomic<int> g_overlap_override{-1};
-bool overlap_enabled() {
+// -1 unset, 0 off, 1 on: detail::set_dequant_overlap, else LOWBIT_INT4_OVERLAP=0 / 1. Unset,
+// dequant_slab_plan() decides (overlapped at M = 2048..4095 on K <= 8192 since session 29;
+// tested for equality with the sequential schedule in tests/gpu/int4/test_prefill.cu).
+int overlap_mode() {
   const int o = g_overlap_override.load(std::memory_order_relaxed);
-  if (o >= 0) return o != 0;
-  // Off by default until measured on the device (tested for equality with the sequential
-  // schedule in tests/gpu/int4/test_prefill.cu); LOWBIT_INT4_OVERLAP=1 enables it.
-  static const bool v = [] {
+  if (o >= 0) return o;
+  static const int v = [] {
     const char* e = std::getenv("LOWBIT_INT4_OVERLAP");
-    return e && std::strcmp(e, "1") == 0;
+    return e == nullptr ? -1 : std::strcmp(e, "1") == 0 ? 1 : 0;
   }();
   return v;
 }
@@ -220,16 +222,21 @@ constexpr int kMaxDevices = 64;
 CublasSlot g_slots[kMaxDevices];
 
 std::atomic<size_t> g_budget_override{0};
-size_t env_slab_budget() {
+// The slab budget that detail::set_slab_budget or LOWBIT_INT4_SLAB_MIB (1..64) set, 0 if none.
+size_t set_slab_budget_bytes() {
   const size_t o = g_budget_override.load(std::memory_order_relaxed);
   if (o > 0) return o;
   static const size_t v = [] {
     const char* e = std::getenv("LOWBIT_INT4_SLAB_MIB");
     long mib = e ? std::strtol(e, nullptr, 10) : 0;
-    if (mib < 1 || mib > static_cast<long>(detail::kSlabMaxBytes >> 20)) return detail::kSlabMaxBytes;
+    if (mib < 1 || mib > static_cast<long>(detail::kSlabMaxBytes >> 20)) return size_t{0};
     return static_cast<size_t>(mib) << 20;
   }();
   return v;
+}
+size_t env_slab_budget() {
+  const size_t b = set_slab_budget_bytes();
+  return b > 0 ? b : detail::kSlabMaxBytes;
 }
 
 int chunk_cols(int n, int k, size_t budget) {
@@ -261,6 +268,7 @@ SlabLayout slab_layout() {
 
 // Chunk width under the default (largest) budget: sizes the workspace. The run-time budget
 // (LOWBIT_INT4_SLAB_MIB) can only make chunks narrower, never wider (chunk_cols is monotone).
+static_assert(kern::kSlabDefaultBytes == kSlabMaxBytes, "the slab plan's default budget sizes the workspace");
 int slab_chunk_cols(int n, int k) { return kern::chunk_cols(n, k, kSlabMaxBytes); }
 size_t slab_budget_bytes() { return kern::env_slab_budget(); }
 int slab_chunk_cols_for(int n, int k, size_t budget) { return kern::chunk_cols(n, k, budget); }
@@ -395,11 +403,14 @@ Status gemm_dequant_cublas(const void* x, void* y, int m, const KernelWeightsVie
   base += (256 - reinterpret_cast<uintptr_t>(base) % 256) % 256;  // cuBLAS wants 256 B alignment
   void* cublas_ws = base;
   char* slab0 = base + kCublasWorkspaceBytes;
-  const int nc = kern::chunk_cols(s.n, s.k, kern::env_slab_budget());
+  const kern::SlabPlan plan = kern::dequant_slab_plan(m, s.k, kern::set_slab_budget_bytes(), kern::overlap_mode());
+  const int nc = kern::chunk_cols(s.n, s.k, plan.budget);
   const int chunks = kern::ceil_div(s.n, nc);
   const size_t slab_bytes = (static_cast<size_t>(nc) * s.k * 2 + 255) / 256 * 256;
   const size_t usable = workspace_bytes - static_cast<size_t>(base - static_cast<char*>(workspace));
-  const bool overlap = chunks >= 2 && kern::overlap_enabled() && usable >= kCublasWorkspaceBytes + 2 * slab_bytes;
+  // Overlapped only where two slabs fit the workspace (sized for the default plan: two slabs
+  // of <= 64 MiB where the weight takes several chunks, else one); else one slab in sequence.
+  const bool overlap = chunks >= 2 && plan.overlap && usable >= kCublasWorkspaceBytes + 2 * slab_bytes;
   const SlabLayout layout = slab_layout();
   CublasLease lease;
   LOWBIT_RETURN_IF_ERROR(lease.acquire(stream, cublas_ws, kCublasWorkspaceBytes));

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "kernels/int4/dequant_plan.h"
 #include "kernels/int4/pipelined_plan.h"
 
 namespace lowbit::int4::kern {
@@ -330,6 +331,38 @@ TEST(Int4PipelinedPlan, MoeRasterTileIsABijection) {
   const PipeTile t = moe_raster_tile(13, 5, 4, 4096);
   EXPECT_EQ(t.rt, 3);
   EXPECT_EQ(t.ct, 2);
+}
+
+// The dequant + cuBLAS slab plan (session 29, rounds TG / TH): 32 MiB chunks, overlapped, at M =
+// 2048..4095 on K <= 8192; the default (64 MiB, sequential) elsewhere; the knobs, when set, as given.
+TEST(Int4DequantSlabPlan, MidPrefillOnShortK) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  for (int m : {2048, 3000, 4095})
+    for (int k : {4096, 8192}) {
+      const SlabPlan p = dequant_slab_plan(m, k, 0, -1);
+      EXPECT_EQ(p.budget, 32 * kMiB) << m << " " << k;
+      EXPECT_TRUE(p.overlap) << m << " " << k;
+    }
+  for (int m : {1, 512, 1024, 2047, 4096, 8192}) {
+    const SlabPlan p = dequant_slab_plan(m, 8192, 0, -1);
+    EXPECT_EQ(p.budget, kSlabDefaultBytes) << m;
+    EXPECT_FALSE(p.overlap) << m;
+  }
+  for (int k : {14336, 28672}) {
+    const SlabPlan p = dequant_slab_plan(2048, k, 0, -1);
+    EXPECT_EQ(p.budget, kSlabDefaultBytes) << k;
+    EXPECT_FALSE(p.overlap) << k;
+  }
+  // Knobs: a budget alone keeps the schedule sequential; overlap alone keeps 64 MiB.
+  SlabPlan p = dequant_slab_plan(2048, 4096, 16 * kMiB, -1);
+  EXPECT_EQ(p.budget, 16 * kMiB);
+  EXPECT_FALSE(p.overlap);
+  p = dequant_slab_plan(512, 4096, 0, 1);
+  EXPECT_EQ(p.budget, kSlabDefaultBytes);
+  EXPECT_TRUE(p.overlap);
+  p = dequant_slab_plan(2048, 4096, 0, 0);
+  EXPECT_EQ(p.budget, kSlabDefaultBytes);
+  EXPECT_FALSE(p.overlap);
 }
 
 }  // namespace
