@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 
+#include "kernels/int4/dequant_plan.h"
 #include "kernels/int4/internal.h"
 #include "lowbit/int4/kernels.h"
 #include "tests/cpu/int4/random_weights.h"
@@ -315,6 +316,61 @@ TEST(Int4PrefillGemm, SmallSlabBudgetSameResult) {
   detail::set_dequant_overlap(-1);
   EXPECT_TRUE(close_f16(outs[0], outs[1]));
   EXPECT_TRUE(close_f16(outs[0], outs[2]));
+}
+
+// The default slab plan at M = 2048..4095 on K <= 8192 (kern::dequant_slab_plan, session 29):
+// a 48 MiB weight in two 32 MiB-budget chunks, overlapped, inside the one-slab workspace that
+// gemm_workspace_size reports. Eager and graph-replayed runs agree bit for bit, and both agree
+// with the sequential 64 MiB schedule (one chunk) up to cuBLAS's choice per chunk width.
+TEST(Int4PrefillGemm, MidPrefillPlanMatchesOneChunk) {
+  WeightShape s{1, 6144, 4096, 128, true, DType::kF16};
+  const kern::SlabPlan plan = kern::dequant_slab_plan(2048, s.k, 0, -1);
+  ASSERT_TRUE(plan.overlap);
+  ASSERT_EQ(detail::slab_chunk_cols_for(s.n, s.k, plan.budget), 3072);  // two chunks
+  ASSERT_EQ(detail::slab_chunk_cols(s.n, s.k), s.n);                    // the workspace: one slab
+  KernelWeights kw;
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 13), &kw).ok());
+  DevWeights dw(kw);
+  const int m = 2048;
+  DevBuf x = upload(random_x(static_cast<size_t>(m) * s.k, s.act, 14));
+  size_t wsb = 0;
+  ASSERT_TRUE(gemm_workspace_size(s, m, &wsb, GemmPath::kDequantCublas).ok());
+  DevBuf ws(wsb);
+  const size_t n = static_cast<size_t>(m) * s.n;
+  DevBuf y_plan(n * 2), y_graph(n * 2), y_seq(n * 2);
+  for (DevBuf* y : {&y_plan, &y_graph, &y_seq}) ASSERT_EQ(cudaMemset(y->p, 0xFF, y->bytes), cudaSuccess);
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  GemmArgs a;
+  a.x = x.p;
+  a.m = m;
+  a.path = GemmPath::kDequantCublas;
+  a.y = y_plan.p;
+  Status r = gemm(a, dw.view, ws.p, wsb, st);
+  ASSERT_TRUE(r.ok()) << r.to_string();
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  a.y = y_graph.p;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  r = gemm(a, dw.view, ws.p, wsb, st);
+  ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+  ASSERT_TRUE(r.ok()) << r.to_string();
+  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  detail::set_dequant_overlap(0);  // a knob set: the default budget (one chunk), in sequence
+  a.y = y_seq.p;
+  r = gemm(a, dw.view, ws.p, wsb, st);
+  detail::set_dequant_overlap(-1);
+  ASSERT_TRUE(r.ok()) << r.to_string();
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  const auto rp = download<uint16_t>(y_plan.p, n);
+  EXPECT_EQ(rp, download<uint16_t>(y_graph.p, n));
+  EXPECT_TRUE(close_f16(rp, download<uint16_t>(y_seq.p, n)));
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
 }
 
 // Under graph capture: forced kGrouped is refused before anything is enqueued; kAuto
