@@ -223,7 +223,7 @@ CublasSlot g_slots[kMaxDevices];
 
 std::atomic<size_t> g_budget_override{0};
 // The slab budget that detail::set_slab_budget or LOWBIT_INT4_SLAB_MIB (1..64) set, 0 if none.
-size_t set_slab_budget_bytes() {
+size_t slab_budget_knob() {
   const size_t o = g_budget_override.load(std::memory_order_relaxed);
   if (o > 0) return o;
   static const size_t v = [] {
@@ -235,7 +235,7 @@ size_t set_slab_budget_bytes() {
   return v;
 }
 size_t env_slab_budget() {
-  const size_t b = set_slab_budget_bytes();
+  const size_t b = slab_budget_knob();
   return b > 0 ? b : detail::kSlabMaxBytes;
 }
 
@@ -403,7 +403,7 @@ Status gemm_dequant_cublas(const void* x, void* y, int m, const KernelWeightsVie
   base += (256 - reinterpret_cast<uintptr_t>(base) % 256) % 256;  // cuBLAS wants 256 B alignment
   void* cublas_ws = base;
   char* slab0 = base + kCublasWorkspaceBytes;
-  const kern::SlabPlan plan = kern::dequant_slab_plan(m, s.k, kern::set_slab_budget_bytes(), kern::overlap_mode());
+  const kern::SlabPlan plan = kern::dequant_slab_plan(m, s.k, kern::slab_budget_knob(), kern::overlap_mode());
   const int nc = kern::chunk_cols(s.n, s.k, plan.budget);
   const int chunks = kern::ceil_div(s.n, nc);
   const size_t slab_bytes = (static_cast<size_t>(nc) * s.k * 2 + 255) / 256 * 256;

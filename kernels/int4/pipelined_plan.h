@@ -101,14 +101,17 @@ LOWBIT_HD constexpr int pipe_wg_blocks_per_sm(int bm) {
 // 42.1 vs 42.7 / 44.2; the smaller 8B qkv / o lost (8b.qkv 18.7 / 21.5 vs 17.4 / 18.1).
 constexpr int64_t kPipeRows48Weight = int64_t{48} << 20;
 constexpr double kPipeRows96Cost = 0.91;  // a 96-row tile's time per K step over a 128-row tile's (below)
+// Blocks of a plan's grid (row tiles x column tiles x split-K ranks).
+inline long long pipe_plan_blocks(const PipePlan& p) {
+  return static_cast<long long>(p.row_tiles) * p.col_tiles * p.splits;
+}
 inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   const int bm = pipelined_rows(m, wgmma);
   if (bm == 64 && wgmma && m <= 48 && static_cast<int64_t>(n) * k >= kPipeRows48Weight) return 48;  // 64: m > 32
   if (bm != 128 || sms < 1) return bm;
   const PipePlan p128 = pipelined_plan(m, n, k, 128, sms, kPipeWgBlocksPerSm128);
   const PipePlan p64 = pipelined_plan(m, n, k, 64, sms, kPipeWgBlocksPerSm64);
-  const long long b128 = static_cast<long long>(p128.row_tiles) * p128.col_tiles * p128.splits;
-  const long long b64 = static_cast<long long>(p64.row_tiles) * p64.col_tiles * p64.splits;
+  const long long b128 = pipe_plan_blocks(p128), b64 = pipe_plan_blocks(p64);
   const long long w128 = static_cast<long long>(kPipeWgBlocksPerSm128) * sms;
   const long long w64 = static_cast<long long>(kPipeWgBlocksPerSm64) * sms;
   if (3 * b128 < 2 * w128 && b64 <= w64 && 100 * b64 >= 85 * w64) return 64;
@@ -126,13 +129,12 @@ inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   // 96 rows took 0.86-0.93x the time; where 96 rows add a wave (M = 320 / 384: 70b.qkv 1.8x,
   // 8b.gate_up 1.19x, 70b.gate_up 1.05x) or the 128-row plan splits K twice as far (8b.o,
   // 8b.qkv, 8b.down, 70b.o at M = 256 / 512: 1.04-1.79x, round SG) they lost; the model picks
-  // the faster one at all 78 measured (shape, M) points of rounds SG and TA (TA twice). Up to 128 rows one
-  // 128-row tile (measured faster than two 96-row ones in session 25).
+  // the faster one at all 78 measured (shape, M) points of rounds SG and TA (TA twice). Up to
+  // 128 rows one 128-row tile (measured faster than two 96-row ones in session 25).
   if (m <= 128) return 128;
-  const PipePlan p96 = pipelined_plan(m, n, k, 96, sms, kPipeWgBlocksPerSm128);
-  auto cost = [sms](const PipePlan& p) {
-    const long long blocks = static_cast<long long>(p.row_tiles) * p.col_tiles * p.splits;
-    return static_cast<double>((blocks + sms - 1) / sms) * p.split_steps;
+  const PipePlan p96 = pipelined_plan(m, n, k, 96, sms, kPipeWgBlocksPerSm128);  // 96 rows: 128's occupancy
+  auto cost = [w128](const PipePlan& p) {
+    return static_cast<double>((pipe_plan_blocks(p) + w128 - 1) / w128) * p.split_steps;
   };
   return kPipeRows96Cost * cost(p96) < cost(p128) ? 96 : 128;
 }

@@ -39,7 +39,7 @@ TEST(Int4PipelinedPlan, RowTilesAndRankRanges) {
             EXPECT_GE(p.splits * p.split_steps, ksteps);        // K covered
             EXPECT_LT((p.splits - 1) * p.split_steps, ksteps);  // the last rank has steps
             if (p.splits > 1) {
-              EXPECT_LE(static_cast<long long>(p.row_tiles) * p.col_tiles * p.splits, static_cast<long long>(per_sm) * sms);
+              EXPECT_LE(pipe_plan_blocks(p), static_cast<long long>(per_sm) * sms);
               EXPECT_GE(p.split_steps, pipe_min_rank_steps(p.bm));
             }
           }

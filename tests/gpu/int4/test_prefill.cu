@@ -83,6 +83,22 @@ std::vector<uint16_t> random_x(size_t n, DType t, uint32_t seed) {
   return v;
 }
 
+// One gemm call captured into a CUDA graph (the overlapped schedule's fork/join included),
+// replayed once on `st` and waited for; the graph is destroyed afterwards.
+void gemm_in_graph(const GemmArgs& a, const KernelWeightsView& w, const DevBuf& ws, size_t wsb, cudaStream_t st) {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status cs = gemm(a, w, ws.p, wsb, st);
+  ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+  ASSERT_TRUE(cs.ok()) << cs.to_string();
+  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+}
+
 // The cuBLAS path replayed from a CUDA graph gives the eager result bit for bit (the
 // handle is created by the eager call; the workspace is the caller's).
 TEST(Int4PrefillGemm, GraphCaptureMatchesEager) {
@@ -106,23 +122,13 @@ TEST(Int4PrefillGemm, GraphCaptureMatchesEager) {
   ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
   ASSERT_EQ(cudaMemset(y2.p, 0xFF, y2.bytes), cudaSuccess);
   a.y = y2.p;
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t ge = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  Status cs = gemm(a, dw.view, ws.p, wsb, st);
-  ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
-  ASSERT_TRUE(cs.ok()) << cs.to_string();
-  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(gemm_in_graph(a, dw.view, ws, wsb, st));
   auto r1 = download<uint16_t>(y1.p, static_cast<size_t>(m) * s.n);
   auto r2 = download<uint16_t>(y2.p, static_cast<size_t>(m) * s.n);
   EXPECT_EQ(r1, r2);
   size_t nonzero = 0;
   for (uint16_t v : r1) nonzero += (v & 0x7FFF) != 0;
   EXPECT_GT(nonzero, r1.size() / 2);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
   cudaStreamDestroy(st);
 }
 
@@ -160,15 +166,7 @@ TEST(Int4PrefillGemm, OverlappedChunksMatchSequential) {
   ASSERT_TRUE(r.ok()) << r.to_string();
   ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
   a.y = y2.p;
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t ge = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  r = gemm(a, dw.view, ws.p, wsb, st);
-  ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
-  ASSERT_TRUE(r.ok()) << r.to_string();
-  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(gemm_in_graph(a, dw.view, ws, wsb, st));
   detail::set_dequant_overlap(-1);
   const size_t n = static_cast<size_t>(m) * s.n;
   auto r0 = download<uint16_t>(y0.p, n);
@@ -177,8 +175,6 @@ TEST(Int4PrefillGemm, OverlappedChunksMatchSequential) {
   size_t nonzero = 0;
   for (uint16_t v : r0) nonzero += (v & 0x7FFF) != 0;
   EXPECT_GT(nonzero, n / 2);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
   cudaStreamDestroy(st);
 }
 
@@ -350,15 +346,7 @@ TEST(Int4PrefillGemm, MidPrefillPlanMatchesOneChunk) {
   ASSERT_TRUE(r.ok()) << r.to_string();
   ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
   a.y = y_graph.p;
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t ge = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  r = gemm(a, dw.view, ws.p, wsb, st);
-  ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
-  ASSERT_TRUE(r.ok()) << r.to_string();
-  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(gemm_in_graph(a, dw.view, ws, wsb, st));
   detail::set_dequant_overlap(0);  // a knob set: the default budget (one chunk), in sequence
   a.y = y_seq.p;
   r = gemm(a, dw.view, ws.p, wsb, st);
@@ -368,8 +356,6 @@ TEST(Int4PrefillGemm, MidPrefillPlanMatchesOneChunk) {
   const auto rp = download<uint16_t>(y_plan.p, n);
   EXPECT_EQ(rp, download<uint16_t>(y_graph.p, n));
   EXPECT_TRUE(close_f16(rp, download<uint16_t>(y_seq.p, n)));
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
   cudaStreamDestroy(st);
 }
 
