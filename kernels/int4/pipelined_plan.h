@@ -161,6 +161,37 @@ inline bool pipe_ws_rule(const PipePlan& pl, int stages = kPipeWsStages) {
 constexpr int64_t kPipeBigWeight = int64_t{64} << 20;
 constexpr int64_t kPipeMidWeight = int64_t{24} << 20;
 constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
+
+// M = 513..kPipeModelMaxM - 1 (wgmma, G >= 128 or per-channel): the pipelined kernel where a
+// time model of both paths says it is faster. Fitted on H200 (session 30, round UA, bf16
+// G = 128, both paths forced on the eight Llama-3 projections at M = 512..3072, two passes):
+// - pipelined: its waves (blocks over the resident blocks of all SMs) x the K steps of one
+//   split-K rank x kPipeStepWaveUs, x kPipeRows96Cost for 96-row tiles; measured 0.193-0.219
+//   us per K step and wave on every shape up to M = 1536 (0.20-0.24 from 2048, where the clocks
+//   drop under the long compute-bound runs);
+// - dequant + cuBLAS: 2MNK at kDequantCublasTflops plus kDequantUsPerMiElem per Mi weight
+//   elements (the slab written and read back once more than cuBLAS bf16 reads it: 0.6-1.07 us
+//   per Mi elements measured, the most on K >= 14336, where the slab chunks are narrow).
+// The model's pipelined picks won at all 16 such points of round UA (0.78-0.99x the time); it kept
+// dequant + cuBLAS at three points where the pipelined kernel was faster (70b.down M = 768 /
+// 1536, 8b.down M = 768: 0.88-0.93x). From M = 2048 the overlapped slab plan (dequant_plan.h)
+// wins everywhere (pipelined 1.01-1.38x).
+constexpr int kPipeModelMaxM = 2048;
+constexpr double kPipeStepWaveUs = 0.205;
+constexpr double kDequantCublasTflops = 780.0;
+constexpr double kDequantUsPerMiElem = 0.75;
+inline double pipe_model_us(int m, int n, int k, int sms) {
+  const int bm = pipelined_rows_for(m, n, k, true, sms);
+  const int per_sm = pipe_wg_blocks_per_sm(bm);
+  const PipePlan p = pipelined_plan(m, n, k, bm, sms, per_sm);
+  const long long wave = static_cast<long long>(per_sm) * sms;
+  const long long waves = (pipe_plan_blocks(p) + wave - 1) / wave;
+  return static_cast<double>(waves) * p.split_steps * kPipeStepWaveUs * (bm == 96 ? kPipeRows96Cost : 1.0);
+}
+inline double dequant_cublas_model_us(int m, int n, int k) {
+  const double elems = static_cast<double>(n) * k;
+  return 2.0 * m * elems / (kDequantCublasTflops * 1e6) + kDequantUsPerMiElem * elems / double(1 << 20);
+}
 inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, int sms = 132) {
   const int64_t elems = static_cast<int64_t>(n) * k;
   if (m <= 8) return GemmPath::kSkinny;
@@ -189,6 +220,11 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, 
       const bool waves_ok = waves <= 1.0 || static_cast<double>(static_cast<int64_t>(waves + 0.999999)) <= 1.3 * waves;
       return elems >= kPipeWgWeight && waves_ok ? GemmPath::kPipelined : GemmPath::kDequantCublas;
     }
+    // Up to kPipeModelMaxM rows by the time model above (fitted on G = 128; smaller groups keep
+    // dequant + cuBLAS, not measured there).
+    if (m < kPipeModelMaxM && (group_len >= 128 || group_len >= k) && sms > 0 &&
+        pipe_model_us(m, n, k, sms) < dequant_cublas_model_us(m, n, k))
+      return GemmPath::kPipelined;
     return GemmPath::kDequantCublas;
   }
   if (m <= 128) return elems >= kPipeMidWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;

@@ -220,7 +220,7 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
     EXPECT_EQ(tiled_auto_path_g128(160, c.n, c.k, true), GemmPath::kPipelined);
     EXPECT_EQ(tiled_auto_path_g128(256, c.n, c.k, true), GemmPath::kPipelined);
 
-    EXPECT_EQ(tiled_auto_path_g128(1024, c.n, c.k, true), GemmPath::kDequantCublas);
+    EXPECT_EQ(tiled_auto_path_g128(1536, c.n, c.k, true), GemmPath::kDequantCublas);
     EXPECT_EQ(tiled_auto_path_g128(128, c.n, c.k, false), mid ? GemmPath::kPipelined : GemmPath::kDequantCublas);
     EXPECT_EQ(tiled_auto_path_g128(192, c.n, c.k, false), big ? GemmPath::kPipelined : GemmPath::kDequantCublas);
     EXPECT_EQ(tiled_auto_path_g128(256, c.n, c.k, false), GemmPath::kDequantCublas);
@@ -240,6 +240,42 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
   EXPECT_EQ(tiled_auto_path_g128(512, qkv8.n, qkv8.k, true), GemmPath::kDequantCublas);   // 24 Mi
   EXPECT_EQ(tiled_auto_path(512, 10240, 8192, 128, true, 160), GemmPath::kPipelined);     // one wave on 160 SMs
   EXPECT_EQ(tiled_auto_path_g128(24, o70.n, o70.k, false), GemmPath::kPipelined);        // 64 Mi: big
+}
+
+// M = 513..2047 by the time model of both paths (session 30, round UA: the choices at the
+// measured points where it picks the pipelined kernel, and where it keeps dequant + cuBLAS).
+TEST(Int4PipelinedPlan, TiledAutoPathModel) {
+  struct Case {
+    const char* name;
+    int n, k, m;
+    GemmPath want;
+  };
+  const GemmPath P = GemmPath::kPipelined, D = GemmPath::kDequantCublas;
+  const Case cases[] = {
+      {"70b.gate_up", 57344, 8192, 768, P},  {"70b.gate_up", 57344, 8192, 1024, P},
+      {"70b.gate_up", 57344, 8192, 1536, D}, {"70b.down", 8192, 28672, 1024, P},
+      {"70b.down", 8192, 28672, 2047, D},    {"70b.o", 8192, 8192, 768, D},
+      {"70b.o", 8192, 8192, 1024, P},        {"70b.qkv", 10240, 8192, 768, P},
+      {"70b.qkv", 10240, 8192, 1024, D},     {"8b.gate_up", 28672, 4096, 768, P},
+      {"8b.gate_up", 28672, 4096, 1024, P},  {"8b.down", 4096, 14336, 1024, P},
+      {"8b.down", 4096, 14336, 1536, D},     {"8b.o", 4096, 4096, 1024, P},
+      {"8b.o", 4096, 4096, 768, D},          {"8b.qkv", 6144, 4096, 768, D},
+      {"8b.qkv", 6144, 4096, 1024, D},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(tiled_auto_path_g128(c.m, c.n, c.k, true), c.want) << c.name << " m=" << c.m;
+    // The model's own comparison agrees with the choice.
+    EXPECT_EQ(pipe_model_us(c.m, c.n, c.k, 132) < dequant_cublas_model_us(c.m, c.n, c.k), c.want == P)
+        << c.name << " m=" << c.m;
+    // From kPipeModelMaxM rows, smaller groups and without wgmma: dequant + cuBLAS.
+    EXPECT_EQ(tiled_auto_path_g128(kPipeModelMaxM, c.n, c.k, true), D) << c.name;
+    EXPECT_EQ(tiled_auto_path(c.m, c.n, c.k, 64, true), D) << c.name << " G=64 m=" << c.m;
+    EXPECT_EQ(tiled_auto_path_g128(c.m, c.n, c.k, false), D) << c.name << " mma.sync m=" << c.m;
+  }
+  // The pipelined model follows the plan's waves: 70b.down at M = 1024 (8 x 32 tiles of 128
+  // rows, 1792 K steps, two waves on 132 SMs) against one wave more at M = 1025.
+  EXPECT_NEAR(pipe_model_us(1024, 8192, 28672, 132), 2 * 1792 * kPipeStepWaveUs, 1e-6);
+  EXPECT_GT(pipe_model_us(1100, 8192, 28672, 132), pipe_model_us(1024, 8192, 28672, 132));
 }
 
 // G = 32 / 64 (the decode kernel's 8-row tiles): the pipelined kernel from M = 9 (round W).

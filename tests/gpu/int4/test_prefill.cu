@@ -10,6 +10,7 @@
 
 #include "kernels/int4/dequant_plan.h"
 #include "kernels/int4/internal.h"
+#include "kernels/int4/pipelined_plan.h"
 #include "lowbit/int4/kernels.h"
 #include "tests/cpu/int4/random_weights.h"
 #include "tests/gpu/int4/gpu_buffers.h"
@@ -356,6 +357,53 @@ TEST(Int4PrefillGemm, MidPrefillPlanMatchesOneChunk) {
   const auto rp = download<uint16_t>(y_plan.p, n);
   EXPECT_EQ(rp, download<uint16_t>(y_graph.p, n));
   EXPECT_TRUE(close_f16(rp, download<uint16_t>(y_seq.p, n)));
+  cudaStreamDestroy(st);
+}
+
+// kAuto at M = 513..2047 (MMA-tiled, G = 128) follows the time model of pipelined_plan.h: on a
+// 4096 x 4096 weight (llama3-8b.o) it takes the pipelined kernel at M = 1024 (one wave of 128
+// 128-row tiles) and dequant + cuBLAS at M = 1100 (a second, nearly empty wave). Its output is
+// the forced path's bit for bit at each M, and one workspace sized for M = 1100 serves both.
+TEST(Int4PrefillGemm, AutoPathFollowsTheModel) {
+  WeightShape s{1, 4096, 4096, 128, true, DType::kBF16};
+  if (!detail::pipelined_uses_wgmma()) GTEST_SKIP() << "the model applies to the wgmma tiles (sm_90a) only";
+  const int sms = detail::device_sm_count();
+  KernelWeights kw;
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 15), &kw).ok());
+  DevWeights dw(kw);
+  size_t wsb = 0, deq = 0;
+  ASSERT_TRUE(gemm_workspace_size(s, 1100, &wsb).ok());
+  ASSERT_TRUE(gemm_workspace_size(s, 1100, &deq, GemmPath::kDequantCublas).ok());
+  EXPECT_GE(wsb, deq);
+  DevBuf ws(wsb);
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  for (const int m : {1024, 1100}) {
+    SCOPED_TRACE(m);
+    const GemmPath want = kern::tiled_auto_path(m, s.n, s.k, s.group_len(), true, sms);
+    if (sms == 132) EXPECT_EQ(want, m == 1024 ? GemmPath::kPipelined : GemmPath::kDequantCublas);
+    DevBuf x = upload(random_x(static_cast<size_t>(m) * s.k, s.act, 16u + m));
+    const size_t n = static_cast<size_t>(m) * s.n;
+    DevBuf y_auto(n * 2), y_forced(n * 2);
+    ASSERT_EQ(cudaMemset(y_auto.p, 0xFF, y_auto.bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(y_forced.p, 0xFF, y_forced.bytes), cudaSuccess);
+    GemmArgs a;
+    a.x = x.p;
+    a.m = m;
+    a.y = y_auto.p;
+    Status r = gemm(a, dw.view, ws.p, wsb, st);
+    ASSERT_TRUE(r.ok()) << r.to_string();
+    a.y = y_forced.p;
+    a.path = want;
+    r = gemm(a, dw.view, ws.p, wsb, st);
+    ASSERT_TRUE(r.ok()) << r.to_string();
+    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    const auto ra = download<uint16_t>(y_auto.p, n);
+    EXPECT_EQ(ra, download<uint16_t>(y_forced.p, n));
+    size_t finite = 0;
+    for (uint16_t v : ra) finite += (v & 0x7F80) != 0x7F80 && (v & 0x7FFF) != 0;
+    EXPECT_GT(finite, n / 2);
+  }
   cudaStreamDestroy(st);
 }
 
