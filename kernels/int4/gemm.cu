@@ -139,7 +139,7 @@ Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmP
   const int top = m < kSkinnyMaxM ? m : kSkinnyMaxM;
   for (int mm = 1; mm <= top; ++mm) *bytes = std::max(*bytes, need_at(mm));
   // Beyond the skinny range a path's need does not depend on M, but kAuto's path does up to
-  // kPipeModelMaxM rows (pipelined_plan.h): every M' there, then m itself.
+  // kPipeModelMaxM rows (pipelined_plan.h): every M' up to there, then m itself.
   const int model_top = m < kern::kPipeModelMaxM ? m : kern::kPipeModelMaxM;
   for (int mm = top + 1; mm <= model_top; ++mm) *bytes = std::max(*bytes, need_at(mm));
   if (m > model_top) *bytes = std::max(*bytes, need_at(m));

@@ -162,24 +162,27 @@ constexpr int64_t kPipeBigWeight = int64_t{64} << 20;
 constexpr int64_t kPipeMidWeight = int64_t{24} << 20;
 constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
 
-// M = 513..kPipeModelMaxM - 1 (wgmma, G >= 128 or per-channel): the pipelined kernel where a
-// time model of both paths says it is faster. Fitted on H200 (session 30, round UA, bf16
-// G = 128, both paths forced on the eight Llama-3 projections at M = 512..3072, two passes):
+// M = 513..kPipeModelMaxM (wgmma, G >= 128 or per-channel): the pipelined kernel where a time
+// model of both paths says it is faster. Fitted on H200 (session 30, rounds UA / UB, bf16
+// G = 128, both paths forced on the eight Llama-3 projections at M = 512..3072):
 // - pipelined: its waves (blocks over the resident blocks of all SMs) x the K steps of one
 //   split-K rank x kPipeStepWaveUs, x kPipeRows96Cost for 96-row tiles; measured 0.193-0.219
-//   us per K step and wave on every shape up to M = 1536 (0.20-0.24 from 2048, where the clocks
-//   drop under the long compute-bound runs);
-// - dequant + cuBLAS: 2MNK at kDequantCublasTflops plus kDequantUsPerMiElem per Mi weight
-//   elements (the slab written and read back once more than cuBLAS bf16 reads it: 0.6-1.07 us
-//   per Mi elements measured, the most on K >= 14336, where the slab chunks are narrow).
-// The model's pipelined picks won at all 16 such points of round UA (0.78-0.99x the time); it kept
-// dequant + cuBLAS at three points where the pipelined kernel was faster (70b.down M = 768 /
-// 1536, 8b.down M = 768: 0.88-0.93x). From M = 2048 the overlapped slab plan (dequant_plan.h)
-// wins everywhere (pipelined 1.01-1.38x).
-constexpr int kPipeModelMaxM = 2048;
+//   us per K step and wave on every shape up to M = 1536, more (0.20-0.24) from 1152 rows on
+//   some shapes and from 2048 on all, where the clocks drop under the long compute-bound runs;
+// - dequant + cuBLAS: 2MNK at kDequantCublasTflops plus the slab pass per Mi weight elements
+//   (written and read back once more than cuBLAS bf16 reads it): medians 0.70-0.91 us on
+//   K <= 8192, 0.92-1.00 on K >= 14336, where the 64 MiB slab chunks are narrow (1170 columns
+//   at K = 28672), so kDequantUsPerMiElem / kDequantUsPerMiElemLongK.
+// Up to M = 1024 the model's pipelined picks were faster or even (within 1%) at every forced
+// point of both rounds (0.80-0.99x the dequant path's time); past it its picks lost 2-8% (8b.gate_up
+// M = 1152, 8b.qkv / 70b.gate_up M = 1408), hence the cap. It keeps dequant + cuBLAS at some
+// points where the pipelined kernel is faster (cuBLAS's own tile quantization, which the model
+// leaves out: 8b.down / 8b.gate_up / 70b.down at M = 704 0.75-0.91x, 70b.qkv M = 576 0.80x); from
+// M = 2048 the overlapped slab plan (dequant_plan.h) wins everywhere (pipelined 1.01-1.38x).
+constexpr int kPipeModelMaxM = 1024;
 constexpr double kPipeStepWaveUs = 0.205;
 constexpr double kDequantCublasTflops = 780.0;
-constexpr double kDequantUsPerMiElem = 0.75;
+constexpr double kDequantUsPerMiElem = 0.72, kDequantUsPerMiElemLongK = 0.95;  // K <= 8192 / above
 inline double pipe_model_us(int m, int n, int k, int sms) {
   const int bm = pipelined_rows_for(m, n, k, true, sms);
   const int per_sm = pipe_wg_blocks_per_sm(bm);
@@ -190,7 +193,8 @@ inline double pipe_model_us(int m, int n, int k, int sms) {
 }
 inline double dequant_cublas_model_us(int m, int n, int k) {
   const double elems = static_cast<double>(n) * k;
-  return 2.0 * m * elems / (kDequantCublasTflops * 1e6) + kDequantUsPerMiElem * elems / double(1 << 20);
+  const double slab_us = k > 8192 ? kDequantUsPerMiElemLongK : kDequantUsPerMiElem;
+  return 2.0 * m * elems / (kDequantCublasTflops * 1e6) + slab_us * elems / double(1 << 20);
 }
 inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, int sms = 132) {
   const int64_t elems = static_cast<int64_t>(n) * k;
@@ -222,7 +226,7 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, 
     }
     // Up to kPipeModelMaxM rows by the time model above (fitted on G = 128; smaller groups keep
     // dequant + cuBLAS, not measured there).
-    if (m < kPipeModelMaxM && (group_len >= 128 || group_len >= k) && sms > 0 &&
+    if (m <= kPipeModelMaxM && (group_len >= 128 || group_len >= k) && sms > 0 &&
         pipe_model_us(m, n, k, sms) < dequant_cublas_model_us(m, n, k))
       return GemmPath::kPipelined;
     return GemmPath::kDequantCublas;

@@ -242,7 +242,7 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
   EXPECT_EQ(tiled_auto_path_g128(24, o70.n, o70.k, false), GemmPath::kPipelined);        // 64 Mi: big
 }
 
-// M = 513..2047 by the time model of both paths (session 30, round UA: the choices at the
+// M = 513..1024 by the time model of both paths (session 30, rounds UA / UB: the choices at
 // measured points where it picks the pipelined kernel, and where it keeps dequant + cuBLAS).
 TEST(Int4PipelinedPlan, TiledAutoPathModel) {
   struct Case {
@@ -253,12 +253,14 @@ TEST(Int4PipelinedPlan, TiledAutoPathModel) {
   const GemmPath P = GemmPath::kPipelined, D = GemmPath::kDequantCublas;
   const Case cases[] = {
       {"70b.gate_up", 57344, 8192, 768, P},  {"70b.gate_up", 57344, 8192, 1024, P},
-      {"70b.gate_up", 57344, 8192, 1536, D}, {"70b.down", 8192, 28672, 1024, P},
-      {"70b.down", 8192, 28672, 2047, D},    {"70b.o", 8192, 8192, 768, D},
+      {"70b.gate_up", 57344, 8192, 640, P},  {"70b.down", 8192, 28672, 1024, P},
+      {"70b.down", 8192, 28672, 896, P},     {"70b.down", 8192, 28672, 704, D},
+      {"70b.o", 8192, 8192, 768, D},
       {"70b.o", 8192, 8192, 1024, P},        {"70b.qkv", 10240, 8192, 768, P},
-      {"70b.qkv", 10240, 8192, 1024, D},     {"8b.gate_up", 28672, 4096, 768, P},
+      {"70b.qkv", 10240, 8192, 1024, D},     {"8b.gate_up", 28672, 4096, 768, D},
+      {"8b.down", 4096, 14336, 768, P},
       {"8b.gate_up", 28672, 4096, 1024, P},  {"8b.down", 4096, 14336, 1024, P},
-      {"8b.down", 4096, 14336, 1536, D},     {"8b.o", 4096, 4096, 1024, P},
+      {"8b.qkv", 6144, 4096, 640, P},        {"8b.o", 4096, 4096, 1024, P},
       {"8b.o", 4096, 4096, 768, D},          {"8b.qkv", 6144, 4096, 768, D},
       {"8b.qkv", 6144, 4096, 1024, D},
   };
@@ -267,8 +269,9 @@ TEST(Int4PipelinedPlan, TiledAutoPathModel) {
     // The model's own comparison agrees with the choice.
     EXPECT_EQ(pipe_model_us(c.m, c.n, c.k, 132) < dequant_cublas_model_us(c.m, c.n, c.k), c.want == P)
         << c.name << " m=" << c.m;
-    // From kPipeModelMaxM rows, smaller groups and without wgmma: dequant + cuBLAS.
-    EXPECT_EQ(tiled_auto_path_g128(kPipeModelMaxM, c.n, c.k, true), D) << c.name;
+    // Past kPipeModelMaxM rows, smaller groups and without wgmma: dequant + cuBLAS (70b.gate_up
+    // at M = 1152 is a pick of the model past the cap).
+    EXPECT_EQ(tiled_auto_path_g128(kPipeModelMaxM + 128, c.n, c.k, true), D) << c.name;
     EXPECT_EQ(tiled_auto_path(c.m, c.n, c.k, 64, true), D) << c.name << " G=64 m=" << c.m;
     EXPECT_EQ(tiled_auto_path_g128(c.m, c.n, c.k, false), D) << c.name << " mma.sync m=" << c.m;
   }
@@ -276,6 +279,7 @@ TEST(Int4PipelinedPlan, TiledAutoPathModel) {
   // rows, 1792 K steps, two waves on 132 SMs) against one wave more at M = 1025.
   EXPECT_NEAR(pipe_model_us(1024, 8192, 28672, 132), 2 * 1792 * kPipeStepWaveUs, 1e-6);
   EXPECT_GT(pipe_model_us(1100, 8192, 28672, 132), pipe_model_us(1024, 8192, 28672, 132));
+  EXPECT_LT(pipe_model_us(1152, 57344, 8192, 132), dequant_cublas_model_us(1152, 57344, 8192));
 }
 
 // G = 32 / 64 (the decode kernel's 8-row tiles): the pipelined kernel from M = 9 (round W).
