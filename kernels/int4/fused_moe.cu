@@ -92,11 +92,13 @@ int workspace_block_m(int m, int topk, int experts) {
   const int64_t avg = avg_rows(m, topk, experts);
   const int d = moe_default_block_m(m, topk, experts), wg = kern::moe_pipelined_block_m(avg, true),
             mma = kern::moe_pipelined_block_m(avg, false);
-  return std::max({d, wg, mma});
+  // Past 64 rows the wgmma tiles' choice is 64 or 128 by a model of the expert shapes.
+  return std::max({d, wg, mma, avg > 64 ? 128 : 0});
 }
-int tiled_block_m(int m, int topk, int experts, int64_t w13_elems) {
+int tiled_block_m(int m, int topk, int experts, int hidden, int inter) {
   if (!detail::moe_pipelined_enabled()) return moe_default_block_m(m, topk, experts);
-  return kern::moe_pipelined_block_m(avg_rows(m, topk, experts), detail::pipelined_uses_wgmma(), w13_elems);
+  return kern::moe_pipelined_block_m_for(m, topk, experts, hidden, inter, detail::pipelined_uses_wgmma(),
+                                         detail::device_sm_count());
 }
 
 }  // namespace
@@ -186,7 +188,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   }
   const int64_t w13_elems = static_cast<int64_t>(w13.shape.n) * w13.shape.k;  // one expert's 2I x H
   const int bm = a.block_m > 0 ? a.block_m
-                 : tiled        ? tiled_block_m(a.m, a.topk, E, w13_elems)
+                 : tiled        ? tiled_block_m(a.m, a.topk, E, H, I)
                                 : moe_default_block_m(a.m, a.topk, E);
   LOWBIT_CHECK_ARG(bm >= 1 && bm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", bm);
   const MoeWorkspace L = moe_layout(a.m, a.topk, E, H, I, bm);

@@ -2,6 +2,7 @@
 // a header so that the CPU tests check it without a device.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "lowbit/detail/hd.h"
@@ -259,6 +260,50 @@ inline int moe_pipelined_block_m(int64_t avg, bool wgmma, int64_t expert_elems =
   if (avg <= 16) return expert_elems >= kMoeDecodeTileExpert ? 16 : 32;
   return avg <= 32 ? 32 : avg <= 128 ? 64 : 128;
 }
+// Past 64 rows per expert on average (wgmma), 64- or 128-row align blocks by a wave model of
+// both GEMMs: each expert's rows n ~ Binomial(M, topk / E) (the normal approximation, over a
+// fixed grid: moe_expected_row_tiles), so a GEMM's blocks are E x E[ceil(n / bm)] row tiles x
+// its column tiles; its time ~ waves (blocks over bm's resident blocks per SM x SMs) x its K
+// steps, x kMoeRows64Cost for 64-row blocks (two per SM; each streams the expert's weights for
+// half the rows). Fitted on H200 (session 30, round UC, bf16 G = 128, bench moe with block_m
+// forced to 64 and 128 at 64..192 rows per expert on the four MoE models, two passes): the model
+// takes the faster size or one within 2% at 17 of the 20 points where it decides (avg > 64) or
+// the rule below holds (avg <= 64 stays 64: at exactly 64 rows Qwen3 TP2 M = 1024 took 1.14x
+// the time with 128); against the previous "128 past 128 rows" 0.96x the summed time (Mixtral
+// M = 384 0.78x, Qwen3 TP2 M = 2560 0.82x, DeepSeek M = 1707 0.89x; its one loss Qwen3 TP1
+// M = 2048, 1.04x).
+constexpr double kMoeRows64Cost = 1.2;
+inline double moe_expected_row_tiles(int64_t m, int topk, int experts, int bm) {
+  if (experts < 1 || bm < 1) return 0.0;
+  const double p = static_cast<double>(topk) / experts, mu = static_cast<double>(m) * p;
+  const double sd = std::sqrt(mu * (1.0 - p > 0.0 ? 1.0 - p : 0.0));
+  double tiles = 0.0, wsum = 0.0;
+  for (int i = -40; i <= 40; ++i) {
+    const double z = i / 10.0, w = std::exp(-z * z / 2), n = mu + z * sd;
+    wsum += w;
+    if (n > 0.0) tiles += w * std::ceil(n / bm);
+  }
+  return experts * tiles / wsum;
+}
+inline double moe_rows_model(int64_t m, int topk, int experts, int hidden, int inter, int bm, int sms) {
+  const double tiles = moe_expected_row_tiles(m, topk, experts, bm);
+  const double wave = static_cast<double>(pipe_wg_blocks_per_sm(bm)) * (sms > 0 ? sms : 1);
+  const int ct1 = (inter / 64 + 1) / 2, ct2 = (hidden / 64 + kPipeWarps - 1) / kPipeWarps;
+  const double w1 = std::ceil(tiles * ct1 / wave), w2 = std::ceil(tiles * ct2 / wave);
+  return (w1 * (hidden / 16) + w2 * (inter / 16)) * (bm == 64 ? kMoeRows64Cost : 1.0);
+}
+// The align block for the pipelined tile with these expert shapes (hidden = GEMM1's K, inter =
+// GEMM2's K; w13 = 2 inter x hidden): moe_pipelined_block_m(), the model above past 64 rows.
+inline int moe_pipelined_block_m_for(int64_t m, int topk, int experts, int hidden, int inter, bool wgmma, int sms) {
+  const int64_t avg = m * topk / (experts > 0 ? experts : 1);
+  const int bm = moe_pipelined_block_m(avg, wgmma, static_cast<int64_t>(2) * inter * hidden);
+  if (!wgmma || avg <= 64 || sms < 1) return bm;
+  return moe_rows_model(m, topk, experts, hidden, inter, 128, sms) <
+                 moe_rows_model(m, topk, experts, hidden, inter, 64, sms)
+             ? 128
+             : 64;
+}
+
 // MoE block order of the pipelined tile: block bid of row_tiles x col_tiles runs row tile rt
 // and column tile ct in raster groups of raster_rows row tiles (all column tiles of a group
 // before the next group, row tiles fastest within it; the last group may be shorter). A

@@ -335,6 +335,42 @@ TEST(Int4PipelinedPlan, MoeBlockRows) {
 }
 
 
+// Past 64 rows per expert (wgmma) 64- or 128-row align blocks by the wave model (session 30,
+// round UC: the faster size, measured with block_m forced, at these points).
+TEST(Int4PipelinedPlan, MoeBlockRowsModel) {
+  struct Case {
+    const char* name;
+    int m, topk, E, H, I, want;
+  };
+  const Case cases[] = {
+      {"mixtral", 384, 2, 8, 4096, 14336, 128},  // 704 vs 902 us
+      {"mixtral", 512, 2, 8, 4096, 14336, 128},  // 1171 vs 1206
+      {"mixtral", 256, 2, 8, 4096, 14336, 64},   // 64 rows on average: 64 (the old rule)
+      {"qwen3.tp1", 1536, 8, 128, 2048, 768, 128},  // 469 vs 520
+      {"qwen3.tp1", 2560, 8, 128, 2048, 768, 64},   // 790 vs 896
+      {"qwen3.tp2", 1024, 8, 128, 2048, 384, 64},   // 257 vs 294
+      {"qwen3.tp2", 1536, 8, 128, 2048, 384, 128},  // 314 vs 330
+      {"qwen3.tp2", 2560, 8, 128, 2048, 384, 64},   // 508 vs 618
+      {"deepseek", 1024, 6, 64, 2048, 1408, 128},   // 386 vs 428
+      {"deepseek", 1707, 6, 64, 2048, 1408, 64},    // 631 vs 705
+      {"deepseek", 2048, 6, 64, 2048, 1408, 128},   // 717 vs 742
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(moe_pipelined_block_m_for(c.m, c.topk, c.E, c.H, c.I, true, 132), c.want) << c.name << " m=" << c.m;
+    // Without wgmma, and up to 64 rows per expert, the rule of MoeBlockRows.
+    const int64_t avg = static_cast<int64_t>(c.m) * c.topk / c.E;
+    EXPECT_EQ(moe_pipelined_block_m_for(c.m, c.topk, c.E, c.H, c.I, false, 132), moe_pipelined_block_m(avg, false));
+  }
+  for (int m : {1, 8, 64, 200, 256})
+    EXPECT_EQ(moe_pipelined_block_m_for(m, 2, 8, 4096, 14336, true, 132),
+              moe_pipelined_block_m(int64_t{m} * 2 / 8, true, int64_t{28672} * 4096));
+  // The expected row tiles: one expert per token (E = topk = 1) is exactly ceil(M / bm).
+  EXPECT_NEAR(moe_expected_row_tiles(1000, 1, 1, 128), 8.0, 1e-9);
+  // Many rows per expert: close to the average's tiles, never fewer.
+  EXPECT_GE(moe_expected_row_tiles(8192, 2, 8, 128), 8.0 * 16);
+  EXPECT_LE(moe_expected_row_tiles(8192, 2, 8, 128), 8.0 * 17 + 1e-9);
+}
+
 // Which align blocks the pipelined tile takes (moe_pipelined_fits adds the layout checks).
 TEST(Int4PipelinedPlan, MoePipelinedBlock) {
   const int64_t mixtral_w13 = int64_t{28672} * 4096, mixtral_w2 = int64_t{4096} * 14336;
