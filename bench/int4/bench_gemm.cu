@@ -120,7 +120,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
 
   // %peak: TFLOP/s over the H200's dense bf16/fp16 tensor peak (989 TFLOP/s, spec sheet).
   constexpr double kPeakTflops = 989.0;
-  lowbit::bench::Table table({{"shape", 20}, {"layout", 9}, {"path", 7}, {"M", 6}, {"N", 6}, {"K", 6}, {"time_us", 10},
+  lowbit::bench::Table table({{"shape", 20}, {"layout", 9}, {"path", 9}, {"runs", 9}, {"M", 6}, {"N", 6}, {"K", 6}, {"time_us", 10},
                               {"TFLOP/s", 8}, {"%peak", 6}, {"TB/s", 6}, {"%floor", 7}, {"read_us", 8}, {"%read", 6},
                               {"cublas_us", 10},
                               {"speedup", 8}, {"#wrong", 7}});
@@ -254,7 +254,8 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
           const double tflops = flops / (t4.median_us * 1e6), tbs = bytes / (t4.median_us * 1e6);
           const double pct = 100.0 * floor_us / t4.median_us, speedup = tb.median_us / t4.median_us;
           const double peak = 100.0 * tflops / kPeakTflops;
-          table.print_row({sh.name, kernel_layout_name(kind), gemm_path_name(path), std::to_string(m),
+          const char* runs = gemm_path_name(gemm_resolved_path(ws, kind, m, path));
+          table.print_row({sh.name, kernel_layout_name(kind), gemm_path_name(path), runs, std::to_string(m),
                            std::to_string(sh.n), std::to_string(sh.k), fmt(t4.median_us, 1), fmt(tflops, 1),
                            fmt(peak, 1), fmt(tbs, 2), fmt(pct, 1), fmt(tread.median_us, 1),
                            fmt(100.0 * tread.median_us / t4.median_us, 1), fmt(tb.median_us, 1), fmt(speedup, 2),
@@ -262,6 +263,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
           rows.push_back({{"shape", sh.name},
                           {"layout", kernel_layout_name(kind)},
                           {"path", gemm_path_name(path)},
+                          {"runs_as", runs},
                           {"M", m},
                           {"N", sh.n},
                           {"K", sh.k},

@@ -146,6 +146,11 @@ Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmP
   return Status::Ok();
 }
 
+GemmPath gemm_resolved_path(const WeightShape& shape, KernelLayoutKind kind, int m, GemmPath requested) {
+  if (kind == KernelLayoutKind::kKPacked) return GemmPath::kAuto;
+  return resolve(requested, m, shape.n, shape.k, shape.group_len(), kind);
+}
+
 Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size_t workspace_bytes, Stream stream) {
   LOWBIT_RETURN_IF_ERROR(validate_weights_view(w, "int4::gemm"));
   LOWBIT_CHECK_ARG(a.x != nullptr && a.y != nullptr, "int4::gemm: x or y is null");
@@ -173,7 +178,7 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
     if (path == GemmPath::kDequantCublas)
       return detail::gemm_dequant_cublas(a.x, a.y, a.m, w, a.expert, workspace, workspace_bytes, st);
     if (path == GemmPath::kPipelined) {
-      // The kernel addresses x with 32-bit element offsets (kAuto takes it up to M = 512).
+      // The kernel addresses x with 32-bit element offsets (kAuto takes it up to M = 1024).
       LOWBIT_CHECK_ARG(static_cast<uint64_t>(a.m) * static_cast<uint64_t>(w.shape.k) < (uint64_t{1} << 32),
                        "int4::gemm: path pipelined needs M * K < 2^32 (M=%d K=%d)", a.m, w.shape.k);
       LOWBIT_CUDA_RETURN(detail::launch_gemm_pipelined(a.x, a.y, a.m, w, a.expert, st));

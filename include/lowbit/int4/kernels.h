@@ -72,6 +72,12 @@ struct GemmArgs {
 Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmPath path = GemmPath::kAuto);
 Status gemm(const GemmArgs& args, const KernelWeightsView& w, void* workspace, size_t workspace_bytes,
             Stream stream);
+// The path gemm() runs for a weight of this shape in this layout at M rows when asked for
+// `requested`: kAuto's choice on the current device (after LOWBIT_INT4_GEMM_PATH), or the
+// forced path itself. K-packed weights have one kernel (kAuto). For logs and benchmarks: which
+// kernel a call takes, without running it.
+GemmPath gemm_resolved_path(const WeightShape& shape, KernelLayoutKind kind, int m,
+                            GemmPath requested = GemmPath::kAuto);
 
 // ---- fused MoE -----------------------------------------------------------------------------
 // y[M, H] = sum_{s < topk} rw[m, s] * W2[e_s] ( silu(W13[e_s, :I] x_m) * (W13[e_s, I:] x_m) )

@@ -363,7 +363,8 @@ TEST(Int4PrefillGemm, MidPrefillPlanMatchesOneChunk) {
 // kAuto at M = 513..2047 (MMA-tiled, G = 128) follows the time model of pipelined_plan.h: on a
 // 4096 x 4096 weight (llama3-8b.o) it takes the pipelined kernel at M = 1024 (one wave of 128
 // 128-row tiles) and dequant + cuBLAS at M = 1100 (a second, nearly empty wave). Its output is
-// the forced path's bit for bit at each M, and one workspace sized for M = 1100 serves both.
+// the forced path's bit for bit at each M, and one workspace sized for M = 1100 serves both;
+// gemm_resolved_path() names the path kAuto takes.
 TEST(Int4PrefillGemm, AutoPathFollowsTheModel) {
   WeightShape s{1, 4096, 4096, 128, true, DType::kBF16};
   if (!detail::pipelined_uses_wgmma()) GTEST_SKIP() << "the model applies to the wgmma tiles (sm_90a) only";
@@ -380,7 +381,9 @@ TEST(Int4PrefillGemm, AutoPathFollowsTheModel) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
   for (const int m : {1024, 1100}) {
     SCOPED_TRACE(m);
-    const GemmPath want = kern::tiled_auto_path(m, s.n, s.k, s.group_len(), true, sms);
+    const GemmPath want = gemm_resolved_path(s, KernelLayoutKind::kMmaTiled, m);
+    EXPECT_EQ(want, kern::tiled_auto_path(m, s.n, s.k, s.group_len(), true, sms));
+    EXPECT_EQ(gemm_resolved_path(s, KernelLayoutKind::kMmaTiled, m, GemmPath::kDequantCublas), GemmPath::kDequantCublas);
     if (sms == 132) EXPECT_EQ(want, m == 1024 ? GemmPath::kPipelined : GemmPath::kDequantCublas);
     DevBuf x = upload(random_x(static_cast<size_t>(m) * s.k, s.act, 16u + m));
     const size_t n = static_cast<size_t>(m) * s.n;
