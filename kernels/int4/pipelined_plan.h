@@ -263,16 +263,16 @@ inline int moe_pipelined_block_m(int64_t avg, bool wgmma, int64_t expert_elems =
 // Past 64 rows per expert on average (wgmma), 64- or 128-row align blocks by a wave model of
 // both GEMMs: each expert's rows n ~ Binomial(M, topk / E) (the normal approximation, over a
 // fixed grid: moe_expected_row_tiles), so a GEMM's blocks are E x E[ceil(n / bm)] row tiles x
-// its column tiles; its time ~ waves (blocks over bm's resident blocks per SM x SMs) x its K
-// steps, x kMoeRows64Cost for 64-row blocks (two per SM; each streams the expert's weights for
-// half the rows). Fitted on H200 (session 30, round UC, bf16 G = 128, bench moe with block_m
-// forced to 64 and 128 at 64..192 rows per expert on the four MoE models, two passes): the model
-// takes the faster size or one within 2% at 17 of the 20 points where it decides (avg > 64) or
-// the rule below holds (avg <= 64 stays 64: at exactly 64 rows Qwen3 TP2 M = 1024 took 1.14x
-// the time with 128); against the previous "128 past 128 rows" 0.96x the summed time (Mixtral
-// M = 384 0.78x, Qwen3 TP2 M = 2560 0.82x, DeepSeek M = 1707 0.89x; its one loss Qwen3 TP1
-// M = 2048, 1.04x).
-constexpr double kMoeRows64Cost = 1.2;
+// its column tiles; its time ~ waves (blocks over bm's resident blocks per SM x SMs) x (its K
+// steps + kMoeBlockFillSteps, the pipeline fill every block pays), x kMoeRows64Cost for 64-row
+// blocks (two per SM; each streams the expert's weights for half the rows). Fitted on H200
+// (session 30, rounds UC-UE, bf16 G = 128, bench moe with block_m forced to 64 and 128 at 44
+// points of 64..288 rows per expert on the four MoE models, two passes each): the model's choice
+// is the faster size or within 2% at 39 of them, 0.4% above the faster size on average; the
+// previous rule (128 past 128 rows) 4.8%, always 64 3.0%, always 128 4.7%. Up to 64 rows per
+// expert 64 stays (at exactly 64, Qwen3 TP2 M = 1024, 128-row blocks took 1.14x the time).
+constexpr double kMoeRows64Cost = 1.15;
+constexpr int kMoeBlockFillSteps = kPipeStages * kPipeStageSteps;
 inline double moe_expected_row_tiles(int64_t m, int topk, int experts, int bm) {
   if (experts < 1 || bm < 1) return 0.0;
   const double p = static_cast<double>(topk) / experts, mu = static_cast<double>(m) * p;
@@ -290,7 +290,8 @@ inline double moe_rows_model(int64_t m, int topk, int experts, int hidden, int i
   const double wave = static_cast<double>(pipe_wg_blocks_per_sm(bm)) * (sms > 0 ? sms : 1);
   const int ct1 = (inter / 64 + 1) / 2, ct2 = (hidden / 64 + kPipeWarps - 1) / kPipeWarps;
   const double w1 = std::ceil(tiles * ct1 / wave), w2 = std::ceil(tiles * ct2 / wave);
-  return (w1 * (hidden / 16) + w2 * (inter / 16)) * (bm == 64 ? kMoeRows64Cost : 1.0);
+  return (w1 * (hidden / 16 + kMoeBlockFillSteps) + w2 * (inter / 16 + kMoeBlockFillSteps)) *
+         (bm == 64 ? kMoeRows64Cost : 1.0);
 }
 // The align block for the pipelined tile with these expert shapes (hidden = GEMM1's K, inter =
 // GEMM2's K; w13 = 2 inter x hidden): moe_pipelined_block_m(), the model above past 64 rows.

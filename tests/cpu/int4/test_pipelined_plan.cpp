@@ -336,7 +336,7 @@ TEST(Int4PipelinedPlan, MoeBlockRows) {
 
 
 // Past 64 rows per expert (wgmma) 64- or 128-row align blocks by the wave model (session 30,
-// round UC: the faster size, measured with block_m forced, at these points).
+// rounds UC / UE: the faster size, measured with block_m forced, at these points).
 TEST(Int4PipelinedPlan, MoeBlockRowsModel) {
   struct Case {
     const char* name;
@@ -346,6 +346,11 @@ TEST(Int4PipelinedPlan, MoeBlockRowsModel) {
       {"mixtral", 384, 2, 8, 4096, 14336, 128},  // 704 vs 902 us
       {"mixtral", 512, 2, 8, 4096, 14336, 128},  // 1171 vs 1206
       {"mixtral", 256, 2, 8, 4096, 14336, 64},   // 64 rows on average: 64 (the old rule)
+      {"mixtral", 1152, 2, 8, 4096, 14336, 128},    // 2052 vs 2209
+      {"qwen3.tp1", 1056, 8, 128, 2048, 768, 64},   // 421 vs 466
+      {"qwen3.tp1", 2048, 8, 128, 2048, 768, 64},   // 649 vs 678
+      {"qwen3.tp2", 3008, 8, 128, 2048, 384, 64},   // 571 vs 612
+      {"deepseek", 1365, 6, 64, 2048, 1408, 64},    // 519 vs 534
       {"qwen3.tp1", 1536, 8, 128, 2048, 768, 128},  // 469 vs 520
       {"qwen3.tp1", 2560, 8, 128, 2048, 768, 64},   // 790 vs 896
       {"qwen3.tp2", 1024, 8, 128, 2048, 384, 64},   // 257 vs 294
