@@ -163,8 +163,9 @@ constexpr int64_t kPipeBigWeight = int64_t{64} << 20;
 constexpr int64_t kPipeMidWeight = int64_t{24} << 20;
 constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
 
-// M = 513..kPipeModelMaxM (wgmma, G >= 128 or per-channel): the pipelined kernel where a time
-// model of both paths says it is faster. Fitted on H200 (session 30, rounds UA / UB, bf16
+// M = 257..kPipeModelMaxM (wgmma, G >= 128 or per-channel; up to 512 rows where the wave rule of
+// tiled_auto_path does not already take it): the pipelined kernel where a time model of both
+// paths says it is faster. Fitted on H200 (session 30, rounds UA / UB, bf16
 // G = 128, both paths forced on the eight Llama-3 projections at M = 512..3072):
 // - pipelined: its waves (blocks over the resident blocks of all SMs) x the K steps of one
 //   split-K rank x kPipeStepWaveUs, x kPipeRows96Cost for 96-row tiles; measured 0.193-0.219
@@ -223,7 +224,11 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, 
       // with the last one mostly full it wins (70b.gate_up M = 384, 5.1 waves: 753 vs 954 us).
       const double tiles = static_cast<double>((n + 255) / 256) * ((m + 127) / 128), waves = tiles / (sms > 0 ? sms : 1);
       const bool waves_ok = waves <= 1.0 || static_cast<double>(static_cast<int64_t>(waves + 0.999999)) <= 1.3 * waves;
-      return elems >= kPipeWgWeight && waves_ok ? GemmPath::kPipelined : GemmPath::kDequantCublas;
+      if (elems >= kPipeWgWeight && waves_ok) return GemmPath::kPipelined;
+      // Otherwise the time model below decides too: it takes the smaller weights where their
+      // one wave is short (session 30, round UE, forced, us: 8b.o M = 384 / 448 / 512 29.3 / 32.7
+      // / 32.9 against dequant + cuBLAS 37.5 / 35.4 / 35.9, 8b.qkv M = 320 44.5 vs 49.1; it keeps
+      // dequant + cuBLAS for 70b.qkv at M = 448 / 512, 0.93-0.99x either way).
     }
     // Up to kPipeModelMaxM rows by the time model above (fitted on G = 128; smaller groups keep
     // dequant + cuBLAS, not measured there).

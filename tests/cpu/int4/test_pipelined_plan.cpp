@@ -238,6 +238,10 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
   EXPECT_EQ(tiled_auto_path_g128(384, 10240, 8192, true), GemmPath::kPipelined);          // 70b.qkv: 120 tiles
   EXPECT_EQ(tiled_auto_path_g128(512, 10240, 8192, true), GemmPath::kDequantCublas);      // 160 tiles: 1.2 waves
   EXPECT_EQ(tiled_auto_path_g128(512, qkv8.n, qkv8.k, true), GemmPath::kDequantCublas);   // 24 Mi
+  // ... and below 48 Mi elements the time model (session 30, round UE).
+  EXPECT_EQ(tiled_auto_path_g128(384, o8.n, o8.k, true), GemmPath::kPipelined);      // 29.3 vs 37.5 us
+  EXPECT_EQ(tiled_auto_path_g128(320, qkv8.n, qkv8.k, true), GemmPath::kPipelined);  // 44.5 vs 49.1 us
+  EXPECT_EQ(tiled_auto_path_g128(448, 10240, 8192, true), GemmPath::kDequantCublas);  // 70b.qkv: 2 waves
   EXPECT_EQ(tiled_auto_path(512, 10240, 8192, 128, true, 160), GemmPath::kPipelined);     // one wave on 160 SMs
   EXPECT_EQ(tiled_auto_path_g128(24, o70.n, o70.k, false), GemmPath::kPipelined);        // 64 Mi: big
 }
