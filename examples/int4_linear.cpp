@@ -122,7 +122,9 @@ int main() {
     // bf16 output rounding is 2^-9 relative; fp32 accumulation adds far less at K = 4096.
     const bool ok = err <= scale / 128;
     bad += ok ? 0 : 1;
-    std::printf("M = %2d: max |y - y_fp64| = %.3g (max |y_fp64| = %.3g) %s\n", m, err, scale, ok ? "OK" : "TOO LARGE");
+    std::printf("M = %2d (%s path): max |y - y_fp64| = %.3g (max |y_fp64| = %.3g) %s\n", m,
+                gemm_path_name(gemm_resolved_path(dw.view().shape, dw.view().kind, m)), err, scale,
+                ok ? "OK" : "TOO LARGE");
   }
   cudaFree(dx);
   cudaFree(dy);
