@@ -198,7 +198,15 @@ inline double dequant_cublas_model_us(int m, int n, int k) {
   const double slab_us = k > 8192 ? kDequantUsPerMiElemLongK : kDequantUsPerMiElem;
   return 2.0 * m * elems / (kDequantCublasTflops * 1e6) + slab_us * elems / double(1 << 20);
 }
+inline GemmPath tiled_auto_path_measured(int m, int n, int k, int group_len, bool wgmma, int sms);
+// The pipelined kernel addresses x with 32-bit element offsets (gemm() refuses M * K >= 2^32 on
+// that path), so kAuto takes dequant + cuBLAS there instead.
 inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, int sms = 132) {
+  const GemmPath p = tiled_auto_path_measured(m, n, k, group_len, wgmma, sms);
+  const bool x32 = static_cast<int64_t>(m) * k < (int64_t{1} << 32);
+  return p == GemmPath::kPipelined && !x32 ? GemmPath::kDequantCublas : p;
+}
+inline GemmPath tiled_auto_path_measured(int m, int n, int k, int group_len, bool wgmma, int sms) {
   const int64_t elems = static_cast<int64_t>(n) * k;
   if (m <= 8) return GemmPath::kSkinny;
   // G = 32 / 64: the decode kernel keeps 8-row tiles (its 16-row tiles spill there), and the

@@ -284,6 +284,9 @@ TEST(Int4PipelinedPlan, TiledAutoPathModel) {
   EXPECT_NEAR(pipe_model_us(1024, 8192, 28672, 132), 2 * 1792 * kPipeStepWaveUs, 1e-6);
   EXPECT_GT(pipe_model_us(1100, 8192, 28672, 132), pipe_model_us(1024, 8192, 28672, 132));
   EXPECT_LT(pipe_model_us(1152, 57344, 8192, 132), dequant_cublas_model_us(1152, 57344, 8192));
+  // Never a path gemm() refuses: the pipelined kernel needs M * K < 2^32.
+  EXPECT_EQ(tiled_auto_path(64, 4096, 1 << 26, 128, true), GemmPath::kDequantCublas);
+  EXPECT_EQ(tiled_auto_path(63, 4096, 1 << 26, 128, true), GemmPath::kPipelined);
 }
 
 // G = 32 / 64 (the decode kernel's 8-row tiles): the pipelined kernel from M = 9 (round W).
