@@ -34,8 +34,9 @@ Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
 // launch, split-K reduced in a thread-block cluster; gemm_decode.cu; at M = 9..32 on large
 // weights a short launch before it first copies x into the workspace in the order its 16-row
 // tiles load it, which it skips, reading x itself with the same outputs, when the workspace
-// is smaller than gemm_workspace_size() says), larger M the pipelined or dequant + cuBLAS
-// paths below. The decode kernel applies zero point and scale to fp32
+// is smaller than gemm_workspace_size() says), larger M the pipelined kernel (up to 256 rows;
+// at 257..1024 where a time model of both paths fitted on H200 says it is faster) or dequant +
+// cuBLAS (kernels/int4/pipelined_plan.h; gemm_resolved_path() below names the choice). The decode kernel applies zero point and scale to fp32
 // sums of (q - z) x per window of K (the unrounded weight), the other paths multiply by the
 // contract's rounded weights: outputs agree within the tolerance test_gemm.cu states.
 // N-packed: small M (< 128; < 64 when K < 8192) a streaming tensor-core kernel (mma m16n8k16 on
@@ -48,7 +49,7 @@ Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
 //
 // GemmPath forces one path (tests, benchmarks; kTiled needs the N-packed layout); kAuto
 // picks by M and layout. The environment
-// variable LOWBIT_INT4_GEMM_PATH = skinny | tiled | cublas (read once per process) replaces
+// variable LOWBIT_INT4_GEMM_PATH = skinny | tiled | cublas | pipelined (read once per process) replaces
 // kAuto where that path can serve the M (skinny: M <= 512), for gemm() and
 // gemm_workspace_size() alike. Forcing a path on the K-packed layout is refused.
 enum class GemmPath : uint8_t {
