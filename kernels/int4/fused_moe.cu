@@ -92,8 +92,8 @@ int workspace_block_m(int m, int topk, int experts) {
   const int64_t avg = avg_rows(m, topk, experts);
   const int d = moe_default_block_m(m, topk, experts), wg = kern::moe_pipelined_block_m(avg, true),
             mma = kern::moe_pipelined_block_m(avg, false);
-  // Past 64 rows the wgmma tiles' choice is 64 or 128 by a model of the expert shapes.
-  return std::max({d, wg, mma, avg > 64 ? 128 : 0});
+  // Past kMoeRowsModelMinAvg rows the wgmma tiles' choice is 64 or 128 by a model of the shapes.
+  return std::max({d, wg, mma, avg > kern::kMoeRowsModelMinAvg ? 128 : 0});
 }
 int tiled_block_m(int m, int topk, int experts, int hidden, int inter) {
   if (!detail::moe_pipelined_enabled()) return moe_default_block_m(m, topk, experts);

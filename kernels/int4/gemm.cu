@@ -136,13 +136,11 @@ Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmP
     const size_t bt = tiled ? path_need(shape, resolve(path, mm, shape.n, shape.k, shape.group_len(), KernelLayoutKind::kMmaTiled), mm, true) : 0;
     return b > bt ? b : bt;
   };
-  const int top = m < kSkinnyMaxM ? m : kSkinnyMaxM;
+  // Every M' up to the skinny range and kAuto's time-model range (pipelined_plan.h), where the
+  // need or the path changes with M; beyond them neither does, so m itself.
+  const int top = std::min(m, std::max(kSkinnyMaxM, kern::kPipeModelMaxM));
   for (int mm = 1; mm <= top; ++mm) *bytes = std::max(*bytes, need_at(mm));
-  // Beyond the skinny range a path's need does not depend on M, but kAuto's path does up to
-  // kPipeModelMaxM rows (pipelined_plan.h): every M' up to there, then m itself.
-  const int model_top = m < kern::kPipeModelMaxM ? m : kern::kPipeModelMaxM;
-  for (int mm = top + 1; mm <= model_top; ++mm) *bytes = std::max(*bytes, need_at(mm));
-  if (m > model_top) *bytes = std::max(*bytes, need_at(m));
+  if (m > top) *bytes = std::max(*bytes, need_at(m));
   return Status::Ok();
 }
 

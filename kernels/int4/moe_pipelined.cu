@@ -84,7 +84,7 @@ cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeight
   // align output is never read.
   const int64_t max_blocks = moe_max_padded(m, topk, s.experts, bm) / bm;
   p.row_tiles = static_cast<int>(max_blocks < p.P ? max_blocks : p.P);
-  p.col_tiles = gate_up ? kern::ceil_div(p.half_groups, 2) : kern::ceil_div(s.n / kMmaTileCols, kern::kPipeWarps);
+  p.col_tiles = kern::moe_pipe_col_tiles(gate_up, s.n);
   p.raster_rows = moe_raster_rows();
   p.ids_early = !gate_up && ids_early ? 1 : 0;
   const int64_t tiles = static_cast<int64_t>(p.col_tiles) * p.row_tiles;

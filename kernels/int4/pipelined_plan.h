@@ -106,6 +106,11 @@ constexpr double kPipeRows96Cost = 0.91;  // a 96-row tile's time per K step ove
 inline long long pipe_plan_blocks(const PipePlan& p) {
   return static_cast<long long>(p.row_tiles) * p.col_tiles * p.splits;
 }
+// A plan's time in units of one K step of one wave: its waves (blocks over `wave` resident
+// blocks) x the K steps of one split-K rank. The cost models below scale it.
+inline double pipe_plan_step_waves(const PipePlan& p, long long wave) {
+  return static_cast<double>((pipe_plan_blocks(p) + wave - 1) / wave) * p.split_steps;
+}
 inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   const int bm = pipelined_rows(m, wgmma);
   if (bm == 64 && wgmma && m <= 48 && static_cast<int64_t>(n) * k >= kPipeRows48Weight) return 48;  // 64: m > 32
@@ -134,10 +139,7 @@ inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   // 128 rows one 128-row tile (measured faster than two 96-row ones in session 25).
   if (m <= 128) return 128;
   const PipePlan p96 = pipelined_plan(m, n, k, 96, sms, kPipeWgBlocksPerSm128);  // 96 rows: 128's occupancy
-  auto cost = [w128](const PipePlan& p) {
-    return static_cast<double>((pipe_plan_blocks(p) + w128 - 1) / w128) * p.split_steps;
-  };
-  return kPipeRows96Cost * cost(p96) < cost(p128) ? 96 : 128;
+  return kPipeRows96Cost * pipe_plan_step_waves(p96, w128) < pipe_plan_step_waves(p128, w128) ? 96 : 128;
 }
 
 // The warp-specialized 96 / 128-row tiles (pipelined_ws_tile.cuh): kPipeWsStages stages, and
@@ -189,22 +191,13 @@ inline double pipe_model_us(int m, int n, int k, int sms) {
   const int bm = pipelined_rows_for(m, n, k, true, sms);
   const int per_sm = pipe_wg_blocks_per_sm(bm);
   const PipePlan p = pipelined_plan(m, n, k, bm, sms, per_sm);
-  const long long wave = static_cast<long long>(per_sm) * sms;
-  const long long waves = (pipe_plan_blocks(p) + wave - 1) / wave;
-  return static_cast<double>(waves) * p.split_steps * kPipeStepWaveUs * (bm == 96 ? kPipeRows96Cost : 1.0);
+  return pipe_plan_step_waves(p, static_cast<long long>(per_sm) * sms) * kPipeStepWaveUs *
+         (bm == 96 ? kPipeRows96Cost : 1.0);
 }
 inline double dequant_cublas_model_us(int m, int n, int k) {
   const double elems = static_cast<double>(n) * k;
   const double slab_us = k > 8192 ? kDequantUsPerMiElemLongK : kDequantUsPerMiElem;
   return 2.0 * m * elems / (kDequantCublasTflops * 1e6) + slab_us * elems / double(1 << 20);
-}
-inline GemmPath tiled_auto_path_measured(int m, int n, int k, int group_len, bool wgmma, int sms);
-// The pipelined kernel addresses x with 32-bit element offsets (gemm() refuses M * K >= 2^32 on
-// that path), so kAuto takes dequant + cuBLAS there instead.
-inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, int sms = 132) {
-  const GemmPath p = tiled_auto_path_measured(m, n, k, group_len, wgmma, sms);
-  const bool x32 = static_cast<int64_t>(m) * k < (int64_t{1} << 32);
-  return p == GemmPath::kPipelined && !x32 ? GemmPath::kDequantCublas : p;
 }
 inline GemmPath tiled_auto_path_measured(int m, int n, int k, int group_len, bool wgmma, int sms) {
   const int64_t elems = static_cast<int64_t>(n) * k;
@@ -249,6 +242,13 @@ inline GemmPath tiled_auto_path_measured(int m, int n, int k, int group_len, boo
   if (m <= 192) return elems >= kPipeBigWeight ? GemmPath::kPipelined : GemmPath::kDequantCublas;
   return GemmPath::kDequantCublas;
 }
+// The pipelined kernel addresses x with 32-bit element offsets (gemm() refuses M * K >= 2^32 on
+// that path), so kAuto takes dequant + cuBLAS there instead.
+inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, int sms = 132) {
+  const GemmPath p = tiled_auto_path_measured(m, n, k, group_len, wgmma, sms);
+  const bool x32 = static_cast<int64_t>(m) * k < (int64_t{1} << 32);
+  return p == GemmPath::kPipelined && !x32 ? GemmPath::kDequantCublas : p;
+}
 
 // fused_moe's align block on MMA-tiled experts with the pipelined tile (avg: rows per expert
 // on average, M * topk / E), measured on H200 (docs/int4-kernels.md, session 12, round BB: block_m 16 / 32 /
@@ -284,8 +284,14 @@ inline int moe_pipelined_block_m(int64_t avg, bool wgmma, int64_t expert_elems =
 // is the faster size or within 2% at 39 of them, 0.4% above the faster size on average; the
 // previous rule (128 past 128 rows) 4.8%, always 64 3.0%, always 128 4.7%. Up to 64 rows per
 // expert 64 stays (at exactly 64, Qwen3 TP2 M = 1024, 128-row blocks took 1.14x the time).
+constexpr int kMoeRowsModelMinAvg = 64;  // the model decides above this many rows per expert
 constexpr double kMoeRows64Cost = 1.15;
 constexpr int kMoeBlockFillSteps = kPipeStages * kPipeStageSteps;
+// Column tiles of the pipelined tile's MoE grid for a GEMM of n output columns: GEMM1 pairs a
+// gate and an up 64-column group per warp (n = 2 I), GEMM2 gives each of a block's warps one.
+inline int moe_pipe_col_tiles(bool gate_up, int n) {
+  return gate_up ? (n / 2 / 64 + 1) / 2 : (n / 64 + kPipeWarps - 1) / kPipeWarps;
+}
 inline double moe_expected_row_tiles(int64_t m, int topk, int experts, int bm) {
   if (experts < 1 || bm < 1) return 0.0;
   const double p = static_cast<double>(topk) / experts, mu = static_cast<double>(m) * p;
@@ -301,7 +307,7 @@ inline double moe_expected_row_tiles(int64_t m, int topk, int experts, int bm) {
 inline double moe_rows_model(int64_t m, int topk, int experts, int hidden, int inter, int bm, int sms) {
   const double tiles = moe_expected_row_tiles(m, topk, experts, bm);
   const double wave = static_cast<double>(pipe_wg_blocks_per_sm(bm)) * (sms > 0 ? sms : 1);
-  const int ct1 = (inter / 64 + 1) / 2, ct2 = (hidden / 64 + kPipeWarps - 1) / kPipeWarps;
+  const int ct1 = moe_pipe_col_tiles(true, 2 * inter), ct2 = moe_pipe_col_tiles(false, hidden);
   const double w1 = std::ceil(tiles * ct1 / wave), w2 = std::ceil(tiles * ct2 / wave);
   return (w1 * (hidden / 16 + kMoeBlockFillSteps) + w2 * (inter / 16 + kMoeBlockFillSteps)) *
          (bm == 64 ? kMoeRows64Cost : 1.0);
@@ -311,7 +317,7 @@ inline double moe_rows_model(int64_t m, int topk, int experts, int hidden, int i
 inline int moe_pipelined_block_m_for(int64_t m, int topk, int experts, int hidden, int inter, bool wgmma, int sms) {
   const int64_t avg = m * topk / (experts > 0 ? experts : 1);
   const int bm = moe_pipelined_block_m(avg, wgmma, static_cast<int64_t>(2) * inter * hidden);
-  if (!wgmma || avg <= 64 || sms < 1) return bm;
+  if (!wgmma || avg <= kMoeRowsModelMinAvg || sms < 1) return bm;
   return moe_rows_model(m, topk, experts, hidden, inter, 128, sms) <
                  moe_rows_model(m, topk, experts, hidden, inter, 64, sms)
              ? 128

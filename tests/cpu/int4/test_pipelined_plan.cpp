@@ -376,6 +376,12 @@ TEST(Int4PipelinedPlan, MoeBlockRowsModel) {
   for (int m : {1, 8, 64, 200, 256})
     EXPECT_EQ(moe_pipelined_block_m_for(m, 2, 8, 4096, 14336, true, 132),
               moe_pipelined_block_m(int64_t{m} * 2 / 8, true, int64_t{28672} * 4096));
+  // The grid's column tiles (moe_pipelined.cu launches with them): GEMM1 pairs 64-column gate /
+  // up groups, GEMM2 takes 4 groups per block; partial tiles round up.
+  EXPECT_EQ(moe_pipe_col_tiles(true, 28672), 112);
+  EXPECT_EQ(moe_pipe_col_tiles(true, 2 * 192), 2);
+  EXPECT_EQ(moe_pipe_col_tiles(false, 4096), 16);
+  EXPECT_EQ(moe_pipe_col_tiles(false, 320), 2);
   // The expected row tiles: one expert per token (E = topk = 1) is exactly ceil(M / bm).
   EXPECT_NEAR(moe_expected_row_tiles(1000, 1, 1, 128), 8.0, 1e-9);
   // Many rows per expert: close to the average's tiles, never fewer.
