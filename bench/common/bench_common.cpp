@@ -94,8 +94,11 @@ bool write_results(const std::string& prefix, const nlohmann::json& record, cons
     std::ofstream f(prefix + ".md");
     f << "# " << record.value("command", std::string("lowbit bench")) << "\n\n"
       << "date " << record.value("date", std::string("?")) << ", commit " << record.value("commit", std::string("?"))
-      << ", machine: " << record.value("machine", std::string("?")) << "\n\n"
-      << markdown_table;
+      << ", machine: " << record.value("machine", std::string("?"));
+    if (record.contains("copy_gbps") && record.contains("read_gbps"))  // the memory-bound benches
+      f << ", copy bandwidth " << static_cast<long>(record["copy_gbps"].get<double>()) << " GB/s (the floor's), "
+        << "read-only stream " << static_cast<long>(record["read_gbps"].get<double>()) << " GB/s";
+    f << "\n\n" << markdown_table;
   }
   // The plotter lives next to the sources; LOWBIT_SOURCE_DIR overrides the default guess.
   const char* src = std::getenv("LOWBIT_SOURCE_DIR");

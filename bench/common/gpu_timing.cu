@@ -177,6 +177,25 @@ Status time_stream_read(cudaStream_t stream, const std::vector<std::vector<ReadR
   return st;
 }
 
+Status measure_read_bandwidth(int device, size_t bytes, double* gbps) {
+  LOWBIT_CUDA_RETURN(cudaSetDevice(device));
+  bytes = bytes / 16 * 16;
+  void* src = nullptr;
+  LOWBIT_CUDA_RETURN(cudaMalloc(&src, bytes));
+  cudaStream_t s = nullptr;
+  Status st = cudaMemset(src, 0x5A, bytes) == cudaSuccess && cudaStreamCreate(&s) == cudaSuccess
+                  ? Status::Ok()
+                  : make_status(StatusCode::kCudaError, "measure_read_bandwidth: cannot set up %zu B on device %d",
+                                bytes, device);
+  Timing t;
+  if (st.ok()) st = time_stream_read(s, std::vector<std::vector<ReadRegion>>(4, {{src, bytes}}), 10, &t);
+  if (s != nullptr) cudaStreamDestroy(s);
+  cudaFree(src);
+  LOWBIT_RETURN_IF_ERROR(st);
+  *gbps = static_cast<double>(bytes) / (t.median_us * 1e-6) / 1e9;
+  return Status::Ok();
+}
+
 std::string machine_description() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return "no CUDA device";

@@ -42,6 +42,12 @@ struct ReadRegion {
 Status time_stream_read(cudaStream_t stream, const std::vector<std::vector<ReadRegion>>& copies, int reps,
                         Timing* out);
 
+// What a read-only stream reaches: time_stream_read over one region of `bytes` (well past the
+// L2), in GB/s of bytes read. HBM serves reads alone faster than the copy's mix of reads and
+// writes (H200: ~4.3-4.4 against ~3.9 TB/s), so this is the stricter yardstick for kernels that
+// mostly read (the int4 GEMMs); the benches print it next to the copy bandwidth.
+Status measure_read_bandwidth(int device, size_t bytes, double* gbps);
+
 // "NVIDIA H200 x2, driver 580.xx, CUDA 13.0"
 std::string machine_description();
 
