@@ -179,13 +179,21 @@ constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
 //   at K = 28672), so kDequantUsPerMiElem / kDequantUsPerMiElemLongK.
 // Up to M = 1024 the model's pipelined picks were faster or even (within 1%) at every forced
 // point of both rounds (0.80-0.99x the dequant path's time); past it its picks lost 2-8% (8b.gate_up
-// M = 1152, 8b.qkv / 70b.gate_up M = 1408), hence the cap. It keeps dequant + cuBLAS at some
-// points where the pipelined kernel is faster (cuBLAS's own tile quantization, which the model
-// leaves out: 8b.down / 8b.gate_up / 70b.down at M = 704 0.75-0.91x, 70b.qkv M = 576 0.80x); from
-// M = 2048 the overlapped slab plan (dequant_plan.h) wins everywhere (pipelined 1.01-1.38x).
+// M = 1152, 8b.qkv / 70b.gate_up M = 1408), hence the cap. From M = 2048 the overlapped slab plan
+// (dequant_plan.h) wins everywhere (pipelined 1.01-1.38x).
+// kDequantCublasTflops is cuBLAS's rate on the slab chunks at M = 257..1024, not on whole
+// weights: there the chunk GEMMs (64 MiB of columns, 1024-2048 wide on K >= 8192) run at a median
+// of 720 TFLOP/s (quartiles 681 / 765) with outliers where cuBLAS's choice for a chunk shape is
+// poor (70b.down M = 832: 1182 us against 712 for the pipelined kernel and ~700 for dequant +
+// cuBLAS at M = 768 / 864; 8b.gate_up M = 704 419 vs 332; session 31, round A), while the
+// pipelined kernel follows its model within a few %. Refitted over all 116 forced (shape, M)
+// points of M = 264..1024 (session 30 rounds UA / UB / UE, session 31 round A; min of each
+// path's runs): kAuto's picks cost 1.0012x the faster path's summed time at 680 (worst point
+// 1.06x: 70b.qkv M = 448) against 1.024x at the 780 fitted on M = 512..3072 in session 30
+// (worst 1.66x at 70b.down M = 832; 1.26-1.30x at 8b.down / 8b.gate_up M = 704).
 constexpr int kPipeModelMaxM = 1024;
 constexpr double kPipeStepWaveUs = 0.205;
-constexpr double kDequantCublasTflops = 780.0;
+constexpr double kDequantCublasTflops = 680.0;
 constexpr double kDequantUsPerMiElem = 0.72, kDequantUsPerMiElemLongK = 0.95;  // K <= 8192 / above
 inline double pipe_model_us(int m, int n, int k, int sms) {
   const int bm = pipelined_rows_for(m, n, k, true, sms);
