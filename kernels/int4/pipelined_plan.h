@@ -183,7 +183,7 @@ constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
 // (dequant_plan.h) wins everywhere (pipelined 1.01-1.38x).
 // kDequantCublasTflops is cuBLAS's rate on the slab chunks at M = 257..1024, not on whole
 // weights: there the chunk GEMMs (64 MiB of columns, 1024-2048 wide on K >= 8192) run at a median
-// of 720 TFLOP/s (quartiles 681 / 765) with outliers where cuBLAS's choice for a chunk shape is
+// of 696 TFLOP/s (quartiles 641 / 753) with outliers where cuBLAS's choice for a chunk shape is
 // poor (70b.down M = 832: 1182 us against 712 for the pipelined kernel and ~700 for dequant +
 // cuBLAS at M = 768 / 864; 8b.gate_up M = 704 419 vs 332; session 31, round A), while the
 // pipelined kernel follows its model within a few %. Refitted over all 116 forced (shape, M)
