@@ -421,7 +421,11 @@ __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_
       if constexpr (!kStageAhead) load_word(s, c);
 #pragma unroll
       for (int r = 0; r < 4; ++r)
+#ifdef LOWBIT_EXP_RAW_A  // measurement builds only (wrong sums): the tile without its dequantization
+        a[s & 1][c][r] = words[s][c];
+#else
         a[s & 1][c][r] = as_bits(dequant_pair<T>(words[s][c], r, mz[set][c][r & 1], sc[set][c][r & 1]));
+#endif
     }
     wg_fence();
     const uint64_t desc = wg_desc(x_tile + static_cast<uint32_t>(s * 32));
