@@ -751,7 +751,8 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
 }
 
 // Measurement knobs (read once): LOWBIT_INT4_PIPE_ROWS=16|32|48|64|96|128 forces the rows per
-// block tile (48, 96, 128: wgmma only), LOWBIT_INT4_PIPE_SPLITS=1..8 the split-K ranks,
+// block tile (48, 96, 128: wgmma only), LOWBIT_INT4_PIPE_SPLITS=1..8 the split-K ranks (also past
+// one wave, where the default plans never split: session 31, rounds E / F),
 // LOWBIT_INT4_PIPE_WGMMA=0 keeps every tile on mma.sync (all: any M, same sums up to order).
 inline int env_int_once(const char* name, int lo, int hi) {
   const char* e = std::getenv(name);
@@ -825,8 +826,14 @@ PipePlan pipe_dense_launch_plan(Kernel kernel, int bm, unsigned threads, size_t 
   const int forced = env_pipe_splits();
   PipePlan pl = pipelined_plan(q.M, q.N, q.K, bm, sms, nb, kPipeMaxSplits, forced);
   const int tiles = pl.row_tiles * pl.col_tiles;
-  while (pl.splits > 1 && tiles > active_clusters(kernel, pl.splits, 1, 1, 1, threads, smem, clusters))
-    pl = pipelined_plan(q.M, q.N, q.K, bm, sms, nb, pl.splits - 1, forced);
+  // A plan of one wave needs all its clusters resident at once (else its last ones would run as a
+  // second wave); one of several waves only needs its cluster size to be schedulable.
+  const long long wave = static_cast<long long>(nb > 0 ? nb : 1) * sms;
+  auto fits = [&](const PipePlan& p) {
+    const int act = active_clusters(kernel, p.splits, 1, 1, 1, threads, smem, clusters);
+    return pipe_plan_blocks(p) > wave ? act > 0 : tiles <= act;
+  };
+  while (pl.splits > 1 && !fits(pl)) pl = pipelined_plan(q.M, q.N, q.K, bm, sms, nb, pl.splits - 1, forced);
   q.splits = pl.splits;
   q.split_steps = pl.split_steps;
   q.row_tiles = pl.row_tiles;
