@@ -108,9 +108,10 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "bench gemm: %s\n", st.to_string().c_str());
     return 1;
   }
-  std::printf("# %s\n# copy bandwidth %.0f GB/s (read-only stream %.0f GB/s); %s, G=%d, %s; times are CUDA-graph medians; read_us: a zero-compute "
-              "kernel reading the same int4 words and scales\n",
-              lowbit::bench::machine_description().c_str(), copy_gbps, read_gbps, dtype_name(act), group, sym ? "sym" : "asym");
+  std::printf("# %s\n# copy bandwidth %.0f GB/s (read-only stream %.0f GB/s); %s, G=%d, %s; times are CUDA-graph "
+              "medians; read_us: a zero-compute kernel reading the same int4 words and scales\n",
+              lowbit::bench::machine_description().c_str(), copy_gbps, read_gbps, dtype_name(act), group,
+              sym ? "sym" : "asym");
   cublasHandle_t handle;
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "bench gemm: cublasCreate failed\n");
