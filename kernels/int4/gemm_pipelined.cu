@@ -38,6 +38,15 @@ cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
   if (bm == 32 && wg && env_pipe_wg32()) return launch_typed<T, 32, kSym, true>(prm, sms, stream);
   if (bm == 48) return launch_typed<T, 48, kSym, true>(prm, sms, stream);
   if (bm == 32) return launch_typed<T, 32, kSym, false>(prm, sms, stream);
+  // 256-row tiles exist only warp-specialized (pipelined_ws_tile.cuh); where those cannot run
+  // (LOWBIT_INT4_PIPE_WS=0, unaligned operands, no tensor map) the 128-row tile takes the GEMM.
+  if (bm == 256 && wg && pipe_ws_mode() != 0) {
+    bool launched = false;
+    const cudaError_t e = launch_typed_ws<T, 256, kSym>(prm, sms, stream, &launched);
+    if (launched) g_pipe_ws_launches.fetch_add(1, std::memory_order_relaxed);
+    if (e != cudaSuccess || launched) return e;
+  }
+  if (bm == 256) bm = wg ? 128 : 64;
   if (bm == 96) return launch_wg_rows<T, 96, kSym>(prm, sms, stream);
   if (bm == 128) return launch_wg_rows<T, 128, kSym>(prm, sms, stream);
   if (wg) return launch_typed<T, 64, kSym, true>(prm, sms, stream);

@@ -49,7 +49,12 @@ inline int pipelined_rows(int m, bool wgmma) {
 // keep 16: there 8 ranks of 32 steps beat 4 on 8b.o (20.9 vs 23.0 us at M = 96).
 inline int pipe_min_rank_steps(int bm) { return bm == 64 ? kPipeMinRankSteps64 : kPipeMinRankSteps; }
 
-// Tiles of bm rows (16 / 32 / 64 / 128). Split-K only while the blocks fit one wave
+// 64-column groups per block tile: 4 (256 columns), except the 256-row tile's 2 (its
+// m64n256k16 accumulators leave room for one group per consumer warpgroup; session 31).
+constexpr int kPipeRows256Groups = 2;
+LOWBIT_HD constexpr int pipe_tile_groups(int bm) { return bm == 256 ? kPipeRows256Groups : kPipeWarps; }
+
+// Tiles of bm rows (16 / 32 / 64 / 96 / 128 / 256). Split-K only while the blocks fit one wave
 // (blocks_per_sm resident per SM: the kernel's occupancy), each rank streaming at least
 // pipe_min_rank_steps(bm), and at most max_splits (the cluster size the device can
 // co-schedule); forced_splits > 0 (a measurement knob) takes that many ranks instead, within
@@ -59,7 +64,8 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
   PipePlan p;
   p.bm = bm;
   p.row_tiles = (m + bm - 1) / bm;
-  p.col_tiles = (n / 64 + kPipeWarps - 1) / kPipeWarps;
+  const int groups = pipe_tile_groups(bm);
+  p.col_tiles = (n / 64 + groups - 1) / groups;
   const int ksteps = k / 16;
   const int cap = max_splits < kPipeMaxSplits ? (max_splits < 1 ? 1 : max_splits) : kPipeMaxSplits;
   int splits = 1;
@@ -102,6 +108,7 @@ LOWBIT_HD constexpr int pipe_wg_blocks_per_sm(int bm) {
 // 42.1 vs 42.7 / 44.2; the smaller 8B qkv / o lost (8b.qkv 18.7 / 21.5 vs 17.4 / 18.1).
 constexpr int64_t kPipeRows48Weight = int64_t{48} << 20;
 constexpr double kPipeRows96Cost = 0.91;  // a 96-row tile's time per K step over a 128-row tile's (below)
+constexpr double kPipeRows256Cost = 0.91;  // a 256-row tile's (128 columns) likewise
 // Blocks of a plan's grid (row tiles x column tiles x split-K ranks).
 inline long long pipe_plan_blocks(const PipePlan& p) {
   return static_cast<long long>(p.row_tiles) * p.col_tiles * p.splits;
@@ -139,7 +146,18 @@ inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   // 128 rows one 128-row tile (measured faster than two 96-row ones in session 25).
   if (m <= 128) return 128;
   const PipePlan p96 = pipelined_plan(m, n, k, 96, sms, kPipeWgBlocksPerSm128);  // 96 rows: 128's occupancy
-  return kPipeRows96Cost * pipe_plan_step_waves(p96, w128) < pipe_plan_step_waves(p128, w128) ? 96 : 128;
+  const double c96 = kPipeRows96Cost * pipe_plan_step_waves(p96, w128), c128 = pipe_plan_step_waves(p128, w128);
+  // 256-row tiles of 128 columns (warp-specialized, m64n256k16: each word unpacked for twice the
+  // rows of the 128-row tile) by the same model, kPipeRows256Cost per K step and wave. Measured
+  // (session 31, round H, 1x H200, bf16 G = 128, --path pipelined, rows forced, two passes) on six
+  // projections at M = 256..1024: per K step and wave 0.86-1.03x the 128-row tile's, median 0.91
+  // (the unpack is ~15% of the 128-row tile's time: round D); at M = 256 / 512 / 768 / 1024 0.87-
+  // 0.97x the plan's time (70b.gate_up M = 1024 1372 vs 1556 us), at M = 384 / 640 (a half-empty
+  // last row tile) up to 1.84x (70b.qkv M = 384), which the model's waves and steps tell apart.
+  const PipePlan p256 = pipelined_plan(m, n, k, 256, sms, kPipeWgBlocksPerSm128);
+  const double c256 = kPipeRows256Cost * pipe_plan_step_waves(p256, w128);
+  if (c256 < c96 && c256 < c128) return 256;
+  return c96 < c128 ? 96 : 128;
 }
 
 // The warp-specialized 96 / 128-row tiles (pipelined_ws_tile.cuh): kPipeWsStages stages, and
@@ -200,7 +218,7 @@ inline double pipe_model_us(int m, int n, int k, int sms) {
   const int per_sm = pipe_wg_blocks_per_sm(bm);
   const PipePlan p = pipelined_plan(m, n, k, bm, sms, per_sm);
   return pipe_plan_step_waves(p, static_cast<long long>(per_sm) * sms) * kPipeStepWaveUs *
-         (bm == 96 ? kPipeRows96Cost : 1.0);
+         (bm == 96 ? kPipeRows96Cost : bm == 256 ? kPipeRows256Cost : 1.0);
 }
 inline double dequant_cublas_model_us(int m, int n, int k) {
   const double elems = static_cast<double>(n) * k;

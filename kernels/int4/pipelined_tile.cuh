@@ -108,24 +108,27 @@ using PipeParamsFor = std::conditional_t<MODE == kPipeDense, PipeParams, PipeMoe
 constexpr int kXPitch = kPipeStageSteps * 32 + 16;
 constexpr int kWgGroups = 2;  // column groups per warpgroup (wgmma)
 __host__ __device__ constexpr int pipe_threads(bool wg) { return wg ? 64 * kPipeWarps : 32 * kPipeWarps; }
-template <int BM, bool kWg>
+// kGroups: 64-column groups per block tile (4; 2 for the 256-row tile, whose accumulators
+// allow one group per warpgroup).
+template <int BM, bool kWg, int kGroups = kPipeWarps>
 struct PipeSmem {
   static constexpr int kStages = kWg ? 5 : kPipeStages;
   static constexpr int kAhead = kPipeStages - 1;
   static constexpr int kPitch = kWg ? kPipeStageSteps * 32 : kXPitch;
   static constexpr int kW = 0;
-  static constexpr int kX = kPipeWarps * kPipeStageSteps * 512;  // 8 KB: 1024 B aligned
+  static constexpr int kX = kGroups * kPipeStageSteps * 512;  // 8 KB (4 KB for 2 groups): 1024 B aligned
   static constexpr int kS = kX + BM * kPitch;
-  static constexpr int kZ = kS + kPipeWarps * 2 * 128;
-  static constexpr int kStage = kZ + kPipeWarps * 2 * 128;  // kWg, BM = 64: 18 KB, 1024 B aligned
-  // Epilogue: the block's fp32 sums [BM rows][256 columns], 4 floats of padding per row
+  static constexpr int kZ = kS + kGroups * 2 * 128;
+  static constexpr int kStage = kZ + kGroups * 2 * 128;  // kWg, BM = 64: 18 KB, 1024 B aligned
+  // Epilogue: the block's fp32 sums [BM rows][64 kGroups columns], 4 floats of padding per row
   // (fragment stores of a warp then hit 32 different banks); reuses the stages.
-  static constexpr int kEpiPitch = kPipeCols + 4;
+  static constexpr int kEpiPitch = 64 * kGroups + 4;
   static constexpr int kEpi = BM * kEpiPitch * 4;
   static constexpr int kAlign = kWg ? 1024 : 0;  // slack to align the dynamic smem base
   static constexpr int kTotal = (kStage * kStages > kEpi ? kStage * kStages : kEpi) + kAlign;
-  static_assert(!kWg || (kStage % 1024 == 0 && (BM == 32 || BM == 48 || BM == 64 || BM == 96 || BM == 128)),
-                "wgmma: 1024 B aligned x tiles of 32 / 48 / 64 / 96 / 128 rows");
+  static_assert(!kWg || (kStage % 1024 == 0 && (BM == 32 || BM == 48 || BM == 64 || BM == 96 || BM == 128 ||
+                                                (BM == 256 && kGroups == 2))),
+                "wgmma: 1024 B aligned x tiles of 32 / 48 / 64 / 96 / 128 rows (256 with 2 groups)");
 };
 
 __device__ __forceinline__ void pipe_cp16(uint32_t dst, const void* src) {
@@ -314,10 +317,16 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t smem_addr) {
   "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46," \
   "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63" \
   "}, {%64,%65,%66,%67}, %68, 1, 1, 1, 0;\n"
-// d (+)= A x B for one 64-column group: NT = 4 / 6 / 8 / 16 (32 / 48 / 64 / 128 x rows).
+#define LOWBIT_WG_D32(d) "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]), "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]), "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]), "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]), "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]), "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]), "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]), "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]), "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+#define LOWBIT_WG_ASM32(TY) \
+  "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" \
+  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127" \
+  "}, {%128,%129,%130,%131}, %132, 1, 1, 1, 0;\n"
+// d (+)= A x B for one 64-column group: NT = 4 / 6 / 8 / 12 / 16 / 32 (32 / 48 / 64 / 96 / 128 / 256 x rows).
 template <typename T, int NT>
 __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t desc) {
-  static_assert(NT == 4 || NT == 6 || NT == 8 || NT == 12 || NT == 16, "wgmma tiles of 32, 48, 64, 96 or 128 rows");
+  static_assert(NT == 4 || NT == 6 || NT == 8 || NT == 12 || NT == 16 || NT == 32,
+                "wgmma tiles of 32, 48, 64, 96, 128 or 256 rows");
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (NT == 6 && Act<T>::kBf16) {
     asm volatile(LOWBIT_WG_ASM6("bf16") : LOWBIT_WG_D6(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
@@ -335,6 +344,10 @@ __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4]
     asm volatile(LOWBIT_WG_ASM12("bf16") : LOWBIT_WG_D12(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
   } else if constexpr (NT == 12) {
     asm volatile(LOWBIT_WG_ASM12("f16") : LOWBIT_WG_D12(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  } else if constexpr (NT == 32 && Act<T>::kBf16) {
+    asm volatile(LOWBIT_WG_ASM32("bf16") : LOWBIT_WG_D32(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+  } else if constexpr (NT == 32) {
+    asm volatile(LOWBIT_WG_ASM32("f16") : LOWBIT_WG_D32(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
   } else if constexpr (Act<T>::kBf16) {
     asm volatile(LOWBIT_WG_ASM16("bf16") : LOWBIT_WG_D16(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
   } else {
@@ -349,11 +362,13 @@ __device__ __forceinline__ void wg_mma(float (&d)[NT][4], const uint32_t (&a)[4]
 #undef LOWBIT_WG_ASM8
 #undef LOWBIT_WG_ASM12
 #undef LOWBIT_WG_ASM16
+#undef LOWBIT_WG_ASM32
 #undef LOWBIT_WG_D4
 #undef LOWBIT_WG_D6
 #undef LOWBIT_WG_D8
 #undef LOWBIT_WG_D12
 #undef LOWBIT_WG_D16
+#undef LOWBIT_WG_D32
 
 // Scale and magic + z of this lane's two columns (16 wj + g, 16 wj + g + 8; wj: see the kernel)
 // of group c.
@@ -380,8 +395,8 @@ __device__ __forceinline__ void wg_group(uint32_t addr, uint32_t z_minus_s, type
 // holds and never stored: no branch splits the step (branches around the groups left the
 // dequantization chains unscheduled across them). ln.w: this lane's word wj in group 0's first
 // step; ln.s: its scale word.
-template <typename T, int NT, int NS, bool kSym>
-__device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_t st, const PipeLane& ln,
+template <typename T, int NT, int NS, bool kSym, int GW = kWgGroups>
+__device__ __forceinline__ void wg_stage(float (&acc)[GW][NT][4], uint32_t st, const PipeLane& ln,
                                          uint32_t x_tile) {
   // 128-row tiles read the stage's words and both scale rows (steps 0-1, 2-3) at its start:
   // read per step, right before its dequantization, every step waited for a shared-memory
@@ -389,15 +404,15 @@ __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_
   // unpack instruction after the word's load); 3-5% faster there (round BF). The 64-row tiles
   // (two blocks per SM at 128 registers) read them per step: 1-4% slower the other way.
   constexpr bool kStageAhead = NT >= 12;  // 96-row tiles (one block per SM) as the 128-row ones
-  typename Act<T>::T2 sc[2][kWgGroups][2], mz[2][kWgGroups][2];
-  uint32_t words[NS][kWgGroups];
+  typename Act<T>::T2 sc[2][GW][2], mz[2][GW][2];
+  uint32_t words[NS][GW];
   auto load_word = [&](int s, int c) {
     words[s][c] = pipe_lds32(st + ln.w + static_cast<uint32_t>((c * kPipeStageSteps + s) * 512));
   };
   // Scales of steps 0, 1 (h = 0) or 2, 3 (h = 1; G = 32: the stage's second group) into set d.
   auto load_scales = [&](int h, int d) {
 #pragma unroll
-    for (int c = 0; c < kWgGroups; ++c)
+    for (int c = 0; c < GW; ++c)
       wg_group<T, kSym>(st + ln.s + static_cast<uint32_t>(c * 256) + (h == 1 ? ln.g32_slot : 0u), ln.z_minus_s,
                         sc[d][c], mz[d][c]);
   };
@@ -405,11 +420,11 @@ __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_
 #pragma unroll
     for (int s = 0; s < NS; ++s)
 #pragma unroll
-      for (int c = 0; c < kWgGroups; ++c) load_word(s, c);
+      for (int c = 0; c < GW; ++c) load_word(s, c);
     load_scales(0, 0);
     if constexpr (NS > 2) load_scales(1, 1);
   }
-  uint32_t a[2][kWgGroups][4];
+  uint32_t a[2][GW][4];
 #pragma unroll
   for (int s = 0; s < NS; ++s) {
     if constexpr (!kStageAhead) {
@@ -417,7 +432,7 @@ __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_
     }
     const int set = kStageAhead ? s / 2 : 0;
 #pragma unroll
-    for (int c = 0; c < kWgGroups; ++c) {
+    for (int c = 0; c < GW; ++c) {
       if constexpr (!kStageAhead) load_word(s, c);
 #pragma unroll
       for (int r = 0; r < 4; ++r)
@@ -430,7 +445,7 @@ __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_
     wg_fence();
     const uint64_t desc = wg_desc(x_tile + static_cast<uint32_t>(s * 32));
 #pragma unroll
-    for (int c = 0; c < kWgGroups; ++c) wg_mma<T, NT>(acc[c], a[s & 1][c], desc);
+    for (int c = 0; c < GW; ++c) wg_mma<T, NT>(acc[c], a[s & 1][c], desc);
     wg_commit();
     wg_wait<1>();
   }
@@ -440,13 +455,13 @@ __device__ __forceinline__ void wg_stage(float (&acc)[kWgGroups][NT][4], uint32_
 // tile `epi` (BM rows of kEpiPitch floats), the ranks' tiles added in rank order (the tiles of
 // the other ranks read through distributed shared memory; the caller's cluster barrier made
 // them complete), rounded to the activation dtype.
-template <typename T, int BM, int kThreads, int kEpiPitch>
+template <typename T, int BM, int kThreads, int kEpiPitch, int kCols = kPipeCols>
 __device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const float* epi, int m0, int ct, int rank,
                                                  int tid, cg::cluster_group& cluster) {
   T* __restrict__ y = static_cast<T*>(p.y);
-  for (int i = rank * kThreads + tid; i < BM * (kPipeCols / 8); i += kThreads * p.splits) {
-    const int r = i / (kPipeCols / 8), c8 = (i % (kPipeCols / 8)) * 8;
-    const int row = m0 + r, col = ct * kPipeCols + c8;
+  for (int i = rank * kThreads + tid; i < BM * (kCols / 8); i += kThreads * p.splits) {
+    const int r = i / (kCols / 8), c8 = (i % (kCols / 8)) * 8;
+    const int row = m0 + r, col = ct * kCols + c8;
     if (row >= p.M || col >= p.N) continue;
     const float* local = epi + r * kEpiPitch + c8;
     // Every rank's 8 values are requested before any is added (one remote latency, not one
@@ -761,8 +776,8 @@ inline int env_int_once(const char* name, int lo, int hi) {
 }
 inline int env_pipe_rows() {
   static const int v = [] {
-    const int r = env_int_once("LOWBIT_INT4_PIPE_ROWS", 16, 128);
-    return r == 16 || r == 32 || r == 48 || r == 64 || r == 96 || r == 128 ? r : 0;
+    const int r = env_int_once("LOWBIT_INT4_PIPE_ROWS", 16, 256);
+    return r == 16 || r == 32 || r == 48 || r == 64 || r == 96 || r == 128 || r == 256 ? r : 0;
   }();
   return v;
 }

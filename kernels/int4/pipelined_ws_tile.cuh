@@ -54,10 +54,11 @@ constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232, kWsEpilogueRegs = 168
 // warpgroups release it (after their next stage), so 6 of the 8 stages are loaded or in flight
 // ahead of the one computed (3 of 5 in gemm_pipelined_kernel). 8 stages: 209 KB at 128 rows
 // (round RD: 0.83-0.88x the pipelined tile's time with 8, 0.87-0.91x with 6 in round RC).
-template <int BM>
-struct PipeWsSmem : PipeSmem<BM, true> {
-  using Base = PipeSmem<BM, true>;
-  static constexpr int kStages = kPipeWsStages;
+template <int BM, int kGroups = pipe_tile_groups(BM)>
+struct PipeWsSmem : PipeSmem<BM, true, kGroups> {
+  using Base = PipeSmem<BM, true, kGroups>;
+  // 256-row tiles (37 KB stages): 6.
+  static constexpr int kStages = BM == 256 ? 6 : kPipeWsStages;
   static constexpr int kTotal = (Base::kStage * kStages > Base::kEpi ? Base::kStage * kStages : Base::kEpi) + 1024;
   static_assert(kTotal <= 227 * 1024, "one block per SM");
 };
@@ -67,12 +68,14 @@ struct PipeWsParams {
   CUtensorMap xmap;  // x [M, K]: boxes of 64 K x BM rows in the 128 B swizzle (encode_x_map)
 };
 
-template <typename T, int BM, bool kSym>
+// G: 64-column groups per block (4; 2 for the 256-row tile: one per consumer warpgroup, m64n256k16).
+template <typename T, int BM, bool kSym, int G = pipe_tile_groups(BM)>
 __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const __grid_constant__ PipeWsParams w) {
   const PipeParams& p = w.p;
-  using L = PipeWsSmem<BM>;
+  using L = PipeWsSmem<BM, G>;
   constexpr int S = L::kStages;
   constexpr int NT = BM / 8;
+  constexpr int GW = G / 2;  // groups per consumer warpgroup
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[2 * S];  // full[0, S), empty[S, 2S)
   // warp_id through a shuffle from lane 0: ptxas then knows it is warp-uniform, so the role
@@ -89,7 +92,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
   unsigned char* const sgen = smem + (sbase - smem_addr(smem));
   const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[S]);
   // The block's column groups that exist (the last column tile may hold fewer than 4).
-  const int ng = min(kPipeWarps, p.N / 64 - ct * kPipeWarps);
+  const int ng = min(G, p.N / 64 - ct * G);
   if (tid == 0) {
     for (int i = 0; i < S; ++i) {
       mbar_init<4>(full0 + 8 * i);  // one arrival per producer warp
@@ -110,7 +113,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
     const int pw = warp_id - kWsConsumerWarps;
     if (lane == 0) {
       const bool has_group = pw < ng;
-      const int group = ct * kPipeWarps + pw;
+      const int group = ct * G + pw;
       const uint4* wsrc = p.qw + (static_cast<size_t>(group) * p.ksteps + s_begin) * 32;
       const size_t scol = static_cast<size_t>(group) * 64;
       const uint32_t wdst = static_cast<uint32_t>(L::kW + pw * kPipeStageSteps * 512);
@@ -163,23 +166,23 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWsConsumerRegs));
     const int wgi = warp_id >> 2, warp = warp_id & 3, g = lane >> 2, t = lane & 3;
     const int wj = (warp + (lane >> 3)) & 3;  // this lane's word (see gemm_pipelined_kernel)
-    float acc[kWgGroups][NT][4];
+    float acc[GW][NT][4];
 #pragma unroll
-    for (int j = 0; j < kWgGroups; ++j)
+    for (int j = 0; j < GW; ++j)
 #pragma unroll
       for (int n = 0; n < NT; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[j][n][e] = 0.f;
-    const PipeLane ln{static_cast<uint32_t>(L::kW + wgi * kWgGroups * kPipeStageSteps * 512 + lane * 16 + wj * 4), 0u,
-                      static_cast<uint32_t>(L::kS + wgi * kWgGroups * 256 + g * 16 + wj * 4),
+    const PipeLane ln{static_cast<uint32_t>(L::kW + wgi * GW * kPipeStageSteps * 512 + lane * 16 + wj * 4), 0u,
+                      static_cast<uint32_t>(L::kS + wgi * GW * 256 + g * 16 + wj * 4),
                       static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u};
     for (int it = 0; it < nstages; ++it) {
       mbar_wait(full0 + 8u * (it % S), static_cast<uint32_t>(it / S) & 1u);
       const uint32_t st = sbase + static_cast<uint32_t>((it % S) * L::kStage);
       if (s_end - (s_begin + it * kPipeStageSteps) >= kPipeStageSteps)
-        wg_stage<T, NT, kPipeStageSteps, kSym>(acc, st, ln, st + L::kX);
+        wg_stage<T, NT, kPipeStageSteps, kSym, GW>(acc, st, ln, st + L::kX);
       else
-        wg_stage<T, NT, 2, kSym>(acc, st, ln, st + L::kX);
+        wg_stage<T, NT, 2, kSym, GW>(acc, st, ln, st + L::kX);
       // wg_stage ends with wgmma.wait_group 1: every wgmma of stage it - 1 has read its operands.
       // Every consumer thread arrives: an arrival releases only the arriving thread's own reads
       // (PTX memory model), so one lane per warp would leave its warp's other reads of the
@@ -202,11 +205,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
     // Fragment (j, n): group 2 wgi + j, the warp's rows 16 warp + g (+8), which hold columns
     // 16 wj + g (+8); activation rows 8n + 2t (+1).
 #pragma unroll
-    for (int j = 0; j < kWgGroups; ++j)
+    for (int j = 0; j < GW; ++j)
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
-        if (kWgGroups * wgi + j >= ng) continue;
-        const int col = 64 * (kWgGroups * wgi + j) + 16 * wj + g, row = 8 * n + 2 * t;
+        if (GW * wgi + j >= ng) continue;
+        const int col = 64 * (GW * wgi + j) + 16 * wj + g, row = 8 * n + 2 * t;
         epi[row * L::kEpiPitch + col] = acc[j][n][0];
         epi[(row + 1) * L::kEpiPitch + col] = acc[j][n][1];
         epi[row * L::kEpiPitch + col + 8] = acc[j][n][2];
@@ -228,7 +231,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
   // without split-K) although the barrier orders them; with 256 storing threads it reports
   // none (round SA), at 0.95-1.02x the time of all 384 storing (round SB, same binary).
   if (warp_id < kWsConsumerWarps)
-    pipe_store_dense<T, BM, kWsConsumerThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid, cluster);
+    pipe_store_dense<T, BM, kWsConsumerThreads, L::kEpiPitch, 64 * G>(p, epi, m0, ct, rank, tid, cluster);
   if (p.splits > 1) cluster.sync();  // no rank leaves while another still reads its tile
 }
 
@@ -270,20 +273,21 @@ inline int pipe_ws_mode() {  // 0 never, 1 pipe_ws_rule, 2 always
 
 // Launches the warp-specialized tile; *launched false (and nothing launched) when a bulk copy
 // could not address the operands (16 B alignment) or the x tensor map cannot be encoded.
-template <typename T, int BM, bool kSym>
+template <typename T, int BM, bool kSym, int G = pipe_tile_groups(BM)>
 cudaError_t launch_typed_ws(const PipeParams& prm, int sms, cudaStream_t stream, bool* launched) {
   *launched = false;
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   if (!aligned16(prm.qw) || !aligned16(prm.scales) || (!kSym && !aligned16(prm.zeros)) || !aligned16(prm.x))
     return cudaSuccess;
-  auto kernel = gemm_pipelined_ws_kernel<T, BM, kSym>;
-  constexpr size_t kSmem = PipeWsSmem<BM>::kTotal;
+  auto kernel = gemm_pipelined_ws_kernel<T, BM, kSym, G>;
+  constexpr size_t kSmem = PipeWsSmem<BM, G>::kTotal;
   static std::atomic<int> per_sm{0};
   int nb = 0;
   if (const cudaError_t e = blocks_per_sm_once(kernel, kWsThreads, kSmem, per_sm, &nb); e != cudaSuccess) return e;
   PipeWsParams q{prm, {}};
   if (!encode_x_map<T>(&q.xmap, prm.x, prm.M, prm.K, BM)) return cudaSuccess;
   static ClusterSchedulable clusters = {};
+  static_assert(G == pipe_tile_groups(BM), "the plan's column tiles");
   const PipePlan pl = pipe_dense_launch_plan(kernel, BM, kWsThreads, kSmem, sms, nb, clusters, q.p);
   *launched = true;
   return launch_split_clusters(kernel, q, pl.splits, static_cast<unsigned>(pl.row_tiles * pl.col_tiles), 1, 1,

@@ -125,12 +125,39 @@ TEST(Int4PipelinedPlan, Rows96) {
     EXPECT_EQ(pipelined_rows_for(m, 28672, 4096, true, kH200Sms), 128) << m;
     EXPECT_EQ(pipelined_rows_for(m, 57344, 8192, true, kH200Sms), 128) << m;
   }
-  // Three 96-row tiles against two 128-row ones that split K twice as far: 128 (8b.o M = 256:
-  // 27.9 vs 26.9 us, round SG); 70b.qkv at 256 (no split either way): 96 (92.4 vs 101.2).
-  EXPECT_EQ(pipelined_rows_for(256, 4096, 4096, true, kH200Sms), 128);
-  EXPECT_EQ(pipelined_rows_for(193, 4096, 4096, true, kH200Sms), 128);
-  EXPECT_EQ(pipelined_rows_for(512, 8192, 8192, true, kH200Sms), 128);
+  // Three 96-row tiles against two 128-row ones that split K twice as far: not 96 (8b.o M = 256:
+  // 27.9 vs 26.9 us, round SG); since session 31 one 256-row tile of 128 columns, as many blocks
+  // and K steps as the two 128-row ones at 0.91 of their step cost. 70b.qkv at 256 (no split
+  // either way): 96 (92.4 vs 101.2).
+  EXPECT_EQ(pipelined_rows_for(256, 4096, 4096, true, kH200Sms), 256);
+  EXPECT_EQ(pipelined_rows_for(193, 4096, 4096, true, kH200Sms), 256);
+  EXPECT_EQ(pipelined_rows_for(256, 10240, 8192, true, kH200Sms), 96);
   EXPECT_EQ(pipelined_rows_for(512, 10240, 8192, true, kH200Sms), 96);
+}
+
+// 256-row tiles (session 31, round H, --path pipelined, rows forced, us): where M fills them
+// (M = 512: 70b.gate_up 677 vs 730, 70b.down 323 vs 349, 70b.o 103 vs 107, 8b.gate_up 202 vs 227;
+// M = 1024: 70b.gate_up 1372 vs 1556) the model takes them; where the last one would be half
+// empty (M = 384 / 640: 8b.gate_up 1.06-1.20x, 70b.gate_up 1.10-1.12x; 70b.qkv M = 384 1.84x) it
+// does not; 70b.qkv at M = 640 (three 256-row tiles against five 128-row ones) it does.
+TEST(Int4PipelinedPlan, Rows256) {
+  const int filled[][2] = {{57344, 8192}, {8192, 28672}, {8192, 8192}, {28672, 4096}};
+  for (const auto& nk : filled)
+    for (int m : {512, 1024}) EXPECT_EQ(pipelined_rows_for(m, nk[0], nk[1], true, kH200Sms), 256) << m << " " << nk[0];
+  for (int m : {384, 640}) {
+    EXPECT_NE(pipelined_rows_for(m, 28672, 4096, true, kH200Sms), 256) << m;
+    EXPECT_NE(pipelined_rows_for(m, 57344, 8192, true, kH200Sms), 256) << m;
+  }
+  EXPECT_NE(pipelined_rows_for(384, 10240, 8192, true, kH200Sms), 256);
+  EXPECT_EQ(pipelined_rows_for(640, 10240, 8192, true, kH200Sms), 256);  // 70b.qkv: 187 vs 209 us
+  EXPECT_EQ(pipelined_rows_for(512, 57344, 8192, false, kH200Sms), pipelined_rows(512, false));  // mma.sync: none
+  // Their plan tiles 128 columns: 70b.gate_up at M = 512 is 2 x 448 tiles (7 waves of 512 K steps).
+  const PipePlan p = pipelined_plan(512, 57344, 8192, 256, kH200Sms, 1);
+  EXPECT_EQ(p.row_tiles, 2);
+  EXPECT_EQ(p.col_tiles, 448);
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(pipe_tile_groups(256), 2);
+  EXPECT_EQ(pipe_tile_groups(128), kPipeWarps);
 }
 
 // The warp-specialized 96 / 128-row tiles by default only where each split-K rank streams more
@@ -140,8 +167,8 @@ TEST(Int4PipelinedPlan, Rows96) {
 TEST(Int4PipelinedPlan, WarpSpecializedWhereTheRingTurns) {
   auto ws = [](int m, int n, int k) {
     const int bm = pipelined_rows_for(m, n, k, true, kH200Sms);
-    EXPECT_TRUE(bm == 96 || bm == 128) << m << " " << n << " " << k;
-    return pipe_ws_rule(pipelined_plan(m, n, k, bm, kH200Sms, 1));
+    EXPECT_TRUE(bm == 96 || bm == 128 || bm == 256) << m << " " << n << " " << k;
+    return bm == 256 || pipe_ws_rule(pipelined_plan(m, n, k, bm, kH200Sms, 1));  // 256 rows: warp-specialized only
   };
   EXPECT_FALSE(ws(96, 4096, 4096));   // 8b.o: 16 tiles x 8 ranks of 8 stages
   EXPECT_FALSE(ws(128, 4096, 4096));
@@ -267,7 +294,7 @@ TEST(Int4PipelinedPlan, TiledAutoPathModel) {
       {"70b.down", 8192, 28672, 832, P},     // 712 / 1182
       {"70b.o", 8192, 8192, 1024, P},        {"70b.qkv", 10240, 8192, 768, P},
       {"70b.qkv", 10240, 8192, 576, P},      // 192 / 239
-      {"70b.qkv", 10240, 8192, 1024, D},     // 311 / 300
+      {"70b.qkv", 10240, 8192, 1024, P},     // 256-row tiles: 285 / 305 (session 31, rounds H / E)
       {"8b.gate_up", 28672, 4096, 704, P},   // 332 / 419
       {"8b.down", 4096, 14336, 704, P},      // 157 / 204
       {"8b.down", 4096, 14336, 640, D},      // 158 / 148
@@ -288,9 +315,10 @@ TEST(Int4PipelinedPlan, TiledAutoPathModel) {
     EXPECT_EQ(tiled_auto_path(c.m, c.n, c.k, 64, true), D) << c.name << " G=64 m=" << c.m;
     EXPECT_EQ(tiled_auto_path_g128(c.m, c.n, c.k, false), D) << c.name << " mma.sync m=" << c.m;
   }
-  // The pipelined model follows the plan's waves: 70b.down at M = 1024 (8 x 32 tiles of 128
-  // rows, 1792 K steps, two waves on 132 SMs) against one wave more at M = 1025.
-  EXPECT_NEAR(pipe_model_us(1024, 8192, 28672, 132), 2 * 1792 * kPipeStepWaveUs, 1e-6);
+  // The pipelined model follows the plan's waves: 70b.down at M = 1024 (4 x 64 tiles of 256
+  // rows and 128 columns, 1792 K steps, two waves on 132 SMs, at 0.91 of the 128-row tile's step
+  // cost) against one wave more at M = 1025.
+  EXPECT_NEAR(pipe_model_us(1024, 8192, 28672, 132), 2 * 1792 * kPipeStepWaveUs * kPipeRows256Cost, 1e-6);
   EXPECT_GT(pipe_model_us(1100, 8192, 28672, 132), pipe_model_us(1024, 8192, 28672, 132));
   EXPECT_LT(pipe_model_us(1152, 57344, 8192, 132), dequant_cublas_model_us(1152, 57344, 8192));
   // Never a path gemm() refuses: the pipelined kernel needs M * K < 2^32.

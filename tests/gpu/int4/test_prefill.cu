@@ -360,6 +360,54 @@ TEST(Int4PrefillGemm, MidPrefillPlanMatchesOneChunk) {
   cudaStreamDestroy(st);
 }
 
+// The 256-row tiles (128 columns, warp-specialized only; pipelined_rows_for takes them where the
+// model says so, e.g. 8192 x 8192 at M = 512): the forced pipelined path runs them, a CUDA graph
+// replay gives the eager output bit for bit, and the output agrees with dequant + cuBLAS to fp16
+// rounding, symmetric G = 128 and asymmetric G = 64 (zero points staged with the scales).
+TEST(Int4PrefillGemm, Rows256Tile) {
+  if (!detail::pipelined_uses_wgmma()) GTEST_SKIP() << "the 256-row tile is a wgmma tile (sm_90a)";
+  const int m = 512, sms = detail::device_sm_count();
+  if (kern::pipelined_rows_for(m, 8192, 8192, true, sms) != 256) GTEST_SKIP() << "no 256-row plan on " << sms << " SMs";
+  for (const WeightShape& s : {WeightShape{1, 8192, 8192, 128, true, DType::kF16},
+                               WeightShape{1, 8192, 8192, 64, false, DType::kF16}}) {
+    SCOPED_TRACE(s.group_len());
+    KernelWeights kw;
+    ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 31), &kw).ok());
+    DevWeights dw(kw);
+    DevBuf x = upload(random_x(static_cast<size_t>(m) * s.k, s.act, 32));
+    size_t wsb = 0, wsd = 0;
+    ASSERT_TRUE(gemm_workspace_size(s, m, &wsb, GemmPath::kPipelined).ok());
+    ASSERT_TRUE(gemm_workspace_size(s, m, &wsd, GemmPath::kDequantCublas).ok());
+    DevBuf ws(wsb > wsd ? wsb : wsd);
+    const size_t n = static_cast<size_t>(m) * s.n;
+    DevBuf y_pipe(n * 2), y_graph(n * 2), y_ref(n * 2);
+    for (DevBuf* y : {&y_pipe, &y_graph, &y_ref}) ASSERT_EQ(cudaMemset(y->p, 0xFF, y->bytes), cudaSuccess);
+    cudaStream_t st;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+    GemmArgs a;
+    a.x = x.p;
+    a.m = m;
+    a.path = GemmPath::kPipelined;
+    a.y = y_pipe.p;
+    const long long ws_before = detail::pipe_ws_launches();
+    Status r = gemm(a, dw.view, ws.p, ws.bytes, st);
+    ASSERT_TRUE(r.ok()) << r.to_string();
+    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    EXPECT_EQ(detail::pipe_ws_launches(), ws_before + 1);
+    a.y = y_graph.p;
+    ASSERT_NO_FATAL_FAILURE(gemm_in_graph(a, dw.view, ws, ws.bytes, st));
+    a.path = GemmPath::kDequantCublas;
+    a.y = y_ref.p;
+    r = gemm(a, dw.view, ws.p, ws.bytes, st);
+    ASSERT_TRUE(r.ok()) << r.to_string();
+    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    const auto rp = download<uint16_t>(y_pipe.p, n);
+    EXPECT_EQ(rp, download<uint16_t>(y_graph.p, n));
+    EXPECT_TRUE(close_f16(rp, download<uint16_t>(y_ref.p, n)));
+    cudaStreamDestroy(st);
+  }
+}
+
 // kAuto at M = 513..2047 (MMA-tiled, G = 128) follows the time model of pipelined_plan.h: on a
 // 4096 x 4096 weight (llama3-8b.o) it takes the pipelined kernel at M = 1024 (one wave of 128
 // 128-row tiles) and dequant + cuBLAS at M = 1100 (a second, nearly empty wave). Its output is
