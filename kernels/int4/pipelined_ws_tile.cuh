@@ -1,5 +1,7 @@
 // Warp-specialized variant of the pipelined tile's 96- and 128-row wgmma tiles (dense GEMM,
-// sm_90a): the same block tile (4 adjacent 64-column groups x BM activation rows), the same
+// sm_90a), and the 256-row tile that exists only here (2 groups of 64 columns, one per consumer
+// warpgroup on m64n256k16: each unpacked word feeds 256 rows; session 31): the same block tile (4
+// adjacent 64-column groups x BM activation rows), the same
 // math per warpgroup (wg_stage of pipelined_tile.cuh: each lane dequantizes its word wj, two
 // wgmmas per K step, one group in flight) and the same epilogue, so the outputs are
 // bit-identical to gemm_pipelined_kernel's; only the data movement differs.
