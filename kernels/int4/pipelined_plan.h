@@ -196,9 +196,15 @@ constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
 //   K <= 8192, 0.92-1.00 on K >= 14336, where the 64 MiB slab chunks are narrow (1170 columns
 //   at K = 28672), so kDequantUsPerMiElem / kDequantUsPerMiElemLongK.
 // Up to M = 1024 the model's pipelined picks were faster or even (within 1%) at every forced
-// point of both rounds (0.80-0.99x the dequant path's time); past it its picks lost 2-8% (8b.gate_up
-// M = 1152, 8b.qkv / 70b.gate_up M = 1408), hence the cap. From M = 2048 the overlapped slab plan
-// (dequant_plan.h) wins everywhere (pipelined 1.01-1.38x).
+// point of both rounds (0.80-0.99x the dequant path's time); past it, with the 128-row tiles, its
+// picks lost 2-8% (8b.gate_up M = 1152, 8b.qkv / 70b.gate_up M = 1408), so session 30 capped it at
+// 1024. With the 256-row tiles (session 31, round K: both paths forced at M = 1152..1792 on the
+// eight projections, two passes) its picks there took 0.958x the time of dequant + cuBLAS alone
+// and 1.008x the faster path's (70b.down M = 1408 / 1536 950 / 1010 us against 1090 / 1178,
+// 70b.gate_up M = 1792 2404 vs 2711; worst picks 1.10-1.11x: 70b.o M = 1280, 70b.qkv M = 1792,
+// 8b.gate_up M = 1408), so the cap is now M = 2047. From M = 2048 the overlapped slab plan
+// (dequant_plan.h), which the model leaves out, wins on most shapes (round K at M = 2048: the
+// pipelined kernel 1.02-1.12x on 6 of 8, 0.96-0.97x on 70b.down / 8b.down).
 // kDequantCublasTflops is cuBLAS's rate on the slab chunks at M = 257..1024, not on whole
 // weights: there the chunk GEMMs (64 MiB of columns, 1024-2048 wide on K >= 8192) run at a median
 // of 696 TFLOP/s (quartiles 641 / 753) with outliers where cuBLAS's choice for a chunk shape is
@@ -209,7 +215,7 @@ constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
 // path's runs): kAuto's picks cost 1.0012x the faster path's summed time at 680 (worst point
 // 1.06x: 70b.qkv M = 448) against 1.024x at the 780 fitted on M = 512..3072 in session 30
 // (worst 1.66x at 70b.down M = 832; 1.26-1.30x at 8b.down / 8b.gate_up M = 704).
-constexpr int kPipeModelMaxM = 1024;
+constexpr int kPipeModelMaxM = 2047;
 constexpr double kPipeStepWaveUs = 0.205;
 constexpr double kDequantCublasTflops = 680.0;
 constexpr double kDequantUsPerMiElem = 0.72, kDequantUsPerMiElemLongK = 0.95;  // K <= 8192 / above

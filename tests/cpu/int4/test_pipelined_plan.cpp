@@ -247,11 +247,19 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
     EXPECT_EQ(tiled_auto_path_g128(160, c.n, c.k, true), GemmPath::kPipelined);
     EXPECT_EQ(tiled_auto_path_g128(256, c.n, c.k, true), GemmPath::kPipelined);
 
-    EXPECT_EQ(tiled_auto_path_g128(1536, c.n, c.k, true), GemmPath::kDequantCublas);
     EXPECT_EQ(tiled_auto_path_g128(128, c.n, c.k, false), mid ? GemmPath::kPipelined : GemmPath::kDequantCublas);
     EXPECT_EQ(tiled_auto_path_g128(192, c.n, c.k, false), big ? GemmPath::kPipelined : GemmPath::kDequantCublas);
     EXPECT_EQ(tiled_auto_path_g128(256, c.n, c.k, false), GemmPath::kDequantCublas);
   }
+  // M = 1536, by the time model since session 31 (round K, forced, us: pipelined / dequant):
+  // 70b.o 294 / 316, 70b.gate_up 2098 / 2189, 8b.gate_up 570 / 591; 8b.o 99 / 79, 8b.qkv 147 /
+  // 116, 8b.down 330 / 270.
+  EXPECT_EQ(tiled_auto_path_g128(1536, o70.n, o70.k, true), GemmPath::kPipelined);
+  EXPECT_EQ(tiled_auto_path_g128(1536, gate_up70.n, gate_up70.k, true), GemmPath::kPipelined);
+  EXPECT_EQ(tiled_auto_path_g128(1536, gate_up8.n, gate_up8.k, true), GemmPath::kPipelined);
+  EXPECT_EQ(tiled_auto_path_g128(1536, o8.n, o8.k, true), GemmPath::kDequantCublas);
+  EXPECT_EQ(tiled_auto_path_g128(1536, qkv8.n, qkv8.k, true), GemmPath::kDequantCublas);
+  EXPECT_EQ(tiled_auto_path_g128(1536, down8.n, down8.k, true), GemmPath::kDequantCublas);
   EXPECT_EQ(tiled_auto_path_g128(128, o8.n, o8.k, false), GemmPath::kDequantCublas);   // 16 Mi
   EXPECT_EQ(tiled_auto_path_g128(128, down8.n, down8.k, false), GemmPath::kPipelined);  // 56 Mi
   EXPECT_EQ(tiled_auto_path_g128(256, down8.n, down8.k, true), GemmPath::kPipelined);
@@ -309,8 +317,8 @@ TEST(Int4PipelinedPlan, TiledAutoPathModel) {
     // The model's own comparison agrees with the choice.
     EXPECT_EQ(pipe_model_us(c.m, c.n, c.k, 132) < dequant_cublas_model_us(c.m, c.n, c.k), c.want == P)
         << c.name << " m=" << c.m;
-    // Past kPipeModelMaxM rows, smaller groups and without wgmma: dequant + cuBLAS (70b.gate_up
-    // at M = 1152 is a pick of the model past the cap).
+    // Past kPipeModelMaxM rows (M = 2048 on: the overlapped slab plan), smaller groups and
+    // without wgmma: dequant + cuBLAS.
     EXPECT_EQ(tiled_auto_path_g128(kPipeModelMaxM + 128, c.n, c.k, true), D) << c.name;
     EXPECT_EQ(tiled_auto_path(c.m, c.n, c.k, 64, true), D) << c.name << " G=64 m=" << c.m;
     EXPECT_EQ(tiled_auto_path_g128(c.m, c.n, c.k, false), D) << c.name << " mma.sync m=" << c.m;
