@@ -35,7 +35,7 @@ Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
 // weights a short launch before it first copies x into the workspace in the order its 16-row
 // tiles load it, which it skips, reading x itself with the same outputs, when the workspace
 // is smaller than gemm_workspace_size() says), larger M the pipelined kernel (up to 256 rows;
-// at 257..1024 where a time model of both paths fitted on H200 says it is faster) or dequant +
+// at 257..2047 where a time model of both paths fitted on H200 says it is faster) or dequant +
 // cuBLAS (kernels/int4/pipelined_plan.h; gemm_resolved_path() below names the choice). The decode kernel applies zero point and scale to fp32
 // sums of (q - z) x per window of K (the unrounded weight), the other paths multiply by the
 // contract's rounded weights: outputs agree within the tolerance test_gemm.cu states.
