@@ -21,7 +21,6 @@ cudaError_t launch_wg_rows(const PipeParams& prm, int sms, cudaStream_t stream) 
       (mode == 1 && pipe_ws_rule(pipelined_plan(prm.M, prm.N, prm.K, BM, sms, 1, kPipeMaxSplits, env_pipe_splits())))) {
     bool launched = false;
     const cudaError_t e = launch_typed_ws<T, BM, kSym>(prm, sms, stream, &launched);
-    if (launched) g_pipe_ws_launches.fetch_add(1, std::memory_order_relaxed);
     if (e != cudaSuccess || launched) return e;
   }
   return launch_typed<T, BM, kSym, true>(prm, sms, stream);
@@ -43,7 +42,6 @@ cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
   if (bm == 256 && wg && pipe_ws_mode() != 0) {
     bool launched = false;
     const cudaError_t e = launch_typed_ws<T, 256, kSym>(prm, sms, stream, &launched);
-    if (launched) g_pipe_ws_launches.fetch_add(1, std::memory_order_relaxed);
     if (e != cudaSuccess || launched) return e;
   }
   if (bm == 256) bm = wg ? 128 : 64;

@@ -39,6 +39,7 @@ namespace kern {
 // detail::set_pipe_ws (tests): 0 as LOWBIT_INT4_PIPE_WS says, 1 never, 2 always. Defined in
 // gemm_pipelined.cu.
 extern std::atomic<int> g_pipe_ws_override;
+extern std::atomic<long long> g_pipe_ws_launches;  // detail::pipe_ws_launches (tests): launches counted here
 namespace {
 
 constexpr int kWsConsumerWarps = 8;                      // two warpgroups
@@ -56,9 +57,9 @@ constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232, kWsEpilogueRegs = 168
 // warpgroups release it (after their next stage), so 6 of the 8 stages are loaded or in flight
 // ahead of the one computed (3 of 5 in gemm_pipelined_kernel). 8 stages: 209 KB at 128 rows
 // (round RD: 0.83-0.88x the pipelined tile's time with 8, 0.87-0.91x with 6 in round RC).
-template <int BM, int kGroups = pipe_tile_groups(BM)>
-struct PipeWsSmem : PipeSmem<BM, true, kGroups> {
-  using Base = PipeSmem<BM, true, kGroups>;
+template <int BM>
+struct PipeWsSmem : PipeSmem<BM, true, pipe_tile_groups(BM)> {
+  using Base = PipeSmem<BM, true, pipe_tile_groups(BM)>;
   // 256-row tiles (37 KB stages): 6.
   static constexpr int kStages = BM == 256 ? 6 : kPipeWsStages;
   static constexpr int kTotal = (Base::kStage * kStages > Base::kEpi ? Base::kStage * kStages : Base::kEpi) + 1024;
@@ -70,13 +71,14 @@ struct PipeWsParams {
   CUtensorMap xmap;  // x [M, K]: boxes of 64 K x BM rows in the 128 B swizzle (encode_x_map)
 };
 
-// G: 64-column groups per block (4; 2 for the 256-row tile: one per consumer warpgroup, m64n256k16).
-template <typename T, int BM, bool kSym, int G = pipe_tile_groups(BM)>
+template <typename T, int BM, bool kSym>
 __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const __grid_constant__ PipeWsParams w) {
   const PipeParams& p = w.p;
-  using L = PipeWsSmem<BM, G>;
+  using L = PipeWsSmem<BM>;
   constexpr int S = L::kStages;
   constexpr int NT = BM / 8;
+  // 64-column groups per block: 4, or 2 for the 256-row tile (one per consumer warpgroup, m64n256k16).
+  constexpr int G = pipe_tile_groups(BM);
   constexpr int GW = G / 2;  // groups per consumer warpgroup
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[2 * S];  // full[0, S), empty[S, 2S)
@@ -274,24 +276,25 @@ inline int pipe_ws_mode() {  // 0 never, 1 pipe_ws_rule, 2 always
 }
 
 // Launches the warp-specialized tile; *launched false (and nothing launched) when a bulk copy
-// could not address the operands (16 B alignment) or the x tensor map cannot be encoded.
-template <typename T, int BM, bool kSym, int G = pipe_tile_groups(BM)>
+// could not address the operands (16 B alignment) or the x tensor map cannot be encoded; each
+// launch counts in g_pipe_ws_launches.
+template <typename T, int BM, bool kSym>
 cudaError_t launch_typed_ws(const PipeParams& prm, int sms, cudaStream_t stream, bool* launched) {
   *launched = false;
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   if (!aligned16(prm.qw) || !aligned16(prm.scales) || (!kSym && !aligned16(prm.zeros)) || !aligned16(prm.x))
     return cudaSuccess;
-  auto kernel = gemm_pipelined_ws_kernel<T, BM, kSym, G>;
-  constexpr size_t kSmem = PipeWsSmem<BM, G>::kTotal;
+  auto kernel = gemm_pipelined_ws_kernel<T, BM, kSym>;
+  constexpr size_t kSmem = PipeWsSmem<BM>::kTotal;
   static std::atomic<int> per_sm{0};
   int nb = 0;
   if (const cudaError_t e = blocks_per_sm_once(kernel, kWsThreads, kSmem, per_sm, &nb); e != cudaSuccess) return e;
   PipeWsParams q{prm, {}};
   if (!encode_x_map<T>(&q.xmap, prm.x, prm.M, prm.K, BM)) return cudaSuccess;
   static ClusterSchedulable clusters = {};
-  static_assert(G == pipe_tile_groups(BM), "the plan's column tiles");
   const PipePlan pl = pipe_dense_launch_plan(kernel, BM, kWsThreads, kSmem, sms, nb, clusters, q.p);
   *launched = true;
+  g_pipe_ws_launches.fetch_add(1, std::memory_order_relaxed);
   return launch_split_clusters(kernel, q, pl.splits, static_cast<unsigned>(pl.row_tiles * pl.col_tiles), 1, 1,
                                kWsThreads, kSmem, stream, pdl_enabled());
 }
