@@ -54,9 +54,12 @@ bool grouped_by_size(int m, int topk, int experts, int hidden, int inter, double
   return grouped_us < fused_us;
 }
 
-// Workspace layout (each region 256 B aligned), in this order.
+// Workspace layout (each region 256 B aligned), in this order. With 128-row align blocks the
+// warp-specialized layer (detail::launch_moe_ws_layer) also needs the gathered activations xs and
+// inter in the align order (maxp rows each, inter's region grown to them): total_ws, past total.
 struct MoeWorkspace {
   size_t ids = 0, weights = 0, sorted = 0, experts = 0, npp = 0, counters = 0, inter = 0, slots = 0, total = 0;
+  size_t inter_sorted = 0, xs = 0, total_ws = 0;
 };
 
 MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
@@ -81,6 +84,14 @@ MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
   w.slots = off;
   off += align256(P * H * 4);
   w.total = off;
+  w.total_ws = off;
+  if (bm == 128) {
+    w.inter_sorted = off;
+    off += align256(maxp * I * 2);
+    w.xs = off;
+    off += align256(maxp * H * 2);
+    w.total_ws = off;
+  }
   return w;
 }
 
@@ -128,7 +139,7 @@ Status moe_workspace_size(int m, int topk, int experts, int hidden, int inter, D
   LOWBIT_CHECK_ARG(m >= 1 && topk >= 1 && experts >= 1 && hidden >= 1 && inter >= 1,
                    "int4::moe_workspace_size: m=%d topk=%d E=%d H=%d I=%d", m, topk, experts, hidden, inter);
   const int bm = block_m > 0 ? block_m : workspace_block_m(m, topk, experts);
-  const size_t fused = moe_layout(m, topk, experts, hidden, inter, bm).total;
+  const size_t fused = moe_layout(m, topk, experts, hidden, inter, bm).total_ws;
   const size_t grouped = detail::moe_grouped_workspace_bytes(m, topk, experts, hidden, inter,
                                                              block_m > 0 ? block_m : kGroupedBlockM);
   if (path == MoePath::kAuto) path = env_moe_path();
@@ -220,6 +231,19 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
     return Status::Ok();
   }
   LOWBIT_RETURN_IF_ERROR(moe_route(a.router_logits, a.m, E, a.topk, a.renormalize, bm, ids, tw, sorted, eids, npp, stream));
+  // 128-row align blocks on the warp-specialized tile where the workspace has room for its
+  // buffers (a workspace sized for another block_m runs the pipelined tile below).
+  if (tiled && workspace_bytes >= L.total_ws &&
+      detail::moe_ws_fits(w13, w2, a.m, a.topk, bm, ws + L.inter_sorted, slots)) {
+    LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, a.m, a.topk, bm));
+    LOWBIT_RETURN_IF_ERROR(
+        detail::validate_moe_gemm("int4::fused_moe", "inter", ws + L.inter_sorted, w2, 8, a.m, a.topk, bm));
+    bool launched = false;
+    LOWBIT_CUDA_RETURN(detail::launch_moe_ws_layer(a.x, ws + L.xs, w13, w2, sorted, eids, npp, tw, a.m, a.topk,
+                                                   ws + L.inter_sorted, slots, cst,
+                                                   detail::moe_early_down_enabled(), &launched));
+    if (launched) return moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream);
+  }
   LOWBIT_RETURN_IF_ERROR(moe_gemm1(a.x, w13, sorted, eids, npp, a.m, a.topk, bm, inter, stream));
   // GEMM2 right after GEMM1: on the decode tile its weights may stream during GEMM1's tail
   // (internal.h: launch_moe_decode's ids_early; only with MMA-tiled GEMM1, whose blocks wait for

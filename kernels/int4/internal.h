@@ -140,6 +140,27 @@ bool moe_pipelined_fits(bool gate_up, const KernelWeightsView& w, int m, int top
 cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                                  const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m,
                                  int topk, int bm, void* out, cudaStream_t stream, bool ids_early = false);
+// fused_moe's prefill layer on the warp-specialized tile (moe_pipelined.cu; 128-row align
+// blocks, MMA-tiled experts, sm_90a): x gathered into xs in the align order
+// (launch_moe_gather_rows), GEMM1 storing inter in that order (padding rows zero), GEMM2 reading
+// it, both by tensor copies; the sums are gemm_pipelined_kernel's in the same order, so the
+// layer's outputs are bit-identical to the other path. moe_ws_fits(): block_m 128, both GEMMs on
+// the pipelined tile (moe_pipelined_fits), K % 8 == 0, LOWBIT_INT4_MOE_WS not 0 (set_moe_ws: 0 as
+// the variable says, 1 never, 2 always; tests). launch_moe_ws_layer: xs and inter_sorted hold
+// moe_max_padded(m, topk, E, 128) rows; *launched false (nothing launched) where a tensor map or a
+// bulk copy's alignment is not available; moe_ws_launches() counts the layers launched (tests).
+bool moe_ws_fits(const KernelWeightsView& w13, const KernelWeightsView& w2, int m, int topk, int block_m,
+                 const void* inter, const float* slot_out);
+cudaError_t launch_moe_ws_layer(const void* x, void* xs, const KernelWeightsView& w13, const KernelWeightsView& w2,
+                                const int32_t* sorted_ids, const int32_t* expert_ids, const int32_t* npp,
+                                const float* topk_weights, int m, int topk, void* inter_sorted, float* slot_out,
+                                cudaStream_t stream, bool ids_early, bool* launched);
+void set_moe_ws(int mode);
+long long moe_ws_launches();
+// xs[b] = x[sorted_ids[b] / topk] for b < *npp (zeros for padding ids >= m * topk): 16-bit rows of
+// `hidden` elements (hidden % 8 == 0), 16 B aligned buffers; max_rows bounds *npp (moe_gather.cu).
+cudaError_t launch_moe_gather_rows(const void* x, const int32_t* sorted_ids, const int32_t* npp, int m, int topk,
+                                   int hidden, int max_rows, void* xs, cudaStream_t stream);
 // Pipelined GEMM on the MMA-tiled layout (gemm_pipelined.cu): any m >= 1, no workspace.
 // pipelined_uses_wgmma(): whether its 32..128-row tiles run on wgmma here (sm_90a build, a
 // compute capability 9.0 device, LOWBIT_INT4_PIPE_WGMMA not 0); kAuto's crossovers depend on it.

@@ -519,13 +519,20 @@ __device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const floa
 
 // MoE gate/up epilogue: inter[id, c] = act(silu(gate) * up) for the block's 128 columns (gate
 // sums in epi columns 0..127, up sums in 128..255), 8 per thread (threads 0 .. kThreads - 1).
-template <typename T, int BM, int kThreads, int kEpiPitch>
+// kSortedRows (the warp-specialized tile): row m0 + r of inter in the align order instead of row
+// id, and zeros for padding rows, so that GEMM2 reads defined values in whole boxes.
+template <typename T, int BM, int kThreads, int kEpiPitch, bool kSortedRows = false>
 __device__ __forceinline__ void pipe_store_moe_gate_up(const PipeMoeParams& p, const float* epi, const int* s_ids,
-                                                       int ct, int tid) {
+                                                       int ct, int tid, int m0 = 0) {
   const int I = p.half_groups * 64;
   for (int i = tid; i < BM * 16; i += kThreads) {
     const int r = i / 16, c8 = (i % 16) * 8, id = s_ids[r], col = ct * 128 + c8;
-    if (id < 0 || col >= I) continue;
+    if (col >= I) continue;
+    if (id < 0) {
+      if constexpr (kSortedRows)
+        *reinterpret_cast<uint4*>(static_cast<T*>(p.y) + static_cast<size_t>(m0 + r) * I + col) = make_uint4(0, 0, 0, 0);
+      continue;
+    }
     const float* gv = epi + r * kEpiPitch + c8;
     const float4 g0 = *reinterpret_cast<const float4*>(gv), g1 = *reinterpret_cast<const float4*>(gv + 4);
     const float4 u0 = *reinterpret_cast<const float4*>(gv + 128), u1 = *reinterpret_cast<const float4*>(gv + 132);
@@ -537,7 +544,7 @@ __device__ __forceinline__ void pipe_store_moe_gate_up(const PipeMoeParams& p, c
     uint32_t out[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) out[e] = pack_pair<T>(v[2 * e], v[2 * e + 1]);
-    *reinterpret_cast<uint4*>(static_cast<T*>(p.y) + static_cast<size_t>(id) * I + col) =
+    *reinterpret_cast<uint4*>(static_cast<T*>(p.y) + static_cast<size_t>(kSortedRows ? m0 + r : id) * I + col) =
         make_uint4(out[0], out[1], out[2], out[3]);
   }
 }

@@ -66,28 +66,60 @@ struct PipeWsSmem : PipeSmem<BM, true, pipe_tile_groups(BM)> {
   static_assert(kTotal <= 227 * 1024, "one block per SM");
 };
 
+// MoE modes (128-row align blocks; fused_moe's prefill layer, moe_pipelined.cu): x is a matrix
+// in the align order (row b = the row of sorted slot b: GEMM1 reads x gathered by
+// moe_gather_rows, GEMM2 the inter rows GEMM1 stored in that order), so an align block's rows are
+// one tensor-copy box like a dense tile's. The block order, the routing wait, the ids and the
+// expert are gemm_pipelined_kernel's (raster groups; padding ids -1; no split-K). Session 28
+// gathered the rows by cp.async from the producer threads instead and was 1.07-1.30x slower than
+// gemm_pipelined_kernel (docs/int4-kernels.md).
+template <int MODE>
 struct PipeWsParams {
-  PipeParams p;
+  PipeParamsFor<MODE> p;
   CUtensorMap xmap;  // x [M, K]: boxes of 64 K x BM rows in the 128 B swizzle (encode_x_map)
 };
 
-template <typename T, int BM, bool kSym>
-__global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const __grid_constant__ PipeWsParams w) {
-  const PipeParams& p = w.p;
+template <typename T, int BM, bool kSym, int MODE = kPipeDense>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    gemm_pipelined_ws_kernel(const __grid_constant__ PipeWsParams<MODE> w) {
+  constexpr bool kMoe = MODE != kPipeDense, kGateUp = MODE == kPipeMoeGateUp;
+  const PipeParamsFor<MODE>& p = w.p;
   using L = PipeWsSmem<BM>;
   constexpr int S = L::kStages;
   constexpr int NT = BM / 8;
   // 64-column groups per block: 4, or 2 for the 256-row tile (one per consumer warpgroup, m64n256k16).
   constexpr int G = pipe_tile_groups(BM);
   constexpr int GW = G / 2;  // groups per consumer warpgroup
+  static_assert(!kMoe || G == kPipeWarps, "MoE modes: 4 groups per block (gate/up pairs)");
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[2 * S];  // full[0, S), empty[S, 2S)
   // warp_id through a shuffle from lane 0: ptxas then knows it is warp-uniform, so the role
   // branch below is not a divergent path around the consumers' wgmmas.
   const int tid = threadIdx.x, warp_id = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
   const int rank = static_cast<int>(blockIdx.x % p.splits);
-  const int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
-  const int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
+  int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
+  int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
+  const uint4* qw = p.qw;
+  const uint16_t* scales = p.scales;
+  const uint16_t* zeros = p.zeros;
+  __shared__ int s_ids[kMoe ? BM : 1];
+  if constexpr (kMoe) {
+    const PipeTile tile = moe_raster_tile(static_cast<int>(blockIdx.x), p.row_tiles, p.col_tiles, p.raster_rows);
+    rt = tile.rt;
+    ct = tile.ct;
+    // ids_early (down): the ids are complete at launch (see gemm_pipelined_kernel); x (inter) is
+    // waited for below, before its first tensor copy.
+    if (!(MODE == kPipeMoeDown && p.ids_early != 0)) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    const int npp = __ldg(p.npp), e = __ldg(p.expert_ids + rt);
+    if (rt * BM >= npp || e < 0) return;  // the whole block, before any barrier
+    for (int i = tid; i < BM; i += kWsThreads) {
+      const int id = __ldg(p.sorted_ids + static_cast<size_t>(rt) * BM + i);
+      s_ids[i] = id >= 0 && id < p.P ? id : -1;
+    }
+    qw += static_cast<size_t>(e) * p.qw_estride;
+    scales += static_cast<size_t>(e) * p.sc_estride;
+    if (zeros != nullptr) zeros += static_cast<size_t>(e) * p.sc_estride;
+  }
   const int m0 = rt * BM;
   const int s_begin = rank * p.split_steps;
   const int s_end = min(p.ksteps, s_begin + p.split_steps);
@@ -95,8 +127,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
   const uint32_t sbase = (smem_addr(smem) + 1023u) & ~1023u;  // the swizzled x tiles: 1024 B aligned
   unsigned char* const sgen = smem + (sbase - smem_addr(smem));
   const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[S]);
-  // The block's column groups that exist (the last column tile may hold fewer than 4).
-  const int ng = min(G, p.N / 64 - ct * G);
+  // The block's column groups that exist (the last column tile may hold fewer than 4; MoE: the
+  // consumers multiply all 4, as in gemm_pipelined_kernel, and the epilogue stores the columns
+  // that exist).
+  const int ng = kMoe ? G : min(G, p.N / 64 - ct * G);
   if (tid == 0) {
     for (int i = 0; i < S; ++i) {
       mbar_init<4>(full0 + 8 * i);  // one arrival per producer warp
@@ -116,9 +150,16 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs));
     const int pw = warp_id - kWsConsumerWarps;
     if (lane == 0) {
-      const bool has_group = pw < ng;
-      const int group = ct * G + pw;
-      const uint4* wsrc = p.qw + (static_cast<size_t>(group) * p.ksteps + s_begin) * 32;
+      // Column group pw of the block (gate/up: slots 0, 1 gate, 2, 3 up; see pipelined_tile.cuh).
+      bool has_group = pw < ng;
+      int group = ct * G + pw;
+      if constexpr (kGateUp) {
+        group = pw < 2 ? 2 * ct + pw : p.half_groups + 2 * ct + pw - 2;
+        has_group = 2 * ct + (pw & 1) < p.half_groups;
+      } else if constexpr (kMoe) {
+        has_group = group < p.N / 64;
+      }
+      const uint4* wsrc = qw + (static_cast<size_t>(group) * p.ksteps + s_begin) * 32;
       const size_t scol = static_cast<size_t>(group) * 64;
       const uint32_t wdst = static_cast<uint32_t>(L::kW + pw * kPipeStageSteps * 512);
       const uint32_t sdst = static_cast<uint32_t>(L::kS + pw * 2 * 128), zdst = static_cast<uint32_t>(L::kZ + pw * 2 * 128);
@@ -137,8 +178,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
             for (int r = 0; r < 2; ++r) {
               if (r >= nr) break;
               const size_t src = static_cast<size_t>(s0 / p.gsteps + r) * p.N + scol;
-              bulk_copy(st + sdst + 128u * r, p.scales + src, 128, bar);
-              if constexpr (!kSym) bulk_copy(st + zdst + 128u * r, p.zeros + src, 128, bar);
+              bulk_copy(st + sdst + 128u * r, scales + src, 128, bar);
+              if constexpr (!kSym) bulk_copy(st + zdst + 128u * r, zeros + src, 128, bar);
             }
           }
         }
@@ -234,8 +275,14 @@ __global__ void __launch_bounds__(kWsThreads, 1) gemm_pipelined_ws_kernel(const 
   // consumers wrote across the block barrier above (round RG, 8 hazards on the 128-row tiles
   // without split-K) although the barrier orders them; with 256 storing threads it reports
   // none (round SA), at 0.95-1.02x the time of all 384 storing (round SB, same binary).
-  if (warp_id < kWsConsumerWarps)
-    pipe_store_dense<T, BM, kWsConsumerThreads, L::kEpiPitch, 64 * G>(p, epi, m0, ct, rank, tid, cluster);
+  if (warp_id < kWsConsumerWarps) {
+    if constexpr (kGateUp)
+      pipe_store_moe_gate_up<T, BM, kWsConsumerThreads, L::kEpiPitch, true>(p, epi, s_ids, ct, tid, m0);
+    else if constexpr (kMoe)
+      pipe_store_moe_down<BM, kWsConsumerThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
+    else
+      pipe_store_dense<T, BM, kWsConsumerThreads, L::kEpiPitch, 64 * G>(p, epi, m0, ct, rank, tid, cluster);
+  }
   if (p.splits > 1) cluster.sync();  // no rank leaves while another still reads its tile
 }
 
@@ -284,12 +331,12 @@ cudaError_t launch_typed_ws(const PipeParams& prm, int sms, cudaStream_t stream,
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   if (!aligned16(prm.qw) || !aligned16(prm.scales) || (!kSym && !aligned16(prm.zeros)) || !aligned16(prm.x))
     return cudaSuccess;
-  auto kernel = gemm_pipelined_ws_kernel<T, BM, kSym>;
+  auto kernel = gemm_pipelined_ws_kernel<T, BM, kSym, kPipeDense>;
   constexpr size_t kSmem = PipeWsSmem<BM>::kTotal;
   static std::atomic<int> per_sm{0};
   int nb = 0;
   if (const cudaError_t e = blocks_per_sm_once(kernel, kWsThreads, kSmem, per_sm, &nb); e != cudaSuccess) return e;
-  PipeWsParams q{prm, {}};
+  PipeWsParams<kPipeDense> q{prm, {}};
   if (!encode_x_map<T>(&q.xmap, prm.x, prm.M, prm.K, BM)) return cudaSuccess;
   static ClusterSchedulable clusters = {};
   const PipePlan pl = pipe_dense_launch_plan(kernel, BM, kWsThreads, kSmem, sms, nb, clusters, q.p);

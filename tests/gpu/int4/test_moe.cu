@@ -11,6 +11,7 @@
 #include "kernels/int4/pipelined_plan.h"
 #include "lowbit/int4/kernels.h"
 #include "tests/cpu/int4/random_weights.h"
+#include "tests/gpu/int4/expect_bits.h"
 #include "tests/gpu/int4/gpu_buffers.h"
 #include "tests/gpu/int4/moe_cpu_ref.h"
 
@@ -218,6 +219,70 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{520, 8, 256, 128, 2, 128, false, DType::kBF16, 0, MoePath::kFused},
                       // 16 rows per expert on average: kAuto's 32-row blocks with wgmma (session 25).
                       MoeCase{64, 8, 256, 128, 2, 128, true, DType::kF16, 0, MoePath::kFused}));
+
+// fused_moe's 128-row align blocks on the warp-specialized tile (moe_pipelined.cu: x gathered
+// into the align order, GEMM1 storing inter in that order, both GEMMs reading x by tensor copies)
+// run the pipelined tile's warpgroup math and epilogue expressions, so the layer's outputs are
+// bit-identical with the path on and off. Cases: GEMM1 streams 32 stages (H = 2048: the ring of 8
+// turns), symmetric bf16; per-channel asymmetric bf16 with experts left without tokens (E = 16,
+// topk 1) and padding rows; I / 64 odd (the last gate/up tile holds one group of each) in fp16
+// with topk 3; G = 32 (stages of two scale rows), asymmetric fp16, GEMM2 K = 192 (3 stages). The
+// path must have run where on (the launch counter) and not where off. Skipped without wgmma.
+TEST(Int4MoePipelinedWs, BitIdenticalToPipelinedTile) {
+  if (!detail::pipelined_uses_wgmma()) GTEST_SKIP() << "wgmma tiles not available (sm_90a build and device)";
+  struct Case {
+    int m, E, H, I, topk, g;
+    bool sym;
+    DType act;
+  };
+  const Case cases[] = {{300, 8, 2048, 1024, 2, 128, true, DType::kBF16},
+                        {180, 16, 1536, 256, 1, kPerChannel, false, DType::kBF16},
+                        {260, 4, 640, 320, 3, 64, true, DType::kF16},
+                        {200, 8, 1024, 192, 2, 32, false, DType::kF16}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << dtype_name(c.act) << " M=" << c.m << " E=" << c.E << " H=" << c.H
+                                      << " I=" << c.I << " topk=" << c.topk << " G=" << c.g
+                                      << (c.sym ? " sym" : " asym"));
+    WeightShape s13{c.E, 2 * c.I, c.H, c.g, c.sym, c.act}, s2{c.E, c.H, c.I, c.g, c.sym, c.act};
+    KernelWeights w13, w2;
+    ASSERT_TRUE(repack_for_kernels(random_kpacked(s13, 31u + c.I, 0.05f), &w13, kTiled).ok());
+    ASSERT_TRUE(repack_for_kernels(random_kpacked(s2, 47u + c.H, 0.05f), &w2, kTiled).ok());
+    DevWeights d13(w13), d2(w2);
+    std::mt19937 rng(11u + c.m);
+    std::uniform_real_distribution<float> u(0.1f, 1.f);
+    std::vector<uint16_t> x(static_cast<size_t>(c.m) * c.H);
+    for (auto& v : x) v = float_to_half_bits(c.act, (rng() & 1) ? u(rng) : -u(rng));
+    const auto logits = random_logits(c.m, c.E, 3u + c.m, false);
+    DevBuf dx = upload(x), dl = upload(logits);
+    size_t wsb = 0;
+    ASSERT_TRUE(moe_workspace_size(c.m, c.topk, c.E, c.H, c.I, c.act, 128, &wsb, MoePath::kFused).ok());
+    DevBuf ws(wsb);
+    std::vector<uint16_t> out[2];
+    for (int mode : {1, 2}) {  // off, on
+      DevBuf dy(x.size() * 2);
+      ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);  // NaN poison
+      ASSERT_EQ(cudaMemset(ws.p, 0xFF, wsb), cudaSuccess);
+      MoeArgs a;
+      a.x = dx.p;
+      a.router_logits = dl.as<float>();
+      a.y = dy.p;
+      a.m = c.m;
+      a.topk = c.topk;
+      a.renormalize = true;
+      a.block_m = 128;
+      a.path = MoePath::kFused;
+      const long long before = detail::moe_ws_launches();
+      detail::set_moe_ws(mode);
+      const Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
+      detail::set_moe_ws(0);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(detail::moe_ws_launches() - before, mode == 2 ? 1 : 0);
+      out[mode - 1] = download<uint16_t>(dy.p, x.size());
+    }
+    expect_same_bits_all_written(c.act, out[0], out[1]);
+  }
+}
 
 // The single-token path (fused_moe at small M on MMA-tiled experts: a block per pick, routing
 // inside both GEMMs, the slot sum inside GEMM2) against the four launches of the same stages
