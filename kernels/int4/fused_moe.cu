@@ -32,6 +32,9 @@ size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 // wins at some M it wins at every larger M.
 constexpr double kFusedFlopsPerUs = 80e6, kGroupedFlopsPerUs = 550e6;
 constexpr double kTiledWgmmaFlopsPerUs = 430e6, kTiledMmaFlopsPerUs = 250e6;
+// With 128-row align blocks on the warp-specialized tile (session 32, round A): Mixtral-8x7B
+// M = 2048 / 8192 537 / 556 TFLOP/s (10.4 ms at 8192, the grouped path's time in round J).
+constexpr double kTiledWsFlopsPerUs = 540e6;
 constexpr double kDequantBytesPerUs = 2.5e6, kLaunchUs = 8.0;
 constexpr int kGroupedBlockM = 8;  // align block of the grouped path: little padding
 
@@ -103,13 +106,14 @@ int workspace_block_m(int m, int topk, int experts) {
   const int64_t avg = avg_rows(m, topk, experts);
   const int d = moe_default_block_m(m, topk, experts), wg = kern::moe_pipelined_block_m(avg, true),
             mma = kern::moe_pipelined_block_m(avg, false);
-  // Past kMoeRowsModelMinAvg rows the wgmma tiles' choice is 64 or 128 by a model of the shapes.
-  return std::max({d, wg, mma, avg > kern::kMoeRowsModelMinAvg ? 128 : 0});
+  // Past kMoeRowsModelMinAvg rows (kMoeRowsModelMinAvgWs where 128-row blocks run warp-specialized)
+  // the wgmma tiles' choice is 64 or 128 by a model of the shapes.
+  return std::max({d, wg, mma, avg > kern::kMoeRowsModelMinAvgWs ? 128 : 0});
 }
 int tiled_block_m(int m, int topk, int experts, int hidden, int inter) {
   if (!detail::moe_pipelined_enabled()) return moe_default_block_m(m, topk, experts);
   return kern::moe_pipelined_block_m_for(m, topk, experts, hidden, inter, detail::pipelined_uses_wgmma(),
-                                         detail::device_sm_count());
+                                         detail::device_sm_count(), detail::moe_ws_takes(inter));
 }
 
 }  // namespace
@@ -128,6 +132,7 @@ MoePath moe_auto_path(int m, int topk, int experts, int hidden, int inter, Kerne
   const MoePath e = env_moe_path();
   if (e != MoePath::kAuto) return e;
   const double fused = layout != KernelLayoutKind::kMmaTiled || !detail::moe_pipelined_enabled() ? kFusedFlopsPerUs
+                       : detail::moe_ws_enabled()                                              ? kTiledWsFlopsPerUs
                        : detail::pipelined_uses_wgmma()                                        ? kTiledWgmmaFlopsPerUs
                                                                                                 : kTiledMmaFlopsPerUs;
   return grouped_by_size(m, topk, experts, hidden, inter, fused) ? MoePath::kGrouped : MoePath::kFused;

@@ -145,10 +145,11 @@ cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeight
 // (launch_moe_gather_rows), GEMM1 storing inter in that order (padding rows zero), GEMM2 reading
 // it, both by tensor copies; the sums are gemm_pipelined_kernel's in the same order, so the
 // layer's outputs are bit-identical to the other path. moe_ws_fits(): block_m 128, both GEMMs on
-// the pipelined tile (moe_pipelined_fits), K % 8 == 0, LOWBIT_INT4_MOE_WS not 0 (set_moe_ws: 0 as
-// the variable says, 1 never, 2 always; tests). launch_moe_ws_layer: xs and inter_sorted hold
-// moe_max_padded(m, topk, E, 128) rows; *launched false (nothing launched) where a tensor map or a
-// bulk copy's alignment is not available; moe_ws_launches() counts the layers launched (tests).
+// the pipelined tile (moe_pipelined_fits), K % 8 == 0, I >= 512 (LOWBIT_INT4_MOE_WS=0 / 2: never /
+// at any I; set_moe_ws: 0 as the variable says, 1 never, 2 at any I; tests). launch_moe_ws_layer:
+// xs and inter_sorted hold moe_max_padded(m, topk, E, 128) rows; *launched false (nothing
+// launched) where a tensor map or a bulk copy's alignment is not available; moe_ws_launches()
+// counts the layers launched (tests).
 bool moe_ws_fits(const KernelWeightsView& w13, const KernelWeightsView& w2, int m, int topk, int block_m,
                  const void* inter, const float* slot_out);
 cudaError_t launch_moe_ws_layer(const void* x, void* xs, const KernelWeightsView& w13, const KernelWeightsView& w2,
@@ -157,6 +158,8 @@ cudaError_t launch_moe_ws_layer(const void* x, void* xs, const KernelWeightsView
                                 cudaStream_t stream, bool ids_early, bool* launched);
 void set_moe_ws(int mode);
 long long moe_ws_launches();
+bool moe_ws_enabled();         // on and wgmma available (kAuto's fused rate, fused_moe.cu)
+bool moe_ws_takes(int inter);  // ... and for experts of this I (the 128-row block model, fused_moe.cu)
 // xs[b] = x[sorted_ids[b] / topk] for b < *npp (zeros for padding ids >= m * topk): 16-bit rows of
 // `hidden` elements (hidden % 8 == 0), 16 B aligned buffers; max_rows bounds *npp (moe_gather.cu).
 cudaError_t launch_moe_gather_rows(const void* x, const int32_t* sorted_ids, const int32_t* npp, int m, int topk,

@@ -111,14 +111,19 @@ cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeight
 // ---- fused_moe's layer on the warp-specialized tile (128-row align blocks) ----------------
 
 namespace {
+// The gather costs ~P x H x 4 bytes of traffic against GEMMs of P x H x I: with I = 384
+// (Qwen3-30B-A3B TP2, M = 8192) the layer took 1445 us against 1392 on the pipelined tile,
+// with I = 768 2017 against 2054 (round A of session 32).
+constexpr int kMoeWsMinInter = 512;
 std::atomic<int> g_moe_ws_override{0};
 std::atomic<long long> g_moe_ws_launches{0};
 
-// LOWBIT_INT4_MOE_WS=0 (read once; measurements): never; set_moe_ws overrides it (tests).
-bool moe_ws_on() {
-  static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_WS");
+// LOWBIT_INT4_MOE_WS=0 / 2 (read once; measurements): never / wherever it can run (also below
+// kMoeWsMinInter); set_moe_ws overrides it (tests). 0 never, 1 the rule, 2 always.
+int moe_ws_mode() {
+  static const int v = kern::env_012("LOWBIT_INT4_MOE_WS");
   const int o = g_moe_ws_override.load(std::memory_order_relaxed);
-  return o == 1 ? false : o == 2 ? true : v;
+  return o == 1 ? 0 : o == 2 ? 2 : v;
 }
 
 // The tensor map of a GEMM's x (rows in the align order) and the operands' 16 B alignment for
@@ -157,12 +162,17 @@ cudaError_t launch_moe_ws_mode(const kern::PipeWsParams<MODE>& q, DType act, uns
 }
 }  // namespace
 
+bool moe_ws_enabled() { return moe_ws_mode() != 0 && kern::pipe_wgmma_ok(); }
+bool moe_ws_takes(int inter) {
+  const int mode = moe_ws_mode();
+  return kern::pipe_wgmma_ok() && (mode == 2 || (mode == 1 && inter >= kMoeWsMinInter));
+}
 void set_moe_ws(int mode) { g_moe_ws_override.store(mode == 1 || mode == 2 ? mode : 0); }
 long long moe_ws_launches() { return g_moe_ws_launches.load(std::memory_order_relaxed); }
 
 bool moe_ws_fits(const KernelWeightsView& w13, const KernelWeightsView& w2, int m, int topk, int block_m,
                  const void* inter, const float* slot_out) {
-  if (block_m != 128 || !moe_ws_on() || !kern::pipe_wgmma_ok()) return false;
+  if (block_m != 128 || !moe_ws_takes(w2.shape.k)) return false;
   if (w13.shape.k % 8 != 0 || w2.shape.k % 8 != 0) return false;  // rows of whole 16 B vectors (tensor maps, gather)
   return moe_pipelined_fits(true, w13, m, topk, block_m, inter) && moe_pipelined_fits(false, w2, m, topk, block_m, slot_out);
 }

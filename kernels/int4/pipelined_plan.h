@@ -317,6 +317,11 @@ inline int moe_pipelined_block_m(int64_t avg, bool wgmma, int64_t expert_elems =
 // previous rule (128 past 128 rows) 4.8%, always 64 3.0%, always 128 4.7%. Up to 64 rows per
 // expert 64 stays (at exactly 64, Qwen3 TP2 M = 1024, 128-row blocks took 1.14x the time).
 constexpr int kMoeRowsModelMinAvg = 64;  // the model decides above this many rows per expert
+// ... and above 32 where the 128-row blocks run on the warp-specialized tile (fused_moe's layer,
+// moe_pipelined.cu; session 32, round A, min of two passes): Mixtral-8x7B M = 256 (64 rows per
+// expert) took 578 us in 128-row blocks against 731 in 64-row ones, which the model picks; at 33..64
+// rows on the other shapes it keeps 64 (DeepSeek-V2-Lite M = 512: 230 vs 312 us).
+constexpr int kMoeRowsModelMinAvgWs = 32;
 constexpr double kMoeRows64Cost = 1.15;
 constexpr int kMoeBlockFillSteps = kPipeStages * kPipeStageSteps;
 // Column tiles of the pipelined tile's MoE grid for a GEMM of n output columns: GEMM1 pairs a
@@ -345,11 +350,13 @@ inline double moe_rows_model(int64_t m, int topk, int experts, int hidden, int i
          (bm == 64 ? kMoeRows64Cost : 1.0);
 }
 // The align block for the pipelined tile with these expert shapes (hidden = GEMM1's K, inter =
-// GEMM2's K; w13 = 2 inter x hidden): moe_pipelined_block_m(), the model above past 64 rows.
-inline int moe_pipelined_block_m_for(int64_t m, int topk, int experts, int hidden, int inter, bool wgmma, int sms) {
+// GEMM2's K; w13 = 2 inter x hidden): moe_pipelined_block_m(), the model above past 64 rows
+// (past 32 with ws128: 128-row blocks on the warp-specialized tile).
+inline int moe_pipelined_block_m_for(int64_t m, int topk, int experts, int hidden, int inter, bool wgmma, int sms,
+                                     bool ws128 = false) {
   const int64_t avg = m * topk / (experts > 0 ? experts : 1);
   const int bm = moe_pipelined_block_m(avg, wgmma, static_cast<int64_t>(2) * inter * hidden);
-  if (!wgmma || avg <= kMoeRowsModelMinAvg || sms < 1) return bm;
+  if (!wgmma || avg <= (ws128 ? kMoeRowsModelMinAvgWs : kMoeRowsModelMinAvg) || sms < 1) return bm;
   return moe_rows_model(m, topk, experts, hidden, inter, 128, sms) <
                  moe_rows_model(m, topk, experts, hidden, inter, 64, sms)
              ? 128

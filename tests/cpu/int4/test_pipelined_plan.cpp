@@ -421,6 +421,19 @@ TEST(Int4PipelinedPlan, MoeBlockRowsModel) {
   for (int m : {1, 8, 64, 200, 256})
     EXPECT_EQ(moe_pipelined_block_m_for(m, 2, 8, 4096, 14336, true, 132),
               moe_pipelined_block_m(int64_t{m} * 2 / 8, true, int64_t{28672} * 4096));
+  // 128-row blocks on the warp-specialized tile: the model from 33 rows per expert (session 32,
+  // round A: Mixtral M = 256 578 vs 731 us; DeepSeek M = 512 230 vs 312, Qwen3 TP1 M = 1024 385 vs
+  // 401 keep 64), and the same choices as above past 64 rows (Mixtral M = 512 985 vs 1202).
+  EXPECT_EQ(moe_pipelined_block_m_for(256, 2, 8, 4096, 14336, true, 132, true), 128);
+  EXPECT_EQ(moe_pipelined_block_m_for(160, 2, 8, 4096, 14336, true, 132, true), 64);
+  EXPECT_EQ(moe_pipelined_block_m_for(512, 6, 64, 2048, 1408, true, 132, true), 64);
+  EXPECT_EQ(moe_pipelined_block_m_for(1024, 8, 128, 2048, 768, true, 132, true), 64);
+  EXPECT_EQ(moe_pipelined_block_m_for(128, 2, 8, 4096, 14336, true, 132, true), 32);  // 32 rows: no model
+  for (const Case& c : cases) {
+    if (c.m * c.topk / c.E > 64) {
+      EXPECT_EQ(moe_pipelined_block_m_for(c.m, c.topk, c.E, c.H, c.I, true, 132, true), c.want) << c.name;
+    }
+  }
   // The grid's column tiles (moe_pipelined.cu launches with them): GEMM1 pairs 64-column gate /
   // up groups, GEMM2 takes 4 groups per block; partial tiles round up.
   EXPECT_EQ(moe_pipe_col_tiles(true, 28672), 112);
