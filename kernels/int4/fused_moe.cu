@@ -31,10 +31,10 @@ size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 // ~ 2048, Qwen3-30B-A3B ~ 4096; MMA-tiled only Mixtral-sized experts at M ~ 8192. Once it
 // wins at some M it wins at every larger M.
 constexpr double kFusedFlopsPerUs = 80e6, kGroupedFlopsPerUs = 550e6;
+// The rate stays 430 with the warp-specialized layer of session 32 (Mixtral-8x7B M = 2048 / 8192:
+// 537 / ~550 TFLOP/s): at M = 8192 the grouped path still took 10114-10140 us against the layer's
+// 10292-10529 (round B), and the model with the true rate would pick the layer there.
 constexpr double kTiledWgmmaFlopsPerUs = 430e6, kTiledMmaFlopsPerUs = 250e6;
-// With 128-row align blocks on the warp-specialized tile (session 32, round A): Mixtral-8x7B
-// M = 2048 / 8192 537 / 556 TFLOP/s (10.4 ms at 8192, the grouped path's time in round J).
-constexpr double kTiledWsFlopsPerUs = 540e6;
 constexpr double kDequantBytesPerUs = 2.5e6, kLaunchUs = 8.0;
 constexpr int kGroupedBlockM = 8;  // align block of the grouped path: little padding
 
@@ -132,7 +132,6 @@ MoePath moe_auto_path(int m, int topk, int experts, int hidden, int inter, Kerne
   const MoePath e = env_moe_path();
   if (e != MoePath::kAuto) return e;
   const double fused = layout != KernelLayoutKind::kMmaTiled || !detail::moe_pipelined_enabled() ? kFusedFlopsPerUs
-                       : detail::moe_ws_enabled()                                              ? kTiledWsFlopsPerUs
                        : detail::pipelined_uses_wgmma()                                        ? kTiledWgmmaFlopsPerUs
                                                                                                 : kTiledMmaFlopsPerUs;
   return grouped_by_size(m, topk, experts, hidden, inter, fused) ? MoePath::kGrouped : MoePath::kFused;

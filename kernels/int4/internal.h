@@ -158,8 +158,7 @@ cudaError_t launch_moe_ws_layer(const void* x, void* xs, const KernelWeightsView
                                 cudaStream_t stream, bool ids_early, bool* launched);
 void set_moe_ws(int mode);
 long long moe_ws_launches();
-bool moe_ws_enabled();         // on and wgmma available (kAuto's fused rate, fused_moe.cu)
-bool moe_ws_takes(int inter);  // ... and for experts of this I (the 128-row block model, fused_moe.cu)
+bool moe_ws_takes(int inter);  // on, wgmma available, and experts of this I (the 128-row block model)
 // xs[b] = x[sorted_ids[b] / topk] for b < *npp (zeros for padding ids >= m * topk): 16-bit rows of
 // `hidden` elements (hidden % 8 == 0), 16 B aligned buffers; max_rows bounds *npp (moe_gather.cu).
 cudaError_t launch_moe_gather_rows(const void* x, const int32_t* sorted_ids, const int32_t* npp, int m, int topk,

@@ -162,7 +162,6 @@ cudaError_t launch_moe_ws_mode(const kern::PipeWsParams<MODE>& q, DType act, uns
 }
 }  // namespace
 
-bool moe_ws_enabled() { return moe_ws_mode() != 0 && kern::pipe_wgmma_ok(); }
 bool moe_ws_takes(int inter) {
   const int mode = moe_ws_mode();
   return kern::pipe_wgmma_ok() && (mode == 2 || (mode == 1 && inter >= kMoeWsMinInter));

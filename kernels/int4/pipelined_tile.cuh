@@ -527,11 +527,14 @@ __device__ __forceinline__ void pipe_store_moe_gate_up(const PipeMoeParams& p, c
   const int I = p.half_groups * 64;
   for (int i = tid; i < BM * 16; i += kThreads) {
     const int r = i / 16, c8 = (i % 16) * 8, id = s_ids[r], col = ct * 128 + c8;
-    if (col >= I) continue;
-    if (id < 0) {
-      if constexpr (kSortedRows)
+    if constexpr (kSortedRows) {
+      if (col >= I) continue;
+      if (id < 0) {
         *reinterpret_cast<uint4*>(static_cast<T*>(p.y) + static_cast<size_t>(m0 + r) * I + col) = make_uint4(0, 0, 0, 0);
-      continue;
+        continue;
+      }
+    } else {
+      if (id < 0 || col >= I) continue;
     }
     const float* gv = epi + r * kEpiPitch + c8;
     const float4 g0 = *reinterpret_cast<const float4*>(gv), g1 = *reinterpret_cast<const float4*>(gv + 4);

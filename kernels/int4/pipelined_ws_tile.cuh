@@ -99,9 +99,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int rank = static_cast<int>(blockIdx.x % p.splits);
   int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
   int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
-  const uint4* qw = p.qw;
-  const uint16_t* scales = p.scales;
-  const uint16_t* zeros = p.zeros;
+  // MoE: the expert's offsets into the weight stacks (dense: 0, so its code reads p's pointers
+  // where it used them before the MoE modes: the same PTX but for the kernel's name).
+  size_t w_off = 0, s_off = 0;
   __shared__ int s_ids[kMoe ? BM : 1];
   if constexpr (kMoe) {
     const PipeTile tile = moe_raster_tile(static_cast<int>(blockIdx.x), p.row_tiles, p.col_tiles, p.raster_rows);
@@ -116,9 +116,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       const int id = __ldg(p.sorted_ids + static_cast<size_t>(rt) * BM + i);
       s_ids[i] = id >= 0 && id < p.P ? id : -1;
     }
-    qw += static_cast<size_t>(e) * p.qw_estride;
-    scales += static_cast<size_t>(e) * p.sc_estride;
-    if (zeros != nullptr) zeros += static_cast<size_t>(e) * p.sc_estride;
+    w_off = static_cast<size_t>(e) * p.qw_estride;
+    s_off = static_cast<size_t>(e) * p.sc_estride;
   }
   const int m0 = rt * BM;
   const int s_begin = rank * p.split_steps;
@@ -159,7 +158,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       } else if constexpr (kMoe) {
         has_group = group < p.N / 64;
       }
-      const uint4* wsrc = qw + (static_cast<size_t>(group) * p.ksteps + s_begin) * 32;
+      const uint4* wsrc = p.qw + w_off + (static_cast<size_t>(group) * p.ksteps + s_begin) * 32;
       const size_t scol = static_cast<size_t>(group) * 64;
       const uint32_t wdst = static_cast<uint32_t>(L::kW + pw * kPipeStageSteps * 512);
       const uint32_t sdst = static_cast<uint32_t>(L::kS + pw * 2 * 128), zdst = static_cast<uint32_t>(L::kZ + pw * 2 * 128);
@@ -178,8 +177,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             for (int r = 0; r < 2; ++r) {
               if (r >= nr) break;
               const size_t src = static_cast<size_t>(s0 / p.gsteps + r) * p.N + scol;
-              bulk_copy(st + sdst + 128u * r, scales + src, 128, bar);
-              if constexpr (!kSym) bulk_copy(st + zdst + 128u * r, zeros + src, 128, bar);
+              bulk_copy(st + sdst + 128u * r, p.scales + s_off + src, 128, bar);
+              if constexpr (!kSym) bulk_copy(st + zdst + 128u * r, p.zeros + s_off + src, 128, bar);
             }
           }
         }

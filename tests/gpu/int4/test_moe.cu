@@ -217,6 +217,8 @@ INSTANTIATE_TEST_SUITE_P(
                       MoeCase{160, 4, 192, 192, 2, 32, false, DType::kBF16, 0, MoePath::kFused, kTiled},
                       MoeCase{96, 6, 192, 64, 3, 64, true, DType::kF16, 32, MoePath::kFused, kTiled},
                       MoeCase{520, 8, 256, 128, 2, 128, false, DType::kBF16, 0, MoePath::kFused},
+                      // I >= 512 with 128-row blocks: the warp-specialized layer by default.
+                      MoeCase{300, 4, 256, 512, 2, 64, false, DType::kBF16, 128, MoePath::kFused},
                       // 16 rows per expert on average: kAuto's 32-row blocks with wgmma (session 25).
                       MoeCase{64, 8, 256, 128, 2, 128, true, DType::kF16, 0, MoePath::kFused}));
 
