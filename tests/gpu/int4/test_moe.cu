@@ -20,6 +20,21 @@ namespace {
 
 using namespace lowbit::int4::testing;
 
+// The layer's arguments: activations x, fp32 router logits, output y; renormalized top-k.
+MoeArgs layer_args(const DevBuf& x, const DevBuf& logits, const DevBuf& y, int m, int topk, int block_m,
+                   MoePath path) {
+  MoeArgs a;
+  a.x = x.p;
+  a.router_logits = logits.as<float>();
+  a.y = y.p;
+  a.m = m;
+  a.topk = topk;
+  a.renormalize = true;
+  a.block_m = block_m;
+  a.path = path;
+  return a;
+}
+
 std::vector<float> random_logits(int M, int E, uint32_t seed, bool with_ties) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.f, 2.f);
@@ -112,15 +127,7 @@ TEST_P(Int4FusedMoe, MatchesReference) {
   ASSERT_TRUE(moe_workspace_size(c.m, c.topk, c.E, c.H, c.I, c.act, c.block_m, &wsb, c.path).ok());
   DevBuf ws(wsb);
   ASSERT_EQ(cudaMemset(ws.p, 0xFF, wsb), cudaSuccess);
-  MoeArgs a;
-  a.x = dx.p;
-  a.router_logits = dl.as<float>();
-  a.y = dy.p;
-  a.m = c.m;
-  a.topk = c.topk;
-  a.renormalize = true;
-  a.block_m = c.block_m;
-  a.path = c.path;
+  const MoeArgs a = layer_args(dx, dl, dy, c.m, c.topk, c.block_m, c.path);
   Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -264,15 +271,7 @@ TEST(Int4MoePipelinedWs, BitIdenticalToPipelinedTile) {
       DevBuf dy(x.size() * 2);
       ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);  // NaN poison
       ASSERT_EQ(cudaMemset(ws.p, 0xFF, wsb), cudaSuccess);
-      MoeArgs a;
-      a.x = dx.p;
-      a.router_logits = dl.as<float>();
-      a.y = dy.p;
-      a.m = c.m;
-      a.topk = c.topk;
-      a.renormalize = true;
-      a.block_m = 128;
-      a.path = MoePath::kFused;
+      const MoeArgs a = layer_args(dx, dl, dy, c.m, c.topk, 128, MoePath::kFused);
       const long long before = detail::moe_ws_launches();
       detail::set_moe_ws(mode);
       const Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
