@@ -173,7 +173,8 @@ bool moe_ws_fits(const KernelWeightsView& w13, const KernelWeightsView& w2, int 
                  const void* inter, const float* slot_out) {
   if (block_m != 128 || !moe_ws_takes(w2.shape.k)) return false;
   if (w13.shape.k % 8 != 0 || w2.shape.k % 8 != 0) return false;  // rows of whole 16 B vectors (tensor maps, gather)
-  return moe_pipelined_fits(true, w13, m, topk, block_m, inter) && moe_pipelined_fits(false, w2, m, topk, block_m, slot_out);
+  return moe_pipelined_fits(true, w13, m, topk, block_m, inter) &&
+         moe_pipelined_fits(false, w2, m, topk, block_m, slot_out);
 }
 
 cudaError_t launch_moe_ws_layer(const void* x, void* xs, const KernelWeightsView& w13, const KernelWeightsView& w2,

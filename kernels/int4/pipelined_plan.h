@@ -323,6 +323,15 @@ constexpr int kMoeRowsModelMinAvg = 64;  // the model decides above this many ro
 // rows on the other shapes it keeps 64 (DeepSeek-V2-Lite M = 512: 230 vs 312 us).
 constexpr int kMoeRowsModelMinAvgWs = 32;
 constexpr double kMoeRows64Cost = 1.15;
+// The 128-row blocks' cost on the warp-specialized layer (session 32, rounds A and D: block_m 64
+// and 128 forced at 30 points of 36..2048 rows per expert on Mixtral-8x7B, DeepSeek-V2-Lite and
+// Qwen3-30B-A3B TP1, min of two passes): with 0.8 the model's picks cost 1.0006x the faster size
+// (one miss: Qwen3 TP1 M = 1024, 386 vs 401 us); 1.0 misses Mixtral at 36..56 rows per expert
+// (M = 192: 613 vs 573 us), 0.75 DeepSeek at 60..64 (M = 640: 280 vs 323). A narrow window
+// (~0.76-0.81), fitted on these points; out of them (round E, 10 points at 40..288 rows per expert)
+// the picks cost 1.0052x the faster size summed (the previous rule 1.0199x; one miss, Qwen3 TP1
+// M = 2560: 829 vs 789 us).
+constexpr double kMoeRows128WsCost = 0.8;
 constexpr int kMoeBlockFillSteps = kPipeStages * kPipeStageSteps;
 // Column tiles of the pipelined tile's MoE grid for a GEMM of n output columns: GEMM1 pairs a
 // gate and an up 64-column group per warp (n = 2 I), GEMM2 gives each of a block's warps one.
@@ -341,13 +350,14 @@ inline double moe_expected_row_tiles(int64_t m, int topk, int experts, int bm) {
   }
   return experts * tiles / wsum;
 }
-inline double moe_rows_model(int64_t m, int topk, int experts, int hidden, int inter, int bm, int sms) {
+inline double moe_rows_model(int64_t m, int topk, int experts, int hidden, int inter, int bm, int sms,
+                             bool ws128 = false) {
   const double tiles = moe_expected_row_tiles(m, topk, experts, bm);
   const double wave = static_cast<double>(pipe_wg_blocks_per_sm(bm)) * (sms > 0 ? sms : 1);
   const int ct1 = moe_pipe_col_tiles(true, 2 * inter), ct2 = moe_pipe_col_tiles(false, hidden);
   const double w1 = std::ceil(tiles * ct1 / wave), w2 = std::ceil(tiles * ct2 / wave);
   return (w1 * (hidden / 16 + kMoeBlockFillSteps) + w2 * (inter / 16 + kMoeBlockFillSteps)) *
-         (bm == 64 ? kMoeRows64Cost : 1.0);
+         (bm == 64 ? kMoeRows64Cost : ws128 ? kMoeRows128WsCost : 1.0);
 }
 // The align block for the pipelined tile with these expert shapes (hidden = GEMM1's K, inter =
 // GEMM2's K; w13 = 2 inter x hidden): moe_pipelined_block_m(), the model above past 64 rows
@@ -357,7 +367,7 @@ inline int moe_pipelined_block_m_for(int64_t m, int topk, int experts, int hidde
   const int64_t avg = m * topk / (experts > 0 ? experts : 1);
   const int bm = moe_pipelined_block_m(avg, wgmma, static_cast<int64_t>(2) * inter * hidden);
   if (!wgmma || avg <= (ws128 ? kMoeRowsModelMinAvgWs : kMoeRowsModelMinAvg) || sms < 1) return bm;
-  return moe_rows_model(m, topk, experts, hidden, inter, 128, sms) <
+  return moe_rows_model(m, topk, experts, hidden, inter, 128, sms, ws128) <
                  moe_rows_model(m, topk, experts, hidden, inter, 64, sms)
              ? 128
              : 64;

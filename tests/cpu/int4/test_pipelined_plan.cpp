@@ -421,19 +421,24 @@ TEST(Int4PipelinedPlan, MoeBlockRowsModel) {
   for (int m : {1, 8, 64, 200, 256})
     EXPECT_EQ(moe_pipelined_block_m_for(m, 2, 8, 4096, 14336, true, 132),
               moe_pipelined_block_m(int64_t{m} * 2 / 8, true, int64_t{28672} * 4096));
-  // 128-row blocks on the warp-specialized tile: the model from 33 rows per expert (session 32,
-  // round A: Mixtral M = 256 578 vs 731 us; DeepSeek M = 512 230 vs 312, Qwen3 TP1 M = 1024 385 vs
-  // 401 keep 64), and the same choices as above past 64 rows (Mixtral M = 512 985 vs 1202).
-  EXPECT_EQ(moe_pipelined_block_m_for(256, 2, 8, 4096, 14336, true, 132, true), 128);
-  EXPECT_EQ(moe_pipelined_block_m_for(160, 2, 8, 4096, 14336, true, 132, true), 64);
-  EXPECT_EQ(moe_pipelined_block_m_for(512, 6, 64, 2048, 1408, true, 132, true), 64);
-  EXPECT_EQ(moe_pipelined_block_m_for(1024, 8, 128, 2048, 768, true, 132, true), 64);
-  EXPECT_EQ(moe_pipelined_block_m_for(128, 2, 8, 4096, 14336, true, 132, true), 32);  // 32 rows: no model
-  for (const Case& c : cases) {
-    if (c.m * c.topk / c.E > 64) {
-      EXPECT_EQ(moe_pipelined_block_m_for(c.m, c.topk, c.E, c.H, c.I, true, 132, true), c.want) << c.name;
-    }
-  }
+  // 128-row blocks on the warp-specialized tile (ws128): the model from 33 rows per expert, 128-row
+  // blocks at kMoeRows128WsCost (session 32, rounds A, D and E, bench moe with block_m forced, min
+  // of two passes, us, 64 vs 128): Mixtral M = 160 / 256 / 1152 606 / 731 / 2193 vs 567 / 578 / 1737;
+  // DeepSeek-V2-Lite M = 512 / 640 230 / 280 vs 312 / 323 (64 kept), M = 1365 524 vs 479; Qwen3 TP1
+  // M = 896 312 vs 390 (64 kept), M = 1056 / 2048 420 / 648 vs 405 / 640. The model's two misses in
+  // those rounds: Qwen3 TP1 M = 1024 (386 vs 401) and M = 2560 (789 vs 829) take 128.
+  struct WsCase {
+    int m, topk, E, H, I, want;
+  };
+  const WsCase ws_cases[] = {
+      {160, 2, 8, 4096, 14336, 128},   {256, 2, 8, 4096, 14336, 128},  {1152, 2, 8, 4096, 14336, 128},
+      {512, 6, 64, 2048, 1408, 64},    {640, 6, 64, 2048, 1408, 64},   {1365, 6, 64, 2048, 1408, 128},
+      {896, 8, 128, 2048, 768, 64},    {1056, 8, 128, 2048, 768, 128}, {2048, 8, 128, 2048, 768, 128},
+      {1024, 8, 128, 2048, 768, 128},  {2560, 8, 128, 2048, 768, 128},
+      {128, 2, 8, 4096, 14336, 32},  // 32 rows per expert: no model
+  };
+  for (const WsCase& c : ws_cases)
+    EXPECT_EQ(moe_pipelined_block_m_for(c.m, c.topk, c.E, c.H, c.I, true, 132, true), c.want) << "m=" << c.m;
   // The grid's column tiles (moe_pipelined.cu launches with them): GEMM1 pairs 64-column gate /
   // up groups, GEMM2 takes 4 groups per block; partial tiles round up.
   EXPECT_EQ(moe_pipe_col_tiles(true, 28672), 112);
