@@ -285,6 +285,56 @@ TEST(Int4MoePipelinedWs, BitIdenticalToPipelinedTile) {
   }
 }
 
+// The warp-specialized layer (taken by default here: 128-row blocks, I = 1024) captured in a CUDA
+// graph: the tensor maps are encoded at capture, with the graph's buffers. Two replays, the output
+// poisoned before each, are bit-identical to the eager call on the same workspace.
+TEST(Int4MoePipelinedWs, GraphReplayBitIdentical) {
+  if (!detail::pipelined_uses_wgmma()) GTEST_SKIP() << "wgmma tiles not available (sm_90a build and device)";
+  const int m = 300, E = 8, H = 2048, I = 1024, topk = 2;
+  WeightShape s13{E, 2 * I, H, 128, true, DType::kBF16}, s2{E, H, I, 128, true, DType::kBF16};
+  KernelWeights w13, w2;
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s13, 71u, 0.05f), &w13, kTiled).ok());
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s2, 73u, 0.05f), &w2, kTiled).ok());
+  DevWeights d13(w13), d2(w2);
+  std::mt19937 rng(17u);
+  std::uniform_real_distribution<float> u(0.1f, 1.f);
+  std::vector<uint16_t> x(static_cast<size_t>(m) * H);
+  for (auto& v : x) v = float_to_half_bits(DType::kBF16, (rng() & 1) ? u(rng) : -u(rng));
+  DevBuf dx = upload(x), dl = upload(random_logits(m, E, 19u, false)), y1(x.size() * 2), y2(x.size() * 2);
+  size_t wsb = 0;
+  ASSERT_TRUE(moe_workspace_size(m, topk, E, H, I, DType::kBF16, 128, &wsb, MoePath::kFused).ok());
+  DevBuf ws(wsb);
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  // Poison on the layer's stream (a non-blocking stream does not wait for the legacy one).
+  ASSERT_EQ(cudaMemsetAsync(ws.p, 0xFF, wsb, st), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(y1.p, 0xFF, y1.bytes, st), cudaSuccess);
+  MoeArgs a = layer_args(dx, dl, y1, m, topk, 128, MoePath::kAuto);
+  const long long before = detail::moe_ws_launches();
+  ASSERT_TRUE(fused_moe(a, d13.view, d2.view, ws.p, wsb, st).ok());
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  EXPECT_EQ(detail::moe_ws_launches() - before, 1);  // the default rule took the layer
+  const auto ref = download<uint16_t>(y1.p, x.size());
+  a.y = y2.p;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status captured = fused_moe(a, d13.view, d2.view, ws.p, wsb, st);
+  ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+  ASSERT_TRUE(captured.ok()) << captured.to_string();
+  EXPECT_EQ(detail::moe_ws_launches() - before, 2);
+  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+  for (int replay = 0; replay < 2; ++replay) {
+    ASSERT_EQ(cudaMemsetAsync(y2.p, 0xFF, y2.bytes, st), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    expect_same_bits_all_written(DType::kBF16, ref, download<uint16_t>(y2.p, x.size()));
+  }
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
+}
+
 // The single-token path (fused_moe at small M on MMA-tiled experts: a block per pick, routing
 // inside both GEMMs, the slot sum inside GEMM2) against the four launches of the same stages
 // (moe_route, moe_gemm1, moe_gemm2, moe_sum) on the same weights: bit-identical outputs, at M =
