@@ -159,10 +159,11 @@ cudaError_t launch_moe_ws_layer(const void* x, void* xs, const KernelWeightsView
 void set_moe_ws(int mode);
 long long moe_ws_launches();
 bool moe_ws_takes(int inter);  // on, wgmma available, and experts of this I (the 128-row block model)
-// xs[b] = x[sorted_ids[b] / topk] for b < *npp (zeros for padding ids >= m * topk): 16-bit rows of
-// `hidden` elements (hidden % 8 == 0), 16 B aligned buffers; max_rows bounds *npp (moe_gather.cu).
+// xs[b] = x[sorted_ids[b] / topk] for b < *npp (zeros for padding ids >= m * topk) and, where pos is
+// not null, pos[sorted_ids[b]] = b for the real ids: 16-bit rows of `hidden` elements (hidden % 8 ==
+// 0), 16 B aligned buffers; max_rows bounds *npp (moe_gather.cu; the WS layer and the grouped path).
 cudaError_t launch_moe_gather_rows(const void* x, const int32_t* sorted_ids, const int32_t* npp, int m, int topk,
-                                   int hidden, int max_rows, void* xs, cudaStream_t stream);
+                                   int hidden, int max_rows, void* xs, int32_t* pos, cudaStream_t stream);
 // Pipelined GEMM on the MMA-tiled layout (gemm_pipelined.cu): any m >= 1, no workspace.
 // pipelined_uses_wgmma(): whether its 32..128-row tiles run on wgmma here (sm_90a build, a
 // compute capability 9.0 device, LOWBIT_INT4_PIPE_WGMMA not 0); kAuto's crossovers depend on it.

@@ -2,7 +2,8 @@
 // compute bound, where cuBLAS on dequantized weights beats the CUDA-core fused kernels.
 //   1. routing and align as in the fused path (moe_topk, moe_align with block_m, default 8:
 //      little padding; each expert's rows are one contiguous run of the sorted order)
-//   2. gather: xs[b] = x[sorted[b] / topk] (zeros for padding), pos[p] = b (inverse map)
+//   2. gather: xs[b] = x[sorted[b] / topk] (zeros for padding), pos[p] = b (inverse map;
+//      moe_gather.cu, shared with the warp-specialized fused layer)
 //   3. the per-expert runs are read back to the host (ONE stream synchronization; this is
 //      why the path cannot be captured in a CUDA graph)
 //   4. GEMM1: the active experts' w13 dequantized into the slab (several whole experts per
@@ -66,26 +67,6 @@ GroupedLayout grouped_layout(int m, int topk, int E, int H, int I, int bm) {
   return L;
 }
 
-// One block row per sorted slot b < npp: copy the token's activations (16 B vectors) or
-// zeros for a padding slot, and record the inverse map.
-template <typename T>
-__global__ void gather_kernel(const T* __restrict__ x, const int32_t* __restrict__ sorted,
-                              const int32_t* __restrict__ npp, int P, int topk, int H, T* __restrict__ xs,
-                              int32_t* __restrict__ pos) {
-  const int b = blockIdx.x;
-  if (b >= *npp) return;
-  const int p = sorted[b];
-  if (p < P && threadIdx.x == 0) pos[p] = b;
-  const int nv = H / 8;
-  uint4* dst = reinterpret_cast<uint4*>(xs + static_cast<size_t>(b) * H);
-  if (p < P) {
-    const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<size_t>(p / topk) * H);
-    for (int i = threadIdx.x; i < nv; i += blockDim.x) dst[i] = __ldg(src + i);
-  } else {
-    for (int i = threadIdx.x; i < nv; i += blockDim.x) dst[i] = make_uint4(0, 0, 0, 0);
-  }
-}
-
 // inter[b, i] = act(silu(g) * u), g = h13[b, i], u = h13[b, I + i] (fp32), the expression of
 // moe_gemm1's epilogue; 8 columns per thread.
 template <typename T>
@@ -133,12 +114,6 @@ __global__ void combine_kernel(const float* __restrict__ out2, const int32_t* __
 
 int grid_for(size_t total) { return static_cast<int>(total / 256 + 1 < 4096 ? total / 256 + 1 : 4096); }
 
-template <typename T>
-cudaError_t launch_gather(const void* x, const int32_t* sorted, const int32_t* npp, int maxp, int P, int topk, int H,
-                          void* xs, int32_t* pos, cudaStream_t st) {
-  gather_kernel<T><<<maxp, 128, 0, st>>>(static_cast<const T*>(x), sorted, npp, P, topk, H, static_cast<T*>(xs), pos);
-  return cudaGetLastError();
-}
 template <typename T>
 cudaError_t launch_silu(const void* h13, const int32_t* npp, int maxp, int I, void* inter, cudaStream_t st) {
   silu_mul_kernel<T><<<grid_for(static_cast<size_t>(maxp) * (I / 8)), 256, 0, st>>>(static_cast<const float*>(h13),
@@ -292,8 +267,7 @@ Status fused_moe_grouped(const MoeArgs& a, const KernelWeightsView& w13, const K
 
   LOWBIT_RETURN_IF_ERROR(moe_topk(a.router_logits, a.m, E, a.topk, a.renormalize, ids, tw, st));
   LOWBIT_RETURN_IF_ERROR(moe_align(ids, a.m, a.topk, E, bm, sorted, eids, npp, st));
-  LOWBIT_CUDA_RETURN(f16 ? kern::launch_gather<__half>(a.x, sorted, npp, maxp, P, a.topk, H, xs, pos, st)
-                         : kern::launch_gather<__nv_bfloat16>(a.x, sorted, npp, maxp, P, a.topk, H, xs, pos, st));
+  LOWBIT_CUDA_RETURN(detail::launch_moe_gather_rows(a.x, sorted, npp, a.m, a.topk, H, maxp, xs, pos, st));
 
   // The per-expert runs, on the host (the one synchronization of this path).
   std::vector<int32_t> blocks(static_cast<size_t>(maxp / bm));

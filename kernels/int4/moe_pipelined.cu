@@ -198,7 +198,7 @@ cudaError_t launch_moe_ws_layer(const void* x, void* xs, const KernelWeightsView
     return cudaSuccess;
   *launched = true;
   g_moe_ws_launches.fetch_add(1, std::memory_order_relaxed);
-  if (const cudaError_t e = launch_moe_gather_rows(x, sorted_ids, npp, m, topk, w13.shape.k, rows, xs, stream);
+  if (const cudaError_t e = launch_moe_gather_rows(x, sorted_ids, npp, m, topk, w13.shape.k, rows, xs, nullptr, stream);
       e != cudaSuccess)
     return e;
   if (const cudaError_t e = launch_moe_ws_mode(q1, w13.shape.act, static_cast<unsigned>(t1), stream); e != cudaSuccess)

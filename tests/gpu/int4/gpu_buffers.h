@@ -10,6 +10,7 @@
 
 #include "lowbit/int4/device_weights.h"
 #include "lowbit/int4/kernel_layout.h"
+#include "lowbit/int4/kernels.h"
 
 namespace lowbit::int4::testing {
 
@@ -74,5 +75,21 @@ struct DevWeights {
   KernelWeightsView view;
   explicit DevWeights(const KernelWeights& w) : status(DeviceWeights::upload(w, &dev)), view(dev.view()) {}
 };
+
+// A fused MoE layer's arguments on test buffers: activations x, fp32 router logits, output y;
+// renormalized top-k; block_m 0 = fused_moe's choice.
+inline MoeArgs layer_args(const DevBuf& x, const DevBuf& logits, const DevBuf& y, int m, int topk, int block_m,
+                          MoePath path) {
+  MoeArgs a;
+  a.x = x.p;
+  a.router_logits = logits.as<float>();
+  a.y = y.p;
+  a.m = m;
+  a.topk = topk;
+  a.renormalize = true;
+  a.block_m = block_m;
+  a.path = path;
+  return a;
+}
 
 }  // namespace lowbit::int4::testing

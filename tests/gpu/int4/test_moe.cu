@@ -20,21 +20,6 @@ namespace {
 
 using namespace lowbit::int4::testing;
 
-// The layer's arguments: activations x, fp32 router logits, output y; renormalized top-k.
-MoeArgs layer_args(const DevBuf& x, const DevBuf& logits, const DevBuf& y, int m, int topk, int block_m,
-                   MoePath path) {
-  MoeArgs a;
-  a.x = x.p;
-  a.router_logits = logits.as<float>();
-  a.y = y.p;
-  a.m = m;
-  a.topk = topk;
-  a.renormalize = true;
-  a.block_m = block_m;
-  a.path = path;
-  return a;
-}
-
 std::vector<float> random_logits(int M, int E, uint32_t seed, bool with_ties) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.f, 2.f);
