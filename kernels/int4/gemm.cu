@@ -59,7 +59,9 @@ GemmPath resolve(GemmPath requested, int m, int n, int k, int group_len, KernelL
     if (requested == GemmPath::kPipelined && !tiled) requested = GemmPath::kAuto;   // MMA-tiled only
   }
   if (requested != GemmPath::kAuto) return requested;
-  if (tiled) return kern::tiled_auto_path(m, n, k, group_len, detail::pipelined_uses_wgmma(), detail::device_sm_count());
+  if (tiled)
+    return kern::tiled_auto_path(m, n, k, group_len, detail::pipelined_uses_wgmma(), detail::device_sm_count(),
+                                 detail::pipe_split_tail_on());
   const bool big = m >= kDequantMinM || (m >= kDequantMinMShortK && k < kShortK);
   return big ? GemmPath::kDequantCublas : GemmPath::kSkinny;
 }

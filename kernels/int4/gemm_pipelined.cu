@@ -8,6 +8,7 @@ namespace kern {
 
 std::atomic<int> g_pipe_ws_override{0};
 std::atomic<long long> g_pipe_ws_launches{0};
+std::atomic<int> g_pipe_tail_override{0};
 
 namespace {
 
@@ -29,7 +30,8 @@ cudaError_t launch_wg_rows(const PipeParams& prm, int sms, cudaStream_t stream) 
 template <typename T, bool kSym>
 cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
   const bool wg = pipe_wgmma_ok();
-  int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows_for(prm.M, prm.N, prm.K, wg, sms);
+  int bm = env_pipe_rows() > 0 ? env_pipe_rows()
+                               : pipelined_rows_for(prm.M, prm.N, prm.K, wg, sms, pipe_tail_on() && pipe_ws_mode() != 0);
   if (bm == 96 && !(wg && env_pipe_wg96())) bm = 128;
   if (bm == 128 && !wg) bm = 64;
   if (bm == 48 && !(wg && env_pipe_wg48())) bm = 64;
@@ -61,6 +63,8 @@ bool pipelined_uses_wgmma() { return kern::pipe_wgmma_ok(); }
 int device_sm_count() { return kern::current_sm_count(); }
 
 void set_pipe_ws(int mode) { kern::g_pipe_ws_override.store(mode == 1 || mode == 2 ? mode : 0); }
+void set_pipe_tail(int mode) { kern::g_pipe_tail_override.store(mode == 1 || mode == 2 ? mode : 0); }
+bool pipe_split_tail_on() { return kern::pipe_tail_on() && kern::pipe_ws_mode() != 0; }
 long long pipe_ws_launches() { return kern::g_pipe_ws_launches.load(std::memory_order_relaxed); }
 
 cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,

@@ -175,6 +175,11 @@ int device_sm_count();
 // launches took them so far. Tests.
 void set_pipe_ws(int mode);
 long long pipe_ws_launches();
+// The split tail of the warp-specialized dense launches (pipe_split_tail, pipelined_plan.h): 0 as
+// LOWBIT_INT4_PIPE_TAIL says (on unless 0), 1 off, 2 on (tests); pipe_split_tail_on(): whether
+// launches and kAuto's time model use it now (also off where the warp-specialized tiles are).
+void set_pipe_tail(int mode);
+bool pipe_split_tail_on();
 cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                   cudaStream_t stream);
 cudaError_t launch_gemm_tc(const void* x, void* y, int m, const KernelWeightsView& w, int expert, cudaStream_t stream);

@@ -24,6 +24,12 @@ struct PipePlan {
   int col_tiles = 0;   // ceil(N / 256)
   int splits = 1;      // split-K ranks (cluster size along grid.x)
   int split_steps = 0; // K steps per rank, a multiple of kPipeStageSteps
+  // Split tail (pipe_split_tail): tail_splits > 1 when the tiles past the last whole wave run in
+  // a second launch as split-K clusters of tail_splits ranks of tail_steps K steps each, after
+  // head_units tiles of one rank (splits == 1).
+  int head_units = 0;
+  int tail_splits = 1;
+  int tail_steps = 0;
 };
 
 // Rows per block tile. With wgmma (sm_90a): 16 (mma.sync) up to 16 rows, 32 up to 32 (wgmma
@@ -59,8 +65,9 @@ LOWBIT_HD constexpr int pipe_tile_groups(int bm) { return bm == 256 ? kPipeRows2
 // pipe_min_rank_steps(bm), and at most max_splits (the cluster size the device can
 // co-schedule); forced_splits > 0 (a measurement knob) takes that many ranks instead, within
 // max_splits and one step per rank. Rank ranges are whole stages, so no rank is left empty.
+inline void pipe_split_tail(PipePlan& p, int k, long long wave, int max_splits);
 inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_per_sm,
-                               int max_splits = kPipeMaxSplits, int forced_splits = 0) {
+                               int max_splits = kPipeMaxSplits, int forced_splits = 0, bool split_tail = false) {
   PipePlan p;
   p.bm = bm;
   p.row_tiles = (m + bm - 1) / bm;
@@ -80,7 +87,40 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
   const int per = (ksteps + splits - 1) / splits;
   p.split_steps = (per + kPipeStageSteps - 1) / kPipeStageSteps * kPipeStageSteps;
   p.splits = (ksteps + p.split_steps - 1) / p.split_steps;
+  if (split_tail && forced_splits == 0)
+    pipe_split_tail(p, k, static_cast<long long>(blocks_per_sm > 0 ? blocks_per_sm : 1) * (sms > 0 ? sms : 1), cap);
   return p;
+}
+
+// Split tail of the warp-specialized tiles (96 / 128 / 256 rows; session 33). A plan past one
+// wave whose tiles run one rank each leaves its last, partial wave with the same K loop as a full
+// one: 70b.qkv at M = 512 has 160 128-row tiles on 132 SMs, 2 waves of time for 1.2 of work. Its
+// tiles past the last whole wave (`rest`) run instead in a second launch as split-K clusters (the
+// same kernel, a unit offset), as many ranks as keep every cluster in one wave (rest x ranks <=
+// wave, at most max_splits, each rank >= pipe_min_rank_steps): 512 + 128 K steps per SM instead of
+// 2 x 512 there (the "data-parallel + split-K" hybrid of the Stream-K paper, with the split part
+// as clusters that reduce through distributed shared memory as the one-wave plans already do).
+// Left as is (tail_splits 1) when the plan is one wave or less, already split, has no partial wave,
+// or the tail cannot take 2 ranks (rest > wave / 2).
+inline void pipe_split_tail(PipePlan& p, int k, long long wave, int max_splits) {
+  p.head_units = 0;
+  p.tail_splits = 1;
+  p.tail_steps = 0;
+  const long long units = static_cast<long long>(p.row_tiles) * p.col_tiles;
+  if (p.splits != 1 || wave < 1 || units <= wave || units % wave == 0) return;
+  const long long rest = units % wave;
+  const int ksteps = k / 16, min_steps = pipe_min_rank_steps(p.bm);
+  const int cap = max_splits < kPipeMaxSplits ? max_splits : kPipeMaxSplits;
+  int t = 1;
+  while (t < cap && rest * (t + 1) <= wave && ksteps / (t + 1) >= min_steps) ++t;
+  if (t < 2) return;
+  const int per = (ksteps + t - 1) / t;
+  const int steps = (per + kPipeStageSteps - 1) / kPipeStageSteps * kPipeStageSteps;
+  t = (ksteps + steps - 1) / steps;
+  if (t < 2) return;
+  p.head_units = static_cast<int>(units - rest);
+  p.tail_splits = t;
+  p.tail_steps = steps;
 }
 
 // Rows per block tile for one GEMM: pipelined_rows(), except where the 128-row wgmma tiles
@@ -115,14 +155,18 @@ inline long long pipe_plan_blocks(const PipePlan& p) {
 }
 // A plan's time in units of one K step of one wave: its waves (blocks over `wave` resident
 // blocks) x the K steps of one split-K rank. The cost models below scale it.
+// With a split tail: the head's whole waves, then one wave of tail_steps.
 inline double pipe_plan_step_waves(const PipePlan& p, long long wave) {
+  if (p.tail_splits > 1) return static_cast<double>(p.head_units / wave) * p.split_steps + p.tail_steps;
   return static_cast<double>((pipe_plan_blocks(p) + wave - 1) / wave) * p.split_steps;
 }
-inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
+// split_tail: whether the warp-specialized launches split their last partial wave (pipe_split_tail;
+// LOWBIT_INT4_PIPE_TAIL=0 turns it off), which the 96 / 128 / 256-row costs then count.
+inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms, bool split_tail = true) {
   const int bm = pipelined_rows(m, wgmma);
   if (bm == 64 && wgmma && m <= 48 && static_cast<int64_t>(n) * k >= kPipeRows48Weight) return 48;  // 64: m > 32
   if (bm != 128 || sms < 1) return bm;
-  const PipePlan p128 = pipelined_plan(m, n, k, 128, sms, kPipeWgBlocksPerSm128);
+  const PipePlan p128 = pipelined_plan(m, n, k, 128, sms, kPipeWgBlocksPerSm128, kPipeMaxSplits, 0, split_tail);
   const PipePlan p64 = pipelined_plan(m, n, k, 64, sms, kPipeWgBlocksPerSm64);
   const long long b128 = pipe_plan_blocks(p128), b64 = pipe_plan_blocks(p64);
   const long long w128 = static_cast<long long>(kPipeWgBlocksPerSm128) * sms;
@@ -145,7 +189,8 @@ inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   // the faster one at all 78 measured (shape, M) points of rounds SG and TA (TA twice). Up to
   // 128 rows one 128-row tile (measured faster than two 96-row ones in session 25).
   if (m <= 128) return 128;
-  const PipePlan p96 = pipelined_plan(m, n, k, 96, sms, kPipeWgBlocksPerSm128);  // 96 rows: 128's occupancy
+  const PipePlan p96 = pipelined_plan(m, n, k, 96, sms, kPipeWgBlocksPerSm128, kPipeMaxSplits, 0,
+                                      split_tail);  // 96 rows: 128's occupancy
   const double c96 = kPipeRows96Cost * pipe_plan_step_waves(p96, w128), c128 = pipe_plan_step_waves(p128, w128);
   // 256-row tiles of 128 columns (warp-specialized, m64n256k16: each word unpacked for twice the
   // rows of the 128-row tile) by the same model, kPipeRows256Cost per K step and wave. Measured
@@ -154,7 +199,7 @@ inline int pipelined_rows_for(int m, int n, int k, bool wgmma, int sms) {
   // (the unpack is ~15% of the 128-row tile's time: round D); at M = 256 / 512 / 768 / 1024 0.87-
   // 0.97x the plan's time (70b.gate_up M = 1024 1372 vs 1556 us), at M = 384 / 640 (a half-empty
   // last row tile) up to 1.84x (70b.qkv M = 384), which the model's waves and steps tell apart.
-  const PipePlan p256 = pipelined_plan(m, n, k, 256, sms, kPipeWgBlocksPerSm128);
+  const PipePlan p256 = pipelined_plan(m, n, k, 256, sms, kPipeWgBlocksPerSm128, kPipeMaxSplits, 0, split_tail);
   const double c256 = kPipeRows256Cost * pipe_plan_step_waves(p256, w128);
   if (c256 < c96 && c256 < c128) return 256;
   return c96 < c128 ? 96 : 128;
@@ -219,10 +264,10 @@ constexpr int kPipeModelMaxM = 2047;
 constexpr double kPipeStepWaveUs = 0.205;
 constexpr double kDequantCublasTflops = 680.0;
 constexpr double kDequantUsPerMiElem = 0.72, kDequantUsPerMiElemLongK = 0.95;  // K <= 8192 / above
-inline double pipe_model_us(int m, int n, int k, int sms) {
-  const int bm = pipelined_rows_for(m, n, k, true, sms);
+inline double pipe_model_us(int m, int n, int k, int sms, bool split_tail = true) {
+  const int bm = pipelined_rows_for(m, n, k, true, sms, split_tail);
   const int per_sm = pipe_wg_blocks_per_sm(bm);
-  const PipePlan p = pipelined_plan(m, n, k, bm, sms, per_sm);
+  const PipePlan p = pipelined_plan(m, n, k, bm, sms, per_sm, kPipeMaxSplits, 0, split_tail && bm >= 96);
   return pipe_plan_step_waves(p, static_cast<long long>(per_sm) * sms) * kPipeStepWaveUs *
          (bm == 96 ? kPipeRows96Cost : bm == 256 ? kPipeRows256Cost : 1.0);
 }
@@ -231,7 +276,8 @@ inline double dequant_cublas_model_us(int m, int n, int k) {
   const double slab_us = k > 8192 ? kDequantUsPerMiElemLongK : kDequantUsPerMiElem;
   return 2.0 * m * elems / (kDequantCublasTflops * 1e6) + slab_us * elems / double(1 << 20);
 }
-inline GemmPath tiled_auto_path_measured(int m, int n, int k, int group_len, bool wgmma, int sms) {
+inline GemmPath tiled_auto_path_measured(int m, int n, int k, int group_len, bool wgmma, int sms,
+                                         bool split_tail = true) {
   const int64_t elems = static_cast<int64_t>(n) * k;
   if (m <= 8) return GemmPath::kSkinny;
   // G = 32 / 64: the decode kernel keeps 8-row tiles (its 16-row tiles spill there), and the
@@ -266,7 +312,7 @@ inline GemmPath tiled_auto_path_measured(int m, int n, int k, int group_len, boo
     // Up to kPipeModelMaxM rows by the time model above (fitted on G = 128; smaller groups keep
     // dequant + cuBLAS, not measured there).
     if (m <= kPipeModelMaxM && (group_len >= 128 || group_len >= k) && sms > 0 &&
-        pipe_model_us(m, n, k, sms) < dequant_cublas_model_us(m, n, k))
+        pipe_model_us(m, n, k, sms, split_tail) < dequant_cublas_model_us(m, n, k))
       return GemmPath::kPipelined;
     return GemmPath::kDequantCublas;
   }
@@ -276,8 +322,9 @@ inline GemmPath tiled_auto_path_measured(int m, int n, int k, int group_len, boo
 }
 // The pipelined kernel addresses x with 32-bit element offsets (gemm() refuses M * K >= 2^32 on
 // that path), so kAuto takes dequant + cuBLAS there instead.
-inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, int sms = 132) {
-  const GemmPath p = tiled_auto_path_measured(m, n, k, group_len, wgmma, sms);
+inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, int sms = 132,
+                                bool split_tail = true) {
+  const GemmPath p = tiled_auto_path_measured(m, n, k, group_len, wgmma, sms, split_tail);
   const bool x32 = static_cast<int64_t>(m) * k < (int64_t{1} << 32);
   return p == GemmPath::kPipelined && !x32 ? GemmPath::kDequantCublas : p;
 }

@@ -40,6 +40,7 @@ namespace kern {
 // gemm_pipelined.cu.
 extern std::atomic<int> g_pipe_ws_override;
 extern std::atomic<long long> g_pipe_ws_launches;  // detail::pipe_ws_launches (tests): launches counted here
+extern std::atomic<int> g_pipe_tail_override;     // detail::set_pipe_tail (tests): 0 env, 1 off, 2 on
 namespace {
 
 constexpr int kWsConsumerWarps = 8;                      // two warpgroups
@@ -77,6 +78,7 @@ template <int MODE>
 struct PipeWsParams {
   PipeParamsFor<MODE> p;
   CUtensorMap xmap;  // x [M, K]: boxes of 64 K x BM rows in the 128 B swizzle (encode_x_map)
+  int unit0 = 0;     // dense: the launch's first tile (a split tail's second launch; pipe_split_tail)
 };
 
 template <typename T, int BM, bool kSym, int MODE = kPipeDense>
@@ -97,8 +99,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   // branch below is not a divergent path around the consumers' wgmmas.
   const int tid = threadIdx.x, warp_id = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
   const int rank = static_cast<int>(blockIdx.x % p.splits);
-  int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
-  int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
+  const int unit = static_cast<int>(blockIdx.x / p.splits) + w.unit0;
+  int rt = unit % p.row_tiles;
+  int ct = unit / p.row_tiles;
   // MoE: the expert's offsets into the weight stacks (dense: 0, so its code reads p's pointers
   // where it used them before the MoE modes: the same PTX but for the kernel's name).
   size_t w_off = 0, s_off = 0;
@@ -321,6 +324,14 @@ inline int pipe_ws_mode() {  // 0 never, 1 pipe_ws_rule, 2 always
   return o == 1 ? 0 : o == 2 ? 2 : v;
 }
 
+// The split tail of the dense warp-specialized launches (pipe_split_tail): on unless
+// LOWBIT_INT4_PIPE_TAIL=0 (read once; measurements) or detail::set_pipe_tail says otherwise.
+inline bool pipe_tail_on() {
+  static const bool v = env_on_unless_zero("LOWBIT_INT4_PIPE_TAIL");
+  const int o = g_pipe_tail_override.load(std::memory_order_relaxed);
+  return o == 1 ? false : o == 2 ? true : v;
+}
+
 // Launches the warp-specialized tile; *launched false (and nothing launched) when a bulk copy
 // could not address the operands (16 B alignment) or the x tensor map cannot be encoded; each
 // launch counts in g_pipe_ws_launches.
@@ -335,13 +346,38 @@ cudaError_t launch_typed_ws(const PipeParams& prm, int sms, cudaStream_t stream,
   static std::atomic<int> per_sm{0};
   int nb = 0;
   if (const cudaError_t e = blocks_per_sm_once(kernel, kWsThreads, kSmem, per_sm, &nb); e != cudaSuccess) return e;
-  PipeWsParams<kPipeDense> q{prm, {}};
+  PipeWsParams<kPipeDense> q{prm, {}, 0};
   if (!encode_x_map<T>(&q.xmap, prm.x, prm.M, prm.K, BM)) return cudaSuccess;
   static ClusterSchedulable clusters = {};
-  const PipePlan pl = pipe_dense_launch_plan(kernel, BM, kWsThreads, kSmem, sms, nb, clusters, q.p);
+  PipePlan pl = pipe_dense_launch_plan(kernel, BM, kWsThreads, kSmem, sms, nb, clusters, q.p);
+  const int units = pl.row_tiles * pl.col_tiles;
+  // Split tail: fewer ranks until every tail cluster is resident at once (one wave).
+  if (pl.splits == 1 && pipe_tail_on() && env_pipe_splits() == 0) {
+    for (int cap = kPipeMaxSplits;;) {
+      pipe_split_tail(pl, prm.K, static_cast<long long>(nb) * sms, cap);
+      if (pl.tail_splits < 2 ||
+          active_clusters(kernel, pl.tail_splits, 1, 1, 1, kWsThreads, kSmem, clusters) >= units - pl.head_units)
+        break;
+      cap = pl.tail_splits - 1;
+    }
+  }
   *launched = true;
-  g_pipe_ws_launches.fetch_add(1, std::memory_order_relaxed);
-  return launch_split_clusters(kernel, q, pl.splits, static_cast<unsigned>(pl.row_tiles * pl.col_tiles), 1, 1,
+  if (pl.tail_splits < 2) {
+    g_pipe_ws_launches.fetch_add(1, std::memory_order_relaxed);
+    return launch_split_clusters(kernel, q, pl.splits, static_cast<unsigned>(units), 1, 1, kWsThreads, kSmem, stream,
+                                 pdl_enabled());
+  }
+  // The head's whole waves, then the tail's clusters: disjoint tiles of y, the same x. The tail
+  // (a programmatic launch too when PDL is on) waits for the head like any kernel before it.
+  g_pipe_ws_launches.fetch_add(2, std::memory_order_relaxed);
+  if (const cudaError_t e = launch_split_clusters(kernel, q, 1, static_cast<unsigned>(pl.head_units), 1, 1, kWsThreads,
+                                                  kSmem, stream, pdl_enabled());
+      e != cudaSuccess)
+    return e;
+  q.p.splits = pl.tail_splits;
+  q.p.split_steps = pl.tail_steps;
+  q.unit0 = pl.head_units;
+  return launch_split_clusters(kernel, q, pl.tail_splits, static_cast<unsigned>(units - pl.head_units), 1, 1,
                                kWsThreads, kSmem, stream, pdl_enabled());
 }
 

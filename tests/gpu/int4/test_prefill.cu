@@ -402,6 +402,74 @@ TEST(Int4PrefillGemm, Rows256Tile) {
   }
 }
 
+// The split tail (pipe_split_tail): where the warp-specialized plan leaves a partial last wave, its
+// tiles past the last whole wave run in a second launch as split-K clusters. The forced pipelined
+// path on such a plan launches twice, writes every output (poisoned first), agrees with dequant +
+// cuBLAS to fp16 rounding, and a CUDA graph replays it bit for bit; symmetric G = 128 and
+// asymmetric G = 64. With the split tail off the same GEMM launches once and also agrees.
+TEST(Int4PrefillGemm, SplitTail) {
+  if (!detail::pipelined_uses_wgmma()) GTEST_SKIP() << "the split tail runs on the warp-specialized wgmma tiles (sm_90a)";
+  const int sms = detail::device_sm_count(), n_cols = 8192, k = 2048;
+  int m = 0;
+  for (int c = 256; c <= 4096 && m == 0; c += 64) {
+    const int bm = kern::pipelined_rows_for(c, n_cols, k, true, sms, true);
+    if (bm >= 96 && kern::pipelined_plan(c, n_cols, k, bm, sms, 1, kern::kPipeMaxSplits, 0, true).tail_splits > 1) m = c;
+  }
+  if (m == 0) GTEST_SKIP() << "no split-tail plan for " << n_cols << " x " << k << " on " << sms << " SMs";
+  SCOPED_TRACE(m);
+  struct TailDefault {  // the override back to the environment's setting however the test ends
+    ~TailDefault() { detail::set_pipe_tail(0); }
+  } tail_default;
+  for (const WeightShape& s : {WeightShape{1, n_cols, k, 128, true, DType::kF16},
+                               WeightShape{1, n_cols, k, 64, false, DType::kF16}}) {
+    SCOPED_TRACE(s.group_len());
+    KernelWeights kw;
+    ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 41), &kw).ok());
+    DevWeights dw(kw);
+    DevBuf x = upload(random_x(static_cast<size_t>(m) * s.k, s.act, 42));
+    size_t wsb = 0, wsd = 0;
+    ASSERT_TRUE(gemm_workspace_size(s, m, &wsb, GemmPath::kPipelined).ok());
+    ASSERT_TRUE(gemm_workspace_size(s, m, &wsd, GemmPath::kDequantCublas).ok());
+    DevBuf ws(wsb > wsd ? wsb : wsd);
+    const size_t n = static_cast<size_t>(m) * s.n;
+    DevBuf y_tail(n * 2), y_graph(n * 2), y_off(n * 2), y_ref(n * 2);
+    for (DevBuf* y : {&y_tail, &y_graph, &y_off, &y_ref}) ASSERT_EQ(cudaMemset(y->p, 0xFF, y->bytes), cudaSuccess);
+    cudaStream_t st;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+    GemmArgs a;
+    a.x = x.p;
+    a.m = m;
+    a.path = GemmPath::kPipelined;
+    a.y = y_tail.p;
+    detail::set_pipe_tail(2);
+    long long before = detail::pipe_ws_launches();
+    Status r = gemm(a, dw.view, ws.p, ws.bytes, st);
+    ASSERT_TRUE(r.ok()) << r.to_string();
+    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    EXPECT_EQ(detail::pipe_ws_launches(), before + 2);
+    a.y = y_graph.p;
+    ASSERT_NO_FATAL_FAILURE(gemm_in_graph(a, dw.view, ws, ws.bytes, st));
+    detail::set_pipe_tail(1);
+    a.y = y_off.p;
+    before = detail::pipe_ws_launches();
+    r = gemm(a, dw.view, ws.p, ws.bytes, st);
+    detail::set_pipe_tail(0);  // (also on the way out: tail_default)
+    ASSERT_TRUE(r.ok()) << r.to_string();
+    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    EXPECT_LE(detail::pipe_ws_launches(), before + 1);
+    a.path = GemmPath::kDequantCublas;
+    a.y = y_ref.p;
+    r = gemm(a, dw.view, ws.p, ws.bytes, st);
+    ASSERT_TRUE(r.ok()) << r.to_string();
+    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    const auto rt = download<uint16_t>(y_tail.p, n), rr = download<uint16_t>(y_ref.p, n);
+    EXPECT_EQ(rt, download<uint16_t>(y_graph.p, n));
+    EXPECT_TRUE(close_f16(rt, rr));
+    EXPECT_TRUE(close_f16(download<uint16_t>(y_off.p, n), rr));
+    cudaStreamDestroy(st);
+  }
+}
+
 // kAuto at M = 513..2047 (MMA-tiled, G = 128) follows the time model of pipelined_plan.h: on a
 // 4096 x 4096 weight (llama3-8b.o) it takes the pipelined kernel at M = 1024 (one wave of 128
 // 128-row tiles) and dequant + cuBLAS at M = 1100 (a second, nearly empty wave). Its output is
