@@ -102,6 +102,12 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
 // as clusters that reduce through distributed shared memory as the one-wave plans already do).
 // Left as is (tail_splits 1) when the plan is one wave or less, already split, has no partial wave,
 // or the tail cannot take 2 ranks (rest > wave / 2).
+// The tail launch's own cost, in K steps of one wave: what a tail took beyond its K steps on H200
+// (session 33, round A, bf16 G = 128, 32 tail plans of the eight Llama-3 projections at M =
+// 384..1536: median ~19 us, 6-27 us on one-wave heads; the second launch, each rank's pipeline fill
+// and the cluster reduction, as in the one-wave split plans of short K: 8b.o at M = 128, 8 ranks of
+// 32 K steps, 22.5 us). A tail is planned only where it saves more than that, and the models add it.
+constexpr int kPipeTailSteps = 96;
 inline void pipe_split_tail(PipePlan& p, int k, long long wave, int max_splits) {
   p.head_units = 0;
   p.tail_splits = 1;
@@ -117,7 +123,7 @@ inline void pipe_split_tail(PipePlan& p, int k, long long wave, int max_splits) 
   const int per = (ksteps + t - 1) / t;
   const int steps = (per + kPipeStageSteps - 1) / kPipeStageSteps * kPipeStageSteps;
   t = (ksteps + steps - 1) / steps;
-  if (t < 2) return;
+  if (t < 2 || steps + kPipeTailSteps >= p.split_steps) return;
   p.head_units = static_cast<int>(units - rest);
   p.tail_splits = t;
   p.tail_steps = steps;
@@ -155,9 +161,9 @@ inline long long pipe_plan_blocks(const PipePlan& p) {
 }
 // A plan's time in units of one K step of one wave: its waves (blocks over `wave` resident
 // blocks) x the K steps of one split-K rank. The cost models below scale it.
-// With a split tail: the head's whole waves, then one wave of tail_steps.
+// With a split tail: the head's whole waves, then one wave of tail_steps and the tail's own cost.
 inline double pipe_plan_step_waves(const PipePlan& p, long long wave) {
-  if (p.tail_splits > 1) return static_cast<double>(p.head_units / wave) * p.split_steps + p.tail_steps;
+  if (p.tail_splits > 1) return static_cast<double>(p.head_units / wave) * p.split_steps + p.tail_steps + kPipeTailSteps;
   return static_cast<double>((pipe_plan_blocks(p) + wave - 1) / wave) * p.split_steps;
 }
 // split_tail: whether the warp-specialized launches split their last partial wave (pipe_split_tail;

@@ -132,7 +132,10 @@ TEST(Int4PipelinedPlan, Rows96) {
   EXPECT_EQ(pipelined_rows_for(256, 4096, 4096, true, kH200Sms), 256);
   EXPECT_EQ(pipelined_rows_for(193, 4096, 4096, true, kH200Sms), 256);
   EXPECT_EQ(pipelined_rows_for(256, 10240, 8192, true, kH200Sms), 96);
-  EXPECT_EQ(pipelined_rows_for(512, 10240, 8192, true, kH200Sms), 96);
+  EXPECT_EQ(pipelined_rows_for(512, 10240, 8192, true, kH200Sms, false), 96);
+  // With the split tail (session 33) 70b.qkv at M = 512 takes 256-row tiles: 160 of them, one wave
+  // and 28 tiles in clusters of 4 ranks (round A: 136.2 us against 190.9 for the 96-row tiles).
+  EXPECT_EQ(pipelined_rows_for(512, 10240, 8192, true, kH200Sms), 256);
 }
 
 // 256-row tiles (session 31, round H, --path pipelined, rows forced, us): where M fills them
@@ -253,13 +256,17 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
   }
   // M = 1536, by the time model since session 31 (round K, forced, us: pipelined / dequant):
   // 70b.o 294 / 316, 70b.gate_up 2098 / 2189, 8b.gate_up 570 / 591; 8b.o 99 / 79, 8b.qkv 147 /
-  // 116, 8b.down 330 / 270.
+  // 116, 8b.down 330 / 270. With the split tail (session 33, round A, min of two): 8b.down 272 /
+  // 279 and 8b.qkv 125 / 116 take the pipelined kernel (8b.qkv a miss of 8%: the dequant model
+  // reads 131 us there), 8b.o (81 / 80) keeps dequant + cuBLAS.
   EXPECT_EQ(tiled_auto_path_g128(1536, o70.n, o70.k, true), GemmPath::kPipelined);
   EXPECT_EQ(tiled_auto_path_g128(1536, gate_up70.n, gate_up70.k, true), GemmPath::kPipelined);
   EXPECT_EQ(tiled_auto_path_g128(1536, gate_up8.n, gate_up8.k, true), GemmPath::kPipelined);
   EXPECT_EQ(tiled_auto_path_g128(1536, o8.n, o8.k, true), GemmPath::kDequantCublas);
-  EXPECT_EQ(tiled_auto_path_g128(1536, qkv8.n, qkv8.k, true), GemmPath::kDequantCublas);
-  EXPECT_EQ(tiled_auto_path_g128(1536, down8.n, down8.k, true), GemmPath::kDequantCublas);
+  EXPECT_EQ(tiled_auto_path_g128(1536, qkv8.n, qkv8.k, true), GemmPath::kPipelined);
+  EXPECT_EQ(tiled_auto_path_g128(1536, down8.n, down8.k, true), GemmPath::kPipelined);
+  EXPECT_EQ(tiled_auto_path(1536, qkv8.n, qkv8.k, 128, true, kH200Sms, false), GemmPath::kDequantCublas);
+  EXPECT_EQ(tiled_auto_path(1536, down8.n, down8.k, 128, true, kH200Sms, false), GemmPath::kDequantCublas);
   EXPECT_EQ(tiled_auto_path_g128(128, o8.n, o8.k, false), GemmPath::kDequantCublas);   // 16 Mi
   EXPECT_EQ(tiled_auto_path_g128(128, down8.n, down8.k, false), GemmPath::kPipelined);  // 56 Mi
   EXPECT_EQ(tiled_auto_path_g128(256, down8.n, down8.k, true), GemmPath::kPipelined);
@@ -273,14 +280,18 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
   EXPECT_EQ(tiled_auto_path_g128(384, gate_up70.n, gate_up70.k, true), GemmPath::kPipelined);  // 672: 5.1 waves
   EXPECT_EQ(tiled_auto_path_g128(512, gate_up70.n, gate_up70.k, true), GemmPath::kPipelined);  // 896: 6.8 waves
   EXPECT_EQ(tiled_auto_path_g128(384, 10240, 8192, true), GemmPath::kPipelined);          // 70b.qkv: 120 tiles
-  EXPECT_EQ(tiled_auto_path_g128(512, 10240, 8192, true), GemmPath::kDequantCublas);      // 160 tiles: 1.2 waves
+  // 70b.qkv at M = 512, 160 tiles (1.2 waves): dequant + cuBLAS without the split tail, the
+  // pipelined kernel with it (session 33, round A: 136.2 vs 196.1 us).
+  EXPECT_EQ(tiled_auto_path(512, 10240, 8192, 128, true, kH200Sms, false), GemmPath::kDequantCublas);
+  EXPECT_EQ(tiled_auto_path_g128(512, 10240, 8192, true), GemmPath::kPipelined);
   // 24 Mi: the time model, pipelined since the refit (55 us against dequant + cuBLAS's 52: the
   // model's one whole-weight slab is faster than its chunk rate; a 4% loss the refit accepts).
   EXPECT_EQ(tiled_auto_path_g128(512, qkv8.n, qkv8.k, true), GemmPath::kPipelined);
   // ... and below 48 Mi elements the time model (session 30, round UE).
   EXPECT_EQ(tiled_auto_path_g128(384, o8.n, o8.k, true), GemmPath::kPipelined);      // 29.3 vs 37.5 us
   EXPECT_EQ(tiled_auto_path_g128(320, qkv8.n, qkv8.k, true), GemmPath::kPipelined);  // 44.5 vs 49.1 us
-  EXPECT_EQ(tiled_auto_path_g128(448, 10240, 8192, true), GemmPath::kDequantCublas);  // 70b.qkv: 2 waves
+  EXPECT_EQ(tiled_auto_path(448, 10240, 8192, 128, true, kH200Sms, false), GemmPath::kDequantCublas);  // 70b.qkv: 2 waves
+  EXPECT_EQ(tiled_auto_path_g128(448, 10240, 8192, true), GemmPath::kPipelined);  // ... a split tail
   EXPECT_EQ(tiled_auto_path(512, 10240, 8192, 128, true, 160), GemmPath::kPipelined);     // one wave on 160 SMs
   EXPECT_EQ(tiled_auto_path_g128(24, o70.n, o70.k, false), GemmPath::kPipelined);        // 64 Mi: big
 }
@@ -309,8 +320,12 @@ TEST(Int4PipelinedPlan, TiledAutoPathModel) {
       {"8b.down", 4096, 14336, 768, P},
       {"8b.gate_up", 28672, 4096, 1024, P},  {"8b.down", 4096, 14336, 1024, P},
       {"8b.qkv", 6144, 4096, 640, P},        {"8b.o", 4096, 4096, 1024, P},
-      {"8b.qkv", 6144, 4096, 768, D},        // 98 / 69
-      {"8b.qkv", 6144, 4096, 1024, D},
+      // Since the split tail (session 33, round A: tail / dequant, us): 8b.qkv M = 768 72.5 / 67.7
+      // (a 7% miss: the dequant model reads 74.1 there), M = 1024 80.7 / 84.3 (before it 98 / 69
+      // and 98.6 / 84.3 without the tail).
+      {"8b.qkv", 6144, 4096, 768, P},
+      {"8b.qkv", 6144, 4096, 1024, P},
+      {"8b.o", 4096, 4096, 1152, D},         // 78.3 / 62.7
   };
   for (const Case& c : cases) {
     EXPECT_EQ(tiled_auto_path_g128(c.m, c.n, c.k, true), c.want) << c.name << " m=" << c.m;
@@ -520,6 +535,41 @@ TEST(Int4DequantSlabPlan, MidPrefillOnShortK) {
   p = dequant_slab_plan(2048, 4096, 0, 0);
   EXPECT_EQ(p.budget, kSlabDefaultBytes);
   EXPECT_FALSE(p.overlap);
+}
+
+// The split tail (session 33): 70b.qkv at M = 512 in 128-row tiles is 160 tiles on 132 SMs; the
+// 28 past the first wave take 4 ranks of 128 K steps (28 x 5 > 132), and the model counts one
+// wave of 512 steps, 128 and the tail's own kPipeTailSteps. No tail within one wave, on whole
+// waves, with forced ranks, without the flag, or where K is too short to pay for it.
+TEST(Int4PipelinedPlan, SplitTail) {
+  const PipePlan p = pipelined_plan(512, 10240, 8192, 128, kH200Sms, 1, kPipeMaxSplits, 0, true);
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(p.head_units, 132);
+  EXPECT_EQ(p.tail_splits, 4);
+  EXPECT_EQ(p.tail_steps, 128);
+  EXPECT_DOUBLE_EQ(pipe_plan_step_waves(p, kH200Sms), 512 + 128 + kPipeTailSteps);
+  // Ranks are whole stages: 12 tiles past the wave (8b.o at M = 1152, 144 tiles) take 8 ranks of
+  // 32 steps; a cap of 5 gives 5 ranks of 52.
+  PipePlan q = pipelined_plan(1152, 4096, 4096, 128, kH200Sms, 1, kPipeMaxSplits, 0, true);
+  EXPECT_EQ(q.head_units, 132);
+  EXPECT_EQ(q.tail_splits, 8);
+  EXPECT_EQ(q.tail_steps, 32);
+  pipe_split_tail(q, 4096, kH200Sms, 5);
+  EXPECT_EQ(q.tail_splits, 5);
+  EXPECT_EQ(q.tail_steps, 52);
+  EXPECT_EQ(q.head_units, 132);
+  // Rank counts that would leave the tail past one wave are not taken: 108 tiles past the wave
+  // (240 96-row tiles) cannot take 2 ranks.
+  EXPECT_EQ(pipelined_plan(512, 10240, 8192, 96, kH200Sms, 1, kPipeMaxSplits, 0, true).tail_splits, 1);
+  EXPECT_EQ(pipelined_plan(512, 10240, 8192, 128, kH200Sms, 1).tail_splits, 1);                      // flag off
+  EXPECT_EQ(pipelined_plan(512, 10240, 8192, 128, kH200Sms, 1, kPipeMaxSplits, 2, true).tail_splits, 1);  // forced
+  EXPECT_EQ(pipelined_plan(384, 10240, 8192, 128, kH200Sms, 1, kPipeMaxSplits, 0, true).tail_splits, 1);  // 120 tiles
+  EXPECT_EQ(pipelined_plan(512, 8448, 8192, 128, kH200Sms, 1, kPipeMaxSplits, 0, true).tail_splits, 1);  // 132 x 1
+  EXPECT_EQ(pipelined_plan(528, 8448, 8192, 128, kH200Sms, 1, kPipeMaxSplits, 0, true).tail_splits, 4);  // 5 x 33: 33 x 4 = 132
+  // K = 4096 (256 steps): 4 ranks of 64 steps + kPipeTailSteps pay; K = 2048 (128) 4 ranks of 32
+  // do not (32 + 96 = 128).
+  EXPECT_EQ(pipelined_plan(512, 10240, 4096, 128, kH200Sms, 1, kPipeMaxSplits, 0, true).tail_splits, 4);
+  EXPECT_EQ(pipelined_plan(512, 10240, 2048, 128, kH200Sms, 1, kPipeMaxSplits, 0, true).tail_splits, 1);
 }
 
 }  // namespace

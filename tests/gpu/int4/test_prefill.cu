@@ -409,7 +409,7 @@ TEST(Int4PrefillGemm, Rows256Tile) {
 // asymmetric G = 64. With the split tail off the same GEMM launches once and also agrees.
 TEST(Int4PrefillGemm, SplitTail) {
   if (!detail::pipelined_uses_wgmma()) GTEST_SKIP() << "the split tail runs on the warp-specialized wgmma tiles (sm_90a)";
-  const int sms = detail::device_sm_count(), n_cols = 8192, k = 2048;
+  const int sms = detail::device_sm_count(), n_cols = 8192, k = 4096;
   int m = 0;
   for (int c = 256; c <= 4096 && m == 0; c += 64) {
     const int bm = kern::pipelined_rows_for(c, n_cols, k, true, sms, true);
