@@ -240,8 +240,10 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
           if (m >= 2048) heavy_before = true;
           if (st.ok()) st = lowbit::bench::time_in_graph(stream, run_int4, copies, 2, reps, &t4);
 #ifdef LOWBIT_INT4_TRACE
-          if (const char* tp = std::getenv("LOWBIT_INT4_TRACE_OUT"); tp != nullptr && st.ok())
+          if (const char* tp = std::getenv("LOWBIT_INT4_TRACE_OUT"); tp != nullptr && st.ok()) {
             detail::dense_trace_dump((std::string(tp) + "_" + sh.name + "_m" + std::to_string(m) + ".csv").c_str());
+            detail::pipe_trace_dump((std::string(tp) + "_ws_" + sh.name + "_m" + std::to_string(m) + ".csv").c_str());
+          }
 #endif
           if (st.ok() && !have_tb) {
             st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);

@@ -3,6 +3,9 @@
 // 96- and 128-row wgmma tiles may run warp-specialized (pipelined_ws_tile.cuh: the same sums).
 #include "kernels/int4/pipelined_ws_tile.cuh"
 
+#include <cstdio>
+#include <vector>
+
 namespace lowbit::int4 {
 namespace kern {
 
@@ -65,6 +68,33 @@ int device_sm_count() { return kern::current_sm_count(); }
 void set_pipe_ws(int mode) { kern::g_pipe_ws_override.store(mode == 1 || mode == 2 ? mode : 0); }
 void set_pipe_tail(int mode) { kern::g_pipe_tail_override.store(mode == 1 || mode == 2 ? mode : 0); }
 bool pipe_split_tail_on() { return kern::pipe_tail_on() && kern::pipe_ws_mode() != 0; }
+
+#ifdef LOWBIT_INT4_TRACE
+void pipe_trace_dump(const char* path) {
+  using kern::kWsTraceFields;
+  using kern::kWsTraceRecords;
+  std::vector<unsigned long long> buf(static_cast<size_t>(kWsTraceRecords) * kWsTraceFields);
+  unsigned n = 0;
+  if (cudaDeviceSynchronize() != cudaSuccess ||
+      cudaMemcpyFromSymbol(buf.data(), kern::g_ws_trace, buf.size() * sizeof(buf[0])) != cudaSuccess ||
+      cudaMemcpyFromSymbol(&n, kern::g_ws_trace_next, sizeof(n)) != cudaSuccess) {
+    std::fprintf(stderr, "pipe_trace_dump: could not read the trace\n");
+    return;
+  }
+  FILE* f = std::fopen(path, "w");
+  if (f == nullptr) return;
+  std::fprintf(f, "bx,smid,splits,unit0,entry,waited,first,loop,epi,stored,end\n");
+  const unsigned cap = kWsTraceRecords, count = n < cap ? n : cap, first = n < cap ? 0 : n % cap;
+  for (unsigned i = 0; i < count; ++i) {
+    const unsigned long long* r = &buf[static_cast<size_t>((first + i) % cap) * kWsTraceFields];
+    for (int k = 0; k < kWsTraceFields; ++k) std::fprintf(f, k ? ",%llu" : "%llu", r[k]);
+    std::fprintf(f, "\n");
+  }
+  std::fclose(f);
+  const unsigned zero = 0;
+  (void)cudaMemcpyToSymbol(kern::g_ws_trace_next, &zero, sizeof(zero));
+}
+#endif
 long long pipe_ws_launches() { return kern::g_pipe_ws_launches.load(std::memory_order_relaxed); }
 
 cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,

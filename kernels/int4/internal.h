@@ -112,6 +112,8 @@ int moe_ysum_max_topk();
 void moe_trace_dump(const char* path);
 // The same for the dense decode GEMM's blocks (gemm_decode.cu); routed = the weight pointer.
 void dense_trace_dump(const char* path);
+// The same for the dense warp-specialized pipelined tiles (pipelined_ws_tile.cuh's probes).
+void pipe_trace_dump(const char* path);
 #endif
 // MoE GEMMs on MMA-tiled expert stacks (moe_decode.cu, the decode tile in its MoE modes):
 // gate_up: inter[id] = act(silu(x[id/topk] Wg^T) * (x[id/topk] Wu^T)) for w13 [E, 2I, H]

@@ -481,11 +481,50 @@ __device__ __forceinline__ void wg_stage(float (&acc)[GW][NT][4], uint32_t st, c
 // tile `epi` (BM rows of kEpiPitch floats), the ranks' tiles added in rank order (the tiles of
 // the other ranks read through distributed shared memory; the caller's cluster barrier made
 // them complete), rounded to the activation dtype.
+// One rank (no split-K): the tile is read by shared-memory loads, kStoreUnroll chunks' loads in
+// flight per thread before their stores. Through the generic pointer of the split path (which
+// compiled to generic loads, one chunk at a time) the store loop of a 128-row tile took ~4 us
+// (session 33's timeline probes, 70b.o at M = 512: 3.9 us of a 94 us launch; 8b.o at M = 1280
+// 4.1 us); the sums and their order are the same.
+constexpr int kStoreUnroll = 4;
 template <typename T, int BM, int kThreads, int kEpiPitch, int kCols = kPipeCols>
 __device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const float* epi, int m0, int ct, int rank,
                                                  int tid, cg::cluster_group& cluster) {
   T* __restrict__ y = static_cast<T*>(p.y);
-  for (int i = rank * kThreads + tid; i < BM * (kCols / 8); i += kThreads * p.splits) {
+  constexpr int kChunks = BM * (kCols / 8);
+  if (p.splits == 1) {
+    constexpr int kIters = (kChunks + kThreads - 1) / kThreads;
+    const uint32_t e0 = smem_addr(epi);
+#pragma unroll 1
+    for (int j0 = 0; j0 < kIters; j0 += kStoreUnroll) {
+      uint4 a[kStoreUnroll][2];
+#pragma unroll
+      for (int u = 0; u < kStoreUnroll; ++u) {
+        const int i = (j0 + u) * kThreads + tid;
+        if (j0 + u < kIters && i < kChunks) {
+          const uint32_t src = e0 + static_cast<uint32_t>(((i / (kCols / 8)) * kEpiPitch + (i % (kCols / 8)) * 8) * 4);
+          a[u][0] = lds128(src);
+          a[u][1] = lds128(src + 16);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kStoreUnroll; ++u) {
+        const int i = (j0 + u) * kThreads + tid;
+        if (j0 + u >= kIters || i >= kChunks) continue;
+        const int row = m0 + i / (kCols / 8), col = ct * kCols + (i % (kCols / 8)) * 8;
+        if (row >= p.M || col >= p.N) continue;
+        const float v[8] = {__uint_as_float(a[u][0].x), __uint_as_float(a[u][0].y), __uint_as_float(a[u][0].z),
+                            __uint_as_float(a[u][0].w), __uint_as_float(a[u][1].x), __uint_as_float(a[u][1].y),
+                            __uint_as_float(a[u][1].z), __uint_as_float(a[u][1].w)};
+        uint32_t out[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[e] = pack_pair<T>(v[2 * e], v[2 * e + 1]);
+        *reinterpret_cast<uint4*>(y + static_cast<size_t>(row) * p.N + col) = make_uint4(out[0], out[1], out[2], out[3]);
+      }
+    }
+    return;
+  }
+  for (int i = rank * kThreads + tid; i < kChunks; i += kThreads * p.splits) {
     const int r = i / (kCols / 8), c8 = (i % (kCols / 8)) * 8;
     const int row = m0 + r, col = ct * kCols + c8;
     if (row >= p.M || col >= p.N) continue;
@@ -496,7 +535,7 @@ __device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const floa
 #pragma unroll
     for (int q = 0; q < kPipeMaxSplits; ++q)
       if (q < p.splits) {
-        const float* src = p.splits > 1 ? cluster.map_shared_rank(local, q) : local;
+        const float* src = cluster.map_shared_rank(local, q);
         part[q][0] = *reinterpret_cast<const float4*>(src);
         part[q][1] = *reinterpret_cast<const float4*>(src + 4);
       }
@@ -515,6 +554,16 @@ __device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const floa
     for (int e = 0; e < 4; ++e) out[e] = pack_pair<T>(v[2 * e], v[2 * e + 1]);
     *reinterpret_cast<uint4*>(y + static_cast<size_t>(row) * p.N + col) = make_uint4(out[0], out[1], out[2], out[3]);
   }
+}
+
+// The split-K ranks' last barrier: no rank exits (its shared memory gone) while another still
+// reads its tile. Every remote load of a rank has returned before it arrives (its values were
+// added and stored), so the arrival needs no release: a relaxed one, without the full
+// cluster.sync()'s memory barrier, which waited for this rank's global stores of y to complete
+// (~1.1-1.8 us at 4-6 ranks in session 33's timeline probes).
+__device__ __forceinline__ void pipe_split_exit_barrier() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
 }
 
 // MoE gate/up epilogue: inter[id, c] = act(silu(gate) * up) for the block's 128 columns (gate
@@ -798,7 +847,7 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
     return;
   }
   pipe_store_dense<T, BM, kThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid, cluster);
-  if (p.splits > 1) cluster.sync();  // no rank leaves while another still reads its tile
+  if (p.splits > 1) pipe_split_exit_barrier();  // no rank leaves while another still reads its tile
 }
 
 // Measurement knobs (read once): LOWBIT_INT4_PIPE_ROWS=16|32|48|64|96|128 forces the rows per

@@ -74,6 +74,23 @@ struct PipeWsSmem : PipeSmem<BM, true, pipe_tile_groups(BM)> {
 // expert are gemm_pipelined_kernel's (raster groups; padding ids -1; no split-K). Session 28
 // gathered the rows by cp.async from the producer threads instead and was 1.07-1.30x slower than
 // gemm_pipelined_kernel (docs/int4-kernels.md).
+#ifdef LOWBIT_INT4_TRACE
+// Timeline probes of the dense mode (a measurement build only: -DLOWBIT_INT4_TRACE=1; the default
+// build has none of this): block 0..n's consumer thread 0 writes one record of %globaltimer stamps
+// into this translation unit's ring at its end (gemm_pipelined.cu's pipe_trace_dump copies it
+// out; bench gemm with LOWBIT_INT4_TRACE_OUT=prefix). Fields: blockIdx.x, smid, splits, unit0,
+// then entry, the producer's griddepcontrol.wait returned, the first stage landed (consumer 0),
+// K loop done, epilogue barrier passed, stores done, end.
+constexpr int kWsTraceRecords = 1 << 15, kWsTraceFields = 11;
+__device__ unsigned long long g_ws_trace[kWsTraceRecords][kWsTraceFields];
+__device__ unsigned int g_ws_trace_next;
+__device__ __forceinline__ unsigned long long ws_trace_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#endif
+
 template <int MODE>
 struct PipeWsParams {
   PipeParamsFor<MODE> p;
@@ -98,6 +115,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   // warp_id through a shuffle from lane 0: ptxas then knows it is warp-uniform, so the role
   // branch below is not a divergent path around the consumers' wgmmas.
   const int tid = threadIdx.x, warp_id = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
+#ifdef LOWBIT_INT4_TRACE
+  __shared__ unsigned long long s_tr[7];
+  if (tid == 0) s_tr[0] = ws_trace_now();
+#endif
   const int rank = static_cast<int>(blockIdx.x % p.splits);
   const int unit = static_cast<int>(blockIdx.x / p.splits) + w.unit0;
   int rt = unit % p.row_tiles;
@@ -198,6 +219,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       for (int it = 0; it < first; ++it) issue(it, true, false);
       if (pw == 0) {
         asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#ifdef LOWBIT_INT4_TRACE
+        s_tr[1] = ws_trace_now();
+#endif
         for (int it = 0; it < first; ++it) issue(it, false, true);
       }
       for (int it = S; it < nstages; ++it) {
@@ -225,6 +249,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
                       static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u};
     for (int it = 0; it < nstages; ++it) {
       mbar_wait(full0 + 8u * (it % S), static_cast<uint32_t>(it / S) & 1u);
+#ifdef LOWBIT_INT4_TRACE
+      if (it == 0 && tid == 0) s_tr[2] = ws_trace_now();
+#endif
       const uint32_t st = sbase + static_cast<uint32_t>((it % S) * L::kStage);
       if (s_end - (s_begin + it * kPipeStageSteps) >= kPipeStageSteps)
         wg_stage<T, NT, kPipeStageSteps, kSym, GW>(acc, st, ln, st + L::kX);
@@ -242,6 +269,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       }
     }
     wg_wait<0>();
+#ifdef LOWBIT_INT4_TRACE
+    if (tid == 0) s_tr[3] = ws_trace_now();
+#endif
     // y may still be read by the previous kernel: wait for it (it has completed by now: the
     // producer waited before the first x tile) before the stores.
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -272,6 +302,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     cluster.sync();
   else
     __syncthreads();
+#ifdef LOWBIT_INT4_TRACE
+  if (tid == 0) s_tr[4] = ws_trace_now();
+#endif
   // Only the consumer warps store (the producer warps only take part in the barriers):
   // compute-sanitizer's racecheck reported the producer warps' epilogue loads of rows the
   // consumers wrote across the block barrier above (round RG, 8 hazards on the 128-row tiles
@@ -285,7 +318,26 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     else
       pipe_store_dense<T, BM, kWsConsumerThreads, L::kEpiPitch, 64 * G>(p, epi, m0, ct, rank, tid, cluster);
   }
-  if (p.splits > 1) cluster.sync();  // no rank leaves while another still reads its tile
+#ifdef LOWBIT_INT4_TRACE
+  if (tid == 0) s_tr[5] = ws_trace_now();
+#endif
+  if (p.splits > 1) pipe_split_exit_barrier();  // no rank leaves while another still reads its tile
+#ifdef LOWBIT_INT4_TRACE
+  if constexpr (!kMoe) {
+    if (tid == 0) {
+      unsigned smid;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+      const unsigned i = atomicAdd(&g_ws_trace_next, 1u) % kWsTraceRecords;
+      unsigned long long* r = g_ws_trace[i];
+      r[0] = blockIdx.x;
+      r[1] = smid;
+      r[2] = static_cast<unsigned>(p.splits);
+      r[3] = static_cast<unsigned>(w.unit0);
+      for (int f = 0; f < 6; ++f) r[4 + f] = s_tr[f];
+      r[10] = ws_trace_now();
+    }
+  }
+#endif
 }
 
 // The tensor map of x [M, K] for TMA boxes of 64 K x bm rows in the 128 B swizzle (rows past
