@@ -601,16 +601,14 @@ __device__ __forceinline__ void pipe_store_moe_gate_up(const PipeMoeParams& p, c
   }
 }
 // MoE down epilogue: slot_out[id, c] = topk_weight[id] * sum, fp32 (moe_sum adds the slots in
-// slot order). s_wt: the rows' routing weights, loaded with their ids when the block starts (read
-// here per chunk, each store waited for its global load: ~16 dependent L2 round trips per thread
-// of a 128-row block; session 33).
+// slot order).
 template <int BM, int kThreads, int kEpiPitch>
-__device__ __forceinline__ void pipe_store_moe_down(const PipeMoeParams& p, const float* epi, const int* s_ids,
-                                                    const float* s_wt, int ct, int tid) {
+__device__ __forceinline__ void pipe_store_moe_down(const PipeMoeParams& p, const float* epi, const int* s_ids, int ct,
+                                                    int tid) {
   for (int i = tid; i < BM * (kPipeCols / 8); i += kThreads) {
     const int r = i / (kPipeCols / 8), c8 = (i % (kPipeCols / 8)) * 8, id = s_ids[r], col = ct * kPipeCols + c8;
     if (id < 0 || col >= p.N) continue;
-    const float wt = s_wt[r];
+    const float wt = __ldg(p.topk_weights + id);
     const float* src = epi + r * kEpiPitch + c8;
     float4 a = *reinterpret_cast<const float4*>(src), b = *reinterpret_cast<const float4*>(src + 4);
     a.x *= wt, a.y *= wt, a.z *= wt, a.w *= wt, b.x *= wt, b.y *= wt, b.z *= wt, b.w *= wt;
@@ -653,7 +651,6 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
   const uint16_t* scales = p.scales;
   const uint16_t* zeros = p.zeros;
   __shared__ int s_ids[kMoe ? BM : 1];
-  __shared__ float s_wt[MODE == kPipeMoeDown ? BM : 1];  // down: the rows' routing weights
   if constexpr (kMoe) {
     // ids_early (down only): GEMM1's blocks let us launch only after their own wait for the
     // routing, so the ids are complete already; the first stages' weights below then stream
@@ -663,10 +660,7 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
     if (rt * BM >= npp || e < 0) return;
     for (int i = tid; i < BM; i += kThreads) {
       const int id = __ldg(p.sorted_ids + static_cast<size_t>(rt) * BM + i);
-      const bool real = id >= 0 && id < p.P;
-      s_ids[i] = real ? id : -1;
-      // (the routing weights come from the same routing as the ids: complete with them)
-      if constexpr (MODE == kPipeMoeDown) s_wt[i] = real ? __ldg(p.topk_weights + id) : 0.f;
+      s_ids[i] = id >= 0 && id < p.P ? id : -1;
     }
     qw += static_cast<size_t>(e) * p.qw_estride;
     scales += static_cast<size_t>(e) * p.sc_estride;
@@ -849,7 +843,7 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
     pipe_store_moe_gate_up<T, BM, kThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
     return;
   } else if constexpr (kMoe) {
-    pipe_store_moe_down<BM, kThreads, L::kEpiPitch>(p, epi, s_ids, s_wt, ct, tid);
+    pipe_store_moe_down<BM, kThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
     return;
   }
   pipe_store_dense<T, BM, kThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid, cluster);

@@ -127,7 +127,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   // where it used them before the MoE modes: the same PTX but for the kernel's name).
   size_t w_off = 0, s_off = 0;
   __shared__ int s_ids[kMoe ? BM : 1];
-  __shared__ float s_wt[MODE == kPipeMoeDown ? BM : 1];  // down: the rows' routing weights
   if constexpr (kMoe) {
     const PipeTile tile = moe_raster_tile(static_cast<int>(blockIdx.x), p.row_tiles, p.col_tiles, p.raster_rows);
     rt = tile.rt;
@@ -139,9 +138,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     if (rt * BM >= npp || e < 0) return;  // the whole block, before any barrier
     for (int i = tid; i < BM; i += kWsThreads) {
       const int id = __ldg(p.sorted_ids + static_cast<size_t>(rt) * BM + i);
-      const bool real = id >= 0 && id < p.P;
-      s_ids[i] = real ? id : -1;
-      if constexpr (MODE == kPipeMoeDown) s_wt[i] = real ? __ldg(p.topk_weights + id) : 0.f;  // (as gemm_pipelined_kernel)
+      s_ids[i] = id >= 0 && id < p.P ? id : -1;
     }
     w_off = static_cast<size_t>(e) * p.qw_estride;
     s_off = static_cast<size_t>(e) * p.sc_estride;
@@ -317,7 +314,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     if constexpr (kGateUp)
       pipe_store_moe_gate_up<T, BM, kWsConsumerThreads, L::kEpiPitch, true>(p, epi, s_ids, ct, tid, m0);
     else if constexpr (kMoe)
-      pipe_store_moe_down<BM, kWsConsumerThreads, L::kEpiPitch>(p, epi, s_ids, s_wt, ct, tid);
+      pipe_store_moe_down<BM, kWsConsumerThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
     else
       pipe_store_dense<T, BM, kWsConsumerThreads, L::kEpiPitch, 64 * G>(p, epi, m0, ct, rank, tid, cluster);
   }
