@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 
 #include "kernels/int4/dequant_plan.h"
@@ -354,6 +355,24 @@ TEST(Int4PrefillGemm, MidPrefillPlanMatchesOneChunk) {
   cudaStreamDestroy(st);
 }
 
+// One prefill comparison's operands: the weight (repacked, on the device), x of m rows, and one
+// workspace sized for both the pipelined path and dequant + cuBLAS.
+struct PipeVsDequant {
+  KernelWeights kw;
+  std::unique_ptr<DevWeights> dw;
+  DevBuf x, ws;
+  size_t n = 0;  // outputs (m x N)
+  PipeVsDequant(const WeightShape& s, int m, uint32_t seed) : n(static_cast<size_t>(m) * s.n) {
+    EXPECT_TRUE(repack_for_kernels(random_kpacked(s, seed), &kw).ok());
+    dw = std::make_unique<DevWeights>(kw);
+    x = upload(random_x(static_cast<size_t>(m) * s.k, s.act, seed + 1));
+    size_t wsb = 0, wsd = 0;
+    EXPECT_TRUE(gemm_workspace_size(s, m, &wsb, GemmPath::kPipelined).ok());
+    EXPECT_TRUE(gemm_workspace_size(s, m, &wsd, GemmPath::kDequantCublas).ok());
+    ws = DevBuf(wsb > wsd ? wsb : wsd);
+  }
+};
+
 // The 256-row tiles (128 columns, warp-specialized only; pipelined_rows_for takes them where the
 // model says so, e.g. 8192 x 8192 at M = 512): the forced pipelined path runs them, a CUDA graph
 // replay gives the eager output bit for bit, and the output agrees with dequant + cuBLAS to fp16
@@ -365,15 +384,11 @@ TEST(Int4PrefillGemm, Rows256Tile) {
   for (const WeightShape& s : {WeightShape{1, 8192, 8192, 128, true, DType::kF16},
                                WeightShape{1, 8192, 8192, 64, false, DType::kF16}}) {
     SCOPED_TRACE(s.group_len());
-    KernelWeights kw;
-    ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 31), &kw).ok());
-    DevWeights dw(kw);
-    DevBuf x = upload(random_x(static_cast<size_t>(m) * s.k, s.act, 32));
-    size_t wsb = 0, wsd = 0;
-    ASSERT_TRUE(gemm_workspace_size(s, m, &wsb, GemmPath::kPipelined).ok());
-    ASSERT_TRUE(gemm_workspace_size(s, m, &wsd, GemmPath::kDequantCublas).ok());
-    DevBuf ws(wsb > wsd ? wsb : wsd);
-    const size_t n = static_cast<size_t>(m) * s.n;
+    PipeVsDequant c(s, m, 31);
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    const DevWeights& dw = *c.dw;
+    const DevBuf &x = c.x, &ws = c.ws;
+    const size_t n = c.n;
     DevBuf y_pipe(n * 2), y_graph(n * 2), y_ref(n * 2);
     for (DevBuf* y : {&y_pipe, &y_graph, &y_ref}) ASSERT_EQ(cudaMemset(y->p, 0xFF, y->bytes), cudaSuccess);
     cudaStream_t st;
@@ -423,15 +438,11 @@ TEST(Int4PrefillGemm, SplitTail) {
   for (const WeightShape& s : {WeightShape{1, n_cols, k, 128, true, DType::kF16},
                                WeightShape{1, n_cols, k, 64, false, DType::kF16}}) {
     SCOPED_TRACE(s.group_len());
-    KernelWeights kw;
-    ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 41), &kw).ok());
-    DevWeights dw(kw);
-    DevBuf x = upload(random_x(static_cast<size_t>(m) * s.k, s.act, 42));
-    size_t wsb = 0, wsd = 0;
-    ASSERT_TRUE(gemm_workspace_size(s, m, &wsb, GemmPath::kPipelined).ok());
-    ASSERT_TRUE(gemm_workspace_size(s, m, &wsd, GemmPath::kDequantCublas).ok());
-    DevBuf ws(wsb > wsd ? wsb : wsd);
-    const size_t n = static_cast<size_t>(m) * s.n;
+    PipeVsDequant c(s, m, 41);
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    const DevWeights& dw = *c.dw;
+    const DevBuf &x = c.x, &ws = c.ws;
+    const size_t n = c.n;
     DevBuf y_tail(n * 2), y_graph(n * 2), y_off(n * 2), y_ref(n * 2);
     for (DevBuf* y : {&y_tail, &y_graph, &y_off, &y_ref}) ASSERT_EQ(cudaMemset(y->p, 0xFF, y->bytes), cudaSuccess);
     cudaStream_t st;
