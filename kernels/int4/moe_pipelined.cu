@@ -131,10 +131,7 @@ int moe_ws_mode() {
 template <int MODE>
 bool moe_ws_prepare(kern::PipeWsParams<MODE>* q, DType act, int x_rows) {
   const kern::PipeMoeParams& p = q->p;
-  auto aligned16 = [](const void* v) { return reinterpret_cast<uintptr_t>(v) % 16 == 0; };
-  if (!aligned16(p.qw) || !aligned16(p.scales) || (p.zeros != nullptr && !aligned16(p.zeros)) || !aligned16(p.x) ||
-      !aligned16(p.y))
-    return false;
+  if (!kern::ws_operands_aligned(p) || reinterpret_cast<uintptr_t>(p.y) % 16 != 0) return false;
   // Every expert's words and scale rows stay 16 B aligned (bulk copies).
   if ((p.qw_estride * sizeof(uint4)) % 16 != 0 || (p.sc_estride * sizeof(uint16_t)) % 16 != 0) return false;
   return act == DType::kBF16 ? kern::encode_x_map<__nv_bfloat16>(&q->xmap, p.x, x_rows, p.K, 128)

@@ -384,15 +384,21 @@ inline bool pipe_tail_on() {
   return o == 1 ? false : o == 2 ? true : v;
 }
 
+// Whether the bulk copies can address the operands: words, scale (and zero) rows and x 16 B
+// aligned (the dense launch below and the MoE layer's moe_ws_prepare, which also checks its
+// expert strides and y).
+inline bool ws_operands_aligned(const PipeParams& p) {
+  auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  return aligned16(p.qw) && aligned16(p.scales) && (p.zeros == nullptr || aligned16(p.zeros)) && aligned16(p.x);
+}
+
 // Launches the warp-specialized tile; *launched false (and nothing launched) when a bulk copy
 // could not address the operands (16 B alignment) or the x tensor map cannot be encoded; each
 // launch counts in g_pipe_ws_launches.
 template <typename T, int BM, bool kSym>
 cudaError_t launch_typed_ws(const PipeParams& prm, int sms, cudaStream_t stream, bool* launched) {
   *launched = false;
-  auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  if (!aligned16(prm.qw) || !aligned16(prm.scales) || (!kSym && !aligned16(prm.zeros)) || !aligned16(prm.x))
-    return cudaSuccess;
+  if (!ws_operands_aligned(prm)) return cudaSuccess;
   auto kernel = gemm_pipelined_ws_kernel<T, BM, kSym, kPipeDense>;
   constexpr size_t kSmem = PipeWsSmem<BM>::kTotal;
   static std::atomic<int> per_sm{0};
