@@ -16,6 +16,7 @@
 #include "kernels/int4/decode_plan.h"
 #include "kernels/int4/internal.h"
 #include "kernels/int4/moe_routing.cuh"
+#include "kernels/int4/trace_ring.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -35,51 +36,22 @@ namespace {
 enum DecodeMode : int { kDecDense = 0, kDecMoeGateUp = 1, kDecMoeDown = 2 };
 
 #ifdef LOWBIT_INT4_TRACE
-#include <cstdio>
-#include <vector>
 // Timeline probes (a measurement build only: -DLOWBIT_INT4_TRACE=1; the default build has none
 // of this). Each block writes one record of %globaltimer stamps at its end into a ring;
 // moe_decode.cu's moe_trace_dump() and gemm_decode.cu's dense_trace_dump() copy their file's
-// ring out (bench moe / bench gemm write it with LOWBIT_INT4_TRACE_OUT=prefix). Fields: mode,
-// blockIdx.x/y/z, smid, then the stamps at entry, routed (ids known; dense: the weight pointer,
-// which names the launch among the bench's rotated copies), after griddepcontrol.wait, warp 0's
-// first batch landed, K loop done, end. docs/int4-kernels.md, "Session 15" and "Session 29",
-// read timelines from them.
+// ring out (trace_ring.cuh; bench moe / bench gemm write it with LOWBIT_INT4_TRACE_OUT=prefix).
+// Fields: mode, blockIdx.x/y/z, smid, then the stamps at entry, routed (ids known; dense: the
+// weight pointer, which names the launch among the bench's rotated copies), after
+// griddepcontrol.wait, warp 0's first batch landed, K loop done, end. docs/int4-kernels.md,
+// "Session 15" and "Session 29", read timelines from them.
 constexpr int kTraceRecords = 1 << 14;
 __device__ unsigned long long g_trace[kTraceRecords][11];
 __device__ unsigned int g_trace_next;
-__device__ __forceinline__ unsigned long long trace_now() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 #define LOWBIT_TRACE_STAMP(var) var = trace_now()
 // This file's ring (one per translation unit: the kernels of moe_decode.cu and gemm_decode.cu
 // each write their own) as CSV into `path`; clears it.
 inline void trace_dump_ring(const char* path, const char* who) {
-  constexpr int kF = 11;
-  std::vector<unsigned long long> buf(static_cast<size_t>(kTraceRecords) * kF);
-  unsigned n = 0;
-  if (cudaDeviceSynchronize() != cudaSuccess ||
-      cudaMemcpyFromSymbol(buf.data(), g_trace, buf.size() * sizeof(buf[0])) != cudaSuccess ||
-      cudaMemcpyFromSymbol(&n, g_trace_next, sizeof(n)) != cudaSuccess) {
-    std::fprintf(stderr, "%s: could not read the trace\n", who);
-    return;
-  }
-  FILE* f = std::fopen(path, "w");
-  if (f == nullptr) {
-    std::fprintf(stderr, "%s: cannot write %s\n", who, path);
-    return;
-  }
-  std::fprintf(f, "mode,bx,by,bz,smid,entry,routed,waited,first,loop,end\n");
-  const unsigned cap = kTraceRecords, count = n < cap ? n : cap, first = n < cap ? 0 : n % cap;
-  for (unsigned i = 0; i < count; ++i) {
-    const unsigned long long* r = &buf[static_cast<size_t>((first + i) % cap) * kF];
-    for (int k = 0; k < kF; ++k) std::fprintf(f, k + 1 < kF ? "%llu," : "%llu\n", r[k]);
-  }
-  std::fclose(f);
-  const unsigned zero = 0;
-  (void)cudaMemcpyToSymbol(g_trace_next, &zero, sizeof(zero));
+  trace_dump_csv(path, who, g_trace, g_trace_next, "mode,bx,by,bz,smid,entry,routed,waited,first,loop,end");
 }
 #else
 #define LOWBIT_TRACE_STAMP(var) (void)0

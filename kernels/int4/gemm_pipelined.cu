@@ -3,9 +3,6 @@
 // 96- and 128-row wgmma tiles may run warp-specialized (pipelined_ws_tile.cuh: the same sums).
 #include "kernels/int4/pipelined_ws_tile.cuh"
 
-#include <cstdio>
-#include <vector>
-
 namespace lowbit::int4 {
 namespace kern {
 
@@ -34,7 +31,7 @@ template <typename T, bool kSym>
 cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
   const bool wg = pipe_wgmma_ok();
   int bm = env_pipe_rows() > 0 ? env_pipe_rows()
-                               : pipelined_rows_for(prm.M, prm.N, prm.K, wg, sms, pipe_tail_on() && pipe_ws_mode() != 0);
+                               : pipelined_rows_for(prm.M, prm.N, prm.K, wg, sms, pipe_split_tail_planned());
   if (bm == 96 && !(wg && env_pipe_wg96())) bm = 128;
   if (bm == 128 && !wg) bm = 64;
   if (bm == 48 && !(wg && env_pipe_wg48())) bm = 64;
@@ -67,32 +64,12 @@ int device_sm_count() { return kern::current_sm_count(); }
 
 void set_pipe_ws(int mode) { kern::g_pipe_ws_override.store(mode == 1 || mode == 2 ? mode : 0); }
 void set_pipe_tail(int mode) { kern::g_pipe_tail_override.store(mode == 1 || mode == 2 ? mode : 0); }
-bool pipe_split_tail_on() { return kern::pipe_tail_on() && kern::pipe_ws_mode() != 0; }
+bool pipe_split_tail_on() { return kern::pipe_split_tail_planned(); }
 
 #ifdef LOWBIT_INT4_TRACE
 void pipe_trace_dump(const char* path) {
-  using kern::kWsTraceFields;
-  using kern::kWsTraceRecords;
-  std::vector<unsigned long long> buf(static_cast<size_t>(kWsTraceRecords) * kWsTraceFields);
-  unsigned n = 0;
-  if (cudaDeviceSynchronize() != cudaSuccess ||
-      cudaMemcpyFromSymbol(buf.data(), kern::g_ws_trace, buf.size() * sizeof(buf[0])) != cudaSuccess ||
-      cudaMemcpyFromSymbol(&n, kern::g_ws_trace_next, sizeof(n)) != cudaSuccess) {
-    std::fprintf(stderr, "pipe_trace_dump: could not read the trace\n");
-    return;
-  }
-  FILE* f = std::fopen(path, "w");
-  if (f == nullptr) return;
-  std::fprintf(f, "bx,smid,splits,unit0,entry,waited,first,loop,epi,stored,end\n");
-  const unsigned cap = kWsTraceRecords, count = n < cap ? n : cap, first = n < cap ? 0 : n % cap;
-  for (unsigned i = 0; i < count; ++i) {
-    const unsigned long long* r = &buf[static_cast<size_t>((first + i) % cap) * kWsTraceFields];
-    for (int k = 0; k < kWsTraceFields; ++k) std::fprintf(f, k ? ",%llu" : "%llu", r[k]);
-    std::fprintf(f, "\n");
-  }
-  std::fclose(f);
-  const unsigned zero = 0;
-  (void)cudaMemcpyToSymbol(kern::g_ws_trace_next, &zero, sizeof(zero));
+  kern::trace_dump_csv(path, "pipe_trace_dump", kern::g_ws_trace, kern::g_ws_trace_next,
+                       "bx,smid,splits,unit0,entry,waited,first,loop,epi,stored,end");
 }
 #endif
 long long pipe_ws_launches() { return kern::g_pipe_ws_launches.load(std::memory_order_relaxed); }

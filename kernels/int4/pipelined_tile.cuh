@@ -501,7 +501,7 @@ __device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const floa
 #pragma unroll
       for (int u = 0; u < kStoreUnroll; ++u) {
         const int i = (j0 + u) * kThreads + tid;
-        if (j0 + u < kIters && i < kChunks) {
+        if (i < kChunks) {  // (so j0 + u < kIters)
           const uint32_t src = e0 + static_cast<uint32_t>(((i / (kCols / 8)) * kEpiPitch + (i % (kCols / 8)) * 8) * 4);
           a[u][0] = lds128(src);
           a[u][1] = lds128(src + 16);
@@ -510,7 +510,7 @@ __device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const floa
 #pragma unroll
       for (int u = 0; u < kStoreUnroll; ++u) {
         const int i = (j0 + u) * kThreads + tid;
-        if (j0 + u >= kIters || i >= kChunks) continue;
+        if (i >= kChunks) continue;
         const int row = m0 + i / (kCols / 8), col = ct * kCols + (i % (kCols / 8)) * 8;
         if (row >= p.M || col >= p.N) continue;
         const float v[8] = {__uint_as_float(a[u][0].x), __uint_as_float(a[u][0].y), __uint_as_float(a[u][0].z),

@@ -33,6 +33,7 @@
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled: the encoder comes through the runtime's driver entry point
 
 #include "kernels/int4/pipelined_tile.cuh"
+#include "kernels/int4/trace_ring.cuh"
 
 namespace lowbit::int4 {
 namespace kern {
@@ -78,17 +79,12 @@ struct PipeWsSmem : PipeSmem<BM, true, pipe_tile_groups(BM)> {
 // Timeline probes of the dense mode (a measurement build only: -DLOWBIT_INT4_TRACE=1; the default
 // build has none of this): block 0..n's consumer thread 0 writes one record of %globaltimer stamps
 // into this translation unit's ring at its end (gemm_pipelined.cu's pipe_trace_dump copies it
-// out; bench gemm with LOWBIT_INT4_TRACE_OUT=prefix). Fields: blockIdx.x, smid, splits, unit0,
+// out through trace_ring.cuh; bench gemm with LOWBIT_INT4_TRACE_OUT=prefix). Fields: blockIdx.x, smid, splits, unit0,
 // then entry, the producer's griddepcontrol.wait returned, the first stage landed (consumer 0),
 // K loop done, epilogue barrier passed, stores done, end.
-constexpr int kWsTraceRecords = 1 << 15, kWsTraceFields = 11;
-__device__ unsigned long long g_ws_trace[kWsTraceRecords][kWsTraceFields];
+constexpr int kWsTraceRecords = 1 << 15;
+__device__ unsigned long long g_ws_trace[kWsTraceRecords][11];
 __device__ unsigned int g_ws_trace_next;
-__device__ __forceinline__ unsigned long long ws_trace_now() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 #endif
 
 template <int MODE>
@@ -117,7 +113,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int tid = threadIdx.x, warp_id = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
 #ifdef LOWBIT_INT4_TRACE
   __shared__ unsigned long long s_tr[7];
-  if (tid == 0) s_tr[0] = ws_trace_now();
+  if (tid == 0) s_tr[0] = trace_now();
 #endif
   const int rank = static_cast<int>(blockIdx.x % p.splits);
   const int unit = static_cast<int>(blockIdx.x / p.splits) + w.unit0;
@@ -220,7 +216,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       if (pw == 0) {
         asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #ifdef LOWBIT_INT4_TRACE
-        s_tr[1] = ws_trace_now();
+        s_tr[1] = trace_now();
 #endif
         for (int it = 0; it < first; ++it) issue(it, false, true);
       }
@@ -250,7 +246,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     for (int it = 0; it < nstages; ++it) {
       mbar_wait(full0 + 8u * (it % S), static_cast<uint32_t>(it / S) & 1u);
 #ifdef LOWBIT_INT4_TRACE
-      if (it == 0 && tid == 0) s_tr[2] = ws_trace_now();
+      if (it == 0 && tid == 0) s_tr[2] = trace_now();
 #endif
       const uint32_t st = sbase + static_cast<uint32_t>((it % S) * L::kStage);
       if (s_end - (s_begin + it * kPipeStageSteps) >= kPipeStageSteps)
@@ -270,7 +266,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
     wg_wait<0>();
 #ifdef LOWBIT_INT4_TRACE
-    if (tid == 0) s_tr[3] = ws_trace_now();
+    if (tid == 0) s_tr[3] = trace_now();
 #endif
     // y may still be read by the previous kernel: wait for it (it has completed by now: the
     // producer waited before the first x tile) before the stores.
@@ -303,7 +299,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   else
     __syncthreads();
 #ifdef LOWBIT_INT4_TRACE
-  if (tid == 0) s_tr[4] = ws_trace_now();
+  if (tid == 0) s_tr[4] = trace_now();
 #endif
   // Only the consumer warps store (the producer warps only take part in the barriers):
   // compute-sanitizer's racecheck reported the producer warps' epilogue loads of rows the
@@ -319,7 +315,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       pipe_store_dense<T, BM, kWsConsumerThreads, L::kEpiPitch, 64 * G>(p, epi, m0, ct, rank, tid, cluster);
   }
 #ifdef LOWBIT_INT4_TRACE
-  if (tid == 0) s_tr[5] = ws_trace_now();
+  if (tid == 0) s_tr[5] = trace_now();
 #endif
   if (p.splits > 1) pipe_split_exit_barrier();  // no rank leaves while another still reads its tile
 #ifdef LOWBIT_INT4_TRACE
@@ -334,7 +330,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       r[2] = static_cast<unsigned>(p.splits);
       r[3] = static_cast<unsigned>(w.unit0);
       for (int f = 0; f < 6; ++f) r[4 + f] = s_tr[f];
-      r[10] = ws_trace_now();
+      r[10] = trace_now();
     }
   }
 #endif
@@ -383,6 +379,9 @@ inline bool pipe_tail_on() {
   const int o = g_pipe_tail_override.load(std::memory_order_relaxed);
   return o == 1 ? false : o == 2 ? true : v;
 }
+// ... and whether plans count it: on, and the warp-specialized tiles not turned off (the tail
+// only runs on them). The rows model of launch_rows and kAuto's time model (gemm.cu) both ask.
+inline bool pipe_split_tail_planned() { return pipe_tail_on() && pipe_ws_mode() != 0; }
 
 // Whether the bulk copies can address the operands: words, scale (and zero) rows and x 16 B
 // aligned (the dense launch below and the MoE layer's moe_ws_prepare, which also checks its
