@@ -85,6 +85,13 @@ std::vector<uint16_t> random_x(size_t n, DType t, uint32_t seed) {
   return v;
 }
 
+// One gemm call on `st`, waited for; both must succeed.
+void gemm_and_sync(const GemmArgs& a, const KernelWeightsView& w, const DevBuf& ws, size_t wsb, cudaStream_t st) {
+  const Status r = gemm(a, w, ws.p, wsb, st);
+  ASSERT_TRUE(r.ok()) << r.to_string();
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+}
+
 // One gemm call captured into a CUDA graph (the overlapped schedule's fork/join included),
 // replayed once on `st` and waited for; the graph is destroyed afterwards.
 void gemm_in_graph(const GemmArgs& a, const KernelWeightsView& w, const DevBuf& ws, size_t wsb, cudaStream_t st) {
@@ -164,9 +171,7 @@ TEST(Int4PrefillGemm, OverlappedChunksMatchSequential) {
   ASSERT_EQ(cudaMemset(y2.p, 0xFF, y2.bytes), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
   a.y = y1.p;
-  r = gemm(a, dw.view, ws.p, wsb, st);
-  ASSERT_TRUE(r.ok()) << r.to_string();
-  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(gemm_and_sync(a, dw.view, ws, wsb, st));
   a.y = y2.p;
   ASSERT_NO_FATAL_FAILURE(gemm_in_graph(a, dw.view, ws, wsb, st));
   detail::set_dequant_overlap(-1);
@@ -338,14 +343,12 @@ TEST(Int4PrefillGemm, MidPrefillPlanMatchesOneChunk) {
   a.m = m;
   a.path = GemmPath::kDequantCublas;
   a.y = y_plan.p;
-  Status r = gemm(a, dw.view, ws.p, wsb, st);
-  ASSERT_TRUE(r.ok()) << r.to_string();
-  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(gemm_and_sync(a, dw.view, ws, wsb, st));
   a.y = y_graph.p;
   ASSERT_NO_FATAL_FAILURE(gemm_in_graph(a, dw.view, ws, wsb, st));
   detail::set_dequant_overlap(0);  // a knob set: the default budget (one chunk), in sequence
   a.y = y_seq.p;
-  r = gemm(a, dw.view, ws.p, wsb, st);
+  const Status r = gemm(a, dw.view, ws.p, wsb, st);
   detail::set_dequant_overlap(-1);
   ASSERT_TRUE(r.ok()) << r.to_string();
   ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
@@ -399,17 +402,13 @@ TEST(Int4PrefillGemm, Rows256Tile) {
     a.path = GemmPath::kPipelined;
     a.y = y_pipe.p;
     const long long ws_before = detail::pipe_ws_launches();
-    Status r = gemm(a, dw.view, ws.p, ws.bytes, st);
-    ASSERT_TRUE(r.ok()) << r.to_string();
-    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    ASSERT_NO_FATAL_FAILURE(gemm_and_sync(a, dw.view, ws, ws.bytes, st));
     EXPECT_EQ(detail::pipe_ws_launches(), ws_before + 1);
     a.y = y_graph.p;
     ASSERT_NO_FATAL_FAILURE(gemm_in_graph(a, dw.view, ws, ws.bytes, st));
     a.path = GemmPath::kDequantCublas;
     a.y = y_ref.p;
-    r = gemm(a, dw.view, ws.p, ws.bytes, st);
-    ASSERT_TRUE(r.ok()) << r.to_string();
-    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    ASSERT_NO_FATAL_FAILURE(gemm_and_sync(a, dw.view, ws, ws.bytes, st));
     const auto rp = download<uint16_t>(y_pipe.p, n);
     EXPECT_EQ(rp, download<uint16_t>(y_graph.p, n));
     EXPECT_TRUE(close_f16(rp, download<uint16_t>(y_ref.p, n)));
@@ -454,25 +453,19 @@ TEST(Int4PrefillGemm, SplitTail) {
     a.y = y_tail.p;
     detail::set_pipe_tail(2);
     long long before = detail::pipe_ws_launches();
-    Status r = gemm(a, dw.view, ws.p, ws.bytes, st);
-    ASSERT_TRUE(r.ok()) << r.to_string();
-    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    ASSERT_NO_FATAL_FAILURE(gemm_and_sync(a, dw.view, ws, ws.bytes, st));
     EXPECT_EQ(detail::pipe_ws_launches(), before + 2);
     a.y = y_graph.p;
     ASSERT_NO_FATAL_FAILURE(gemm_in_graph(a, dw.view, ws, ws.bytes, st));
-    detail::set_pipe_tail(1);
+    detail::set_pipe_tail(1);  // (back to the environment's setting on the way out: tail_default)
     a.y = y_off.p;
     before = detail::pipe_ws_launches();
-    r = gemm(a, dw.view, ws.p, ws.bytes, st);
-    detail::set_pipe_tail(0);  // (also on the way out: tail_default)
-    ASSERT_TRUE(r.ok()) << r.to_string();
-    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    ASSERT_NO_FATAL_FAILURE(gemm_and_sync(a, dw.view, ws, ws.bytes, st));
+    detail::set_pipe_tail(0);
     EXPECT_LE(detail::pipe_ws_launches(), before + 1);
     a.path = GemmPath::kDequantCublas;
     a.y = y_ref.p;
-    r = gemm(a, dw.view, ws.p, ws.bytes, st);
-    ASSERT_TRUE(r.ok()) << r.to_string();
-    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    ASSERT_NO_FATAL_FAILURE(gemm_and_sync(a, dw.view, ws, ws.bytes, st));
     const auto rt = download<uint16_t>(y_tail.p, n), rr = download<uint16_t>(y_ref.p, n);
     EXPECT_EQ(rt, download<uint16_t>(y_graph.p, n));
     EXPECT_TRUE(close_f16(rt, rr));
