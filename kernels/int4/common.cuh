@@ -203,6 +203,19 @@ __device__ __forceinline__ uint4 lds128(uint32_t a) {
   return v;
 }
 
+// Distributed shared memory: the address of the same shared-memory location in cluster rank
+// `rank` (mapa), and a 16 B load through the cluster window (ld.shared::cluster).
+__device__ __forceinline__ uint32_t mapa_shared(uint32_t a, int rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ uint4 ldsc128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared::cluster.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+  return v;
+}
+
 // mbarriers and bulk asynchronous copies (the TMA unit) of the decode tile's weight stages
 // and the warp-specialized pipelined tile. mbar_init: kCount arrivals complete a phase.
 template <int kCount = 1>

@@ -477,19 +477,21 @@ __device__ __forceinline__ void wg_stage(float (&acc)[GW][NT][4], uint32_t st, c
   }
 }
 
-// The dense epilogue: rank r stores every splits-th chunk of 8 outputs of the block's fp32
-// tile `epi` (BM rows of kEpiPitch floats), the ranks' tiles added in rank order (the tiles of
-// the other ranks read through distributed shared memory; the caller's cluster barrier made
-// them complete), rounded to the activation dtype.
+// The dense epilogue: the block's fp32 tile `epi` (BM rows of kEpiPitch floats), rounded to the
+// activation dtype; with split-K, the ranks' tiles added in rank order, each rank storing its
+// share of the outputs (the tiles of the other ranks read through distributed shared memory;
+// the caller's cluster barrier made them complete).
 // One rank (no split-K): the tile is read by shared-memory loads, kStoreUnroll chunks' loads in
 // flight per thread before their stores. Through the generic pointer of the split path (which
 // compiled to generic loads, one chunk at a time) the store loop of a 128-row tile took ~4 us
 // (session 33's timeline probes, 70b.o at M = 512: 3.9 us of a 94 us launch; 8b.o at M = 1280
 // 4.1 us); the sums and their order are the same.
 constexpr int kStoreUnroll = 4;
+template <typename T, int BM, int kThreads, int kEpiPitch, int kCols>
+__device__ __forceinline__ void pipe_store_split(const PipeParams& p, const float* epi, int m0, int ct, int rank, int tid);
 template <typename T, int BM, int kThreads, int kEpiPitch, int kCols = kPipeCols>
 __device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const float* epi, int m0, int ct, int rank,
-                                                 int tid, cg::cluster_group& cluster) {
+                                                 int tid) {
   T* __restrict__ y = static_cast<T*>(p.y);
   constexpr int kChunks = BM * (kCols / 8);
   if (p.splits == 1) {
@@ -524,35 +526,62 @@ __device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const floa
     }
     return;
   }
-  for (int i = rank * kThreads + tid; i < kChunks; i += kThreads * p.splits) {
-    const int r = i / (kCols / 8), c8 = (i % (kCols / 8)) * 8;
-    const int row = m0 + r, col = ct * kCols + c8;
-    if (row >= p.M || col >= p.N) continue;
-    const float* local = epi + r * kEpiPitch + c8;
-    // Every rank's 8 values are requested before any is added (one remote latency, not one
-    // per rank), then summed in rank order.
-    float4 part[kPipeMaxSplits][2];
+  pipe_store_split<T, BM, kThreads, kEpiPitch, kCols>(p, epi, m0, ct, rank, tid);
+}
+
+// Split-K ranks' share of the dense epilogue. Rank r owns every splits-th run of kThreads quads
+// (4 outputs); lane l of a warp takes quad l of a run, so each warp-wide 16 B load reads 512
+// contiguous bytes of a peer's tile (half a row), the access pattern distributed shared memory
+// serves best (the Hopper tuning guide: coalesced, like global memory). Peers are read through
+// the cluster window (mapa + ld.shared::cluster), kSplitUnroll quads of every rank requested
+// before any is added, then summed in rank order.
+// Before (session 33): 8 outputs per lane, two 16 B loads 32 B apart through generic pointers,
+// one chunk at a time; the store loop of 8b.o at M = 128 (6 ranks) took ~7.7 us.
+// Not inlined: inlined, it changed how ptxas scheduled the 32-row wgmma tile's K loop, which
+// then ran 7% slower on 8b / 70b gate_up at M = 32 without splitting K (session 34, round A).
+template <typename T, int BM, int kThreads, int kEpiPitch, int kCols>
+__device__ __forceinline__ void pipe_store_split(const PipeParams& p, const float* epi, int m0, int ct, int rank,
+                                                 int tid) {
+  T* __restrict__ y = static_cast<T*>(p.y);
+  constexpr int kQuadsPerRow = kCols / 4;
+  constexpr int kQuads = BM * kQuadsPerRow;
+  constexpr int kSplitUnroll = 2;
+  const uint32_t e0 = smem_addr(epi);
+  const int stride = kThreads * p.splits;
+#pragma unroll 1
+  for (int i0 = rank * kThreads + tid; i0 < kQuads; i0 += kSplitUnroll * stride) {
+    uint4 part[kSplitUnroll][kPipeMaxSplits];
+    bool live[kSplitUnroll];
 #pragma unroll
-    for (int q = 0; q < kPipeMaxSplits; ++q)
-      if (q < p.splits) {
-        const float* src = cluster.map_shared_rank(local, q);
-        part[q][0] = *reinterpret_cast<const float4*>(src);
-        part[q][1] = *reinterpret_cast<const float4*>(src + 4);
-      }
-    float v[8] = {part[0][0].x, part[0][0].y, part[0][0].z, part[0][0].w,
-                  part[0][1].x, part[0][1].y, part[0][1].z, part[0][1].w};
+    for (int u = 0; u < kSplitUnroll; ++u) {
+      const int i = i0 + u * stride;
+      // Only loads whose values are added and stored: a rank's exit arrival (relaxed) relies on
+      // every remote load having returned, which the store's use of it guarantees.
+      live[u] = i < kQuads && m0 + i / kQuadsPerRow < p.M && ct * kCols + (i % kQuadsPerRow) * 4 < p.N;
+      if (!live[u]) continue;
+      const uint32_t a = e0 + static_cast<uint32_t>(((i / kQuadsPerRow) * kEpiPitch + (i % kQuadsPerRow) * 4) * 4);
 #pragma unroll
-    for (int q = 1; q < kPipeMaxSplits; ++q)
-      if (q < p.splits) {
-        const float f[8] = {part[q][0].x, part[q][0].y, part[q][0].z, part[q][0].w,
-                            part[q][1].x, part[q][1].y, part[q][1].z, part[q][1].w};
+      for (int q = 0; q < kPipeMaxSplits; ++q)
+        if (q < p.splits) part[u][q] = ldsc128(mapa_shared(a, q));
+    }
 #pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] += f[e];
-      }
-    uint32_t out[4];
+    for (int u = 0; u < kSplitUnroll; ++u) {
+      if (!live[u]) continue;
+      const int i = i0 + u * stride;
+      const int row = m0 + i / kQuadsPerRow, col = ct * kCols + (i % kQuadsPerRow) * 4;
+      float v[4] = {__uint_as_float(part[u][0].x), __uint_as_float(part[u][0].y), __uint_as_float(part[u][0].z),
+                    __uint_as_float(part[u][0].w)};
 #pragma unroll
-    for (int e = 0; e < 4; ++e) out[e] = pack_pair<T>(v[2 * e], v[2 * e + 1]);
-    *reinterpret_cast<uint4*>(y + static_cast<size_t>(row) * p.N + col) = make_uint4(out[0], out[1], out[2], out[3]);
+      for (int q = 1; q < kPipeMaxSplits; ++q)
+        if (q < p.splits) {
+          v[0] += __uint_as_float(part[u][q].x);
+          v[1] += __uint_as_float(part[u][q].y);
+          v[2] += __uint_as_float(part[u][q].z);
+          v[3] += __uint_as_float(part[u][q].w);
+        }
+      *reinterpret_cast<uint2*>(y + static_cast<size_t>(row) * p.N + col) =
+          make_uint2(pack_pair<T>(v[0], v[1]), pack_pair<T>(v[2], v[3]));
+    }
   }
 }
 
@@ -846,7 +875,7 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
     pipe_store_moe_down<BM, kThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
     return;
   }
-  pipe_store_dense<T, BM, kThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid, cluster);
+  pipe_store_dense<T, BM, kThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid);
   if (p.splits > 1) pipe_split_exit_barrier();  // no rank leaves while another still reads its tile
 }
 

@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     else if constexpr (kMoe)
       pipe_store_moe_down<BM, kWsConsumerThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
     else
-      pipe_store_dense<T, BM, kWsConsumerThreads, L::kEpiPitch, 64 * G>(p, epi, m0, ct, rank, tid, cluster);
+      pipe_store_dense<T, BM, kWsConsumerThreads, L::kEpiPitch, 64 * G>(p, epi, m0, ct, rank, tid);
   }
 #ifdef LOWBIT_INT4_TRACE
   if (tid == 0) s_tr[5] = trace_now();
