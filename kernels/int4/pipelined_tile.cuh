@@ -537,8 +537,11 @@ __device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const floa
 // before any is added, then summed in rank order.
 // Before (session 33): 8 outputs per lane, two 16 B loads 32 B apart through generic pointers,
 // one chunk at a time; the store loop of 8b.o at M = 128 (6 ranks) took ~7.7 us.
-// Not inlined: inlined, it changed how ptxas scheduled the 32-row wgmma tile's K loop, which
-// then ran 7% slower on 8b / 70b gate_up at M = 32 without splitting K (session 34, round A).
+// Each load maps its own address (mapa) rather than reading a per-rank array of mapped bases:
+// with that array ptxas moved the 32-row wgmma tile's K-loop index arithmetic off the uniform
+// datapath (70 -> 12 uniform instructions in the loop), and that tile ran 7% slower on 8b / 70b
+// gate_up at M = 32, where it does not even split K (session 34, round A); as written, the K
+// loops of the wgmma and warp-specialized tiles compile to the same instructions as before.
 template <typename T, int BM, int kThreads, int kEpiPitch, int kCols>
 __device__ __forceinline__ void pipe_store_split(const PipeParams& p, const float* epi, int m0, int ct, int rank,
                                                  int tid) {
