@@ -16,7 +16,6 @@ constexpr int kPipeStages = 4;        // shared-memory stages (3 in flight while
 constexpr int kPipeStageSteps = 4;    // K steps of 16 per stage
 constexpr int kPipeMaxSplits = 8;     // split-K ranks form one portable thread-block cluster
 constexpr int kPipeMinRankSteps = 16; // K steps a split-K rank streams at least (4 stages)
-constexpr int kPipeMinRankSteps64 = 64;  // ... in 64-row tiles (below)
 
 struct PipePlan {
   int bm = 0;          // activation rows per block tile: 16, 32, 64 or 128
@@ -46,14 +45,29 @@ inline int pipelined_rows(int m, bool wgmma) {
   return tail != 0 && tail <= 32 ? 32 : 64;
 }
 
-// K steps a split-K rank streams at least in tiles of bm rows. 64-row tiles: 64 (16 stages).
-// Measured on H200 (session 18, round HD, wgmma tiles, bf16 G = 128): on K = 4096 at M = 48 /
-// 64, 4 ranks of 64 steps took 17.5 / 18.1 us on llama3-8b.o and 17.9 / 18.6 on 8b.qkv, 8 ranks
-// of 32 steps 19.3 / 22.9 and 21.3 / 24.5 (2 ranks 28.7-29.2); our reading: each rank's pipeline
-// fill and the cluster reduction outweigh the shorter stream. Where K allows 8 ranks of >= 64 steps (the 70B
-// shapes, K >= 8192) 8 stay the fastest (70b.o M = 48: 37.2 us vs 45.6 with 4). 128-row tiles
-// keep 16: there 8 ranks of 32 steps beat 4 on 8b.o (20.9 vs 23.0 us at M = 96).
-inline int pipe_min_rank_steps(int bm) { return bm == 64 ? kPipeMinRankSteps64 : kPipeMinRankSteps; }
+// K steps a split-K rank streams at least: kPipeMinRankSteps in every tile. Until session 34
+// the 64-row tiles kept 64 (session 18, round HD: on K = 4096 at M = 48 / 64, 4 ranks of 64
+// steps 17.5 / 18.1 us on llama3-8b.o against 19.3 / 22.9 with 8 ranks of 32); with the
+// coalesced split reduction (pipe_store_split) 8 ranks of 32 steps are as fast or faster there
+// (session 34, round C, 1x H200, bf16 G = 128, forced ranks, two passes: 8b.o M = 48 / 64 15.0 /
+// 15.8 vs 15.7 / 16.2, 8b.qkv 15.6 / 16.7 vs 15.9 / 16.4), and 6 ranks of 44 steps faster still
+// (below, kPipeTwoPerSmCost).
+inline int pipe_min_rank_steps(int /*bm*/) { return kPipeMinRankSteps; }
+
+// The two-blocks-per-SM tiles (32 / 48 / 64 rows) split K over the most ranks that fill one
+// wave of two blocks per SM, or over the most that leave one block per SM on at most 3/4 of the
+// SMs where that plan's ranks are shorter than kPipeTwoPerSmCost x the former's: a rank that
+// shares its SM streams its K steps ~1.6x slower. Measured (session 34, round C, 1x H200, bf16
+// G = 128, --path pipelined with 1..8 ranks forced on the eight Llama-3 projections at M =
+// 17..64, two passes): 16 column tiles (8b.o, 8b.down) run fastest in 6 ranks (96 blocks), 8b.o
+// 9.7 / 12.3 us at M = 17 / 48 against 11.0 / 15.0 in 8 ranks (128 blocks, two on some SMs: the
+// clusters of 8 do not spread over the GPCs one block per SM) and 12.8 / 15.7 in 4; 24 column
+// tiles (8b.qkv) in 8 ranks (192 blocks: 11.3 us at M = 17 against 12.9 for 4 ranks alone). The
+// factor sits in the window where the rule picks the measured best at all 40 points (1.4 to 2.0;
+// 0.96x the previous plans' time on geometric mean, 0.78-0.89x on 8b.o and 8b.down). The 3/4
+// keeps 5-rank plans of 16 tiles (80 blocks, 1.03-1.1x the 4-rank time) out.
+constexpr double kPipeTwoPerSmCost = 1.6;
+constexpr int kPipeSpreadNum = 3, kPipeSpreadDen = 4;
 
 // 64-column groups per block tile: 4 (256 columns), except the 256-row tile's 2 (its
 // m64n256k16 accumulators leave room for one group per consumer warpgroup; session 31).
@@ -63,7 +77,8 @@ LOWBIT_HD constexpr int pipe_tile_groups(int bm) { return bm == 256 ? kPipeRows2
 // Tiles of bm rows (16 / 32 / 64 / 96 / 128 / 256). Split-K only while the blocks fit one wave
 // (blocks_per_sm resident per SM: the kernel's occupancy), each rank streaming at least
 // pipe_min_rank_steps(bm), and at most max_splits (the cluster size the device can
-// co-schedule); forced_splits > 0 (a measurement knob) takes that many ranks instead, within
+// co-schedule); 32- to 64-row tiles at two blocks per SM may take fewer ranks, one block per SM
+// (kPipeTwoPerSmCost, measured with their wgmma tiles); forced_splits > 0 (a measurement knob) takes that many ranks instead, within
 // max_splits and one step per rank. Rank ranges are whole stages, so no rank is left empty.
 inline void pipe_split_tail(PipePlan& p, int k, long long wave, int max_splits);
 inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_per_sm,
@@ -82,7 +97,18 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
     const long long units = static_cast<long long>(p.row_tiles) * p.col_tiles;
     const long long wave = static_cast<long long>(blocks_per_sm > 0 ? blocks_per_sm : 1) * (sms > 0 ? sms : 1);
     const int min_steps = pipe_min_rank_steps(bm);
-    while (splits < cap && units * (splits + 1) <= wave && ksteps / (splits + 1) >= min_steps) ++splits;
+    auto most = [&](long long blocks) {
+      int s = 1;
+      while (s < cap && units * (s + 1) <= blocks && ksteps / (s + 1) >= min_steps) ++s;
+      return s;
+    };
+    auto rank_steps = [&](int s) { return ((ksteps + s - 1) / s + kPipeStageSteps - 1) / kPipeStageSteps * kPipeStageSteps; };
+    splits = most(wave);
+    const long long spread = static_cast<long long>(sms > 0 ? sms : 1) * kPipeSpreadNum / kPipeSpreadDen;
+    if (bm >= 32 && bm <= 64 && blocks_per_sm == 2 && units <= spread) {
+      const int alone = most(spread);
+      if (rank_steps(alone) < kPipeTwoPerSmCost * rank_steps(splits)) splits = alone;
+    }
   }
   const int per = (ksteps + splits - 1) / splits;
   p.split_steps = (per + kPipeStageSteps - 1) / kPipeStageSteps * kPipeStageSteps;
@@ -224,15 +250,17 @@ inline bool pipe_ws_rule(const PipePlan& pl, int stages = kPipeWsStages) {
 
 // kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight
 // Llama-3 projections at M = 9..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel
-// up to 16 rows (8 for G = 32 / 64, below), and up to 32 on weights under 64 Mi elements; the
-// pipelined kernel at 33..256 rows (with its wgmma tiles; 129..256 on every weight since
-// session 28), at 17..32 on weights of >= 64 Mi elements, and at 257..512 on >= 48 Mi unless
+// up to 16 rows (8 for G = 32 / 64, below), and up to 32 on the other weights; the pipelined
+// kernel at 33..256 rows (with its wgmma tiles; 129..256 on every weight since session 28), at
+// 17..32 on weights of >= 64 Mi elements (and 16..64 Mi at K <= 4096 since session 34), and at 257..512 on >= 48 Mi unless
 // its 128-row tiles leave a short last wave (below); dequant + cuBLAS otherwise. Without wgmma
 // (not sm_90a, or LOWBIT_INT4_PIPE_WGMMA=0) the mma.sync tiles' measured crossovers apply:
 // 65..128 rows on >= 24 Mi elements, 129..192 on >= 64 Mi.
 constexpr int64_t kPipeBigWeight = int64_t{64} << 20;
 constexpr int64_t kPipeMidWeight = int64_t{24} << 20;
 constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
+constexpr int64_t kPipeShortKWeight = int64_t{16} << 20;  // M = 17..32 at K <= kPipeShortK (below)
+constexpr int kPipeShortK = 4096;
 
 // M = 257..kPipeModelMaxM (wgmma, G >= 128 or per-channel; up to 512 rows where the wave rule of
 // tiled_auto_path does not already take it): the pipelined kernel where a time model of both
@@ -294,7 +322,14 @@ inline GemmPath tiled_auto_path_measured(int m, int n, int k, int group_len, boo
   if (m <= 32 && group_len == 64)
     return (m <= 16 ? n >= 10240 : n > 4096) ? GemmPath::kPipelined : GemmPath::kSkinny;
   if (m <= 16) return GemmPath::kSkinny;
-  if (m <= 32) return elems >= kPipeBigWeight ? GemmPath::kPipelined : GemmPath::kSkinny;
+  // 17..32 rows: the pipelined kernel on weights of >= 64 Mi elements, and since session 34 with
+  // wgmma on K <= 4096 from 16 Mi up (round C / D, 1x H200, bf16 G = 128, us at M = 17 / 24 / 32, with
+  // the coalesced split reduction and its split rule: 8b.qkv 11.3 / 11.6 / 12.1 against the
+  // decode kernel's 14.4 / 15.0 / 15.7, 8b.o 9.7 / 9.8 / 10.4 against 10.1 / 10.5 / 11.0); the
+  // decode kernel keeps long K (8b.down, K = 14336: 26.3-26.5 against 28.3-29.0).
+  if (m <= 32)
+    return elems >= kPipeBigWeight || (wgmma && k <= kPipeShortK && elems >= kPipeShortKWeight) ? GemmPath::kPipelined
+                                                                                                : GemmPath::kSkinny;
   if (m <= 64) return GemmPath::kPipelined;
   if (wgmma) {
     if (m <= 128) return GemmPath::kPipelined;

@@ -46,12 +46,26 @@ TEST(Int4PipelinedPlan, RowTilesAndRankRanges) {
 }
 
 TEST(Int4PipelinedPlan, LlamaShapesOnH200) {
-  // Two resident blocks per SM (BM = 64: 213-224 registers, 78 KB of stages).
-  // llama3-8b.o at M = 64: 16 blocks of 256 columns -> 4 ranks of 64 K steps (64 blocks; 8
-  // ranks of 32 steps would fit the wave but measured slower, pipe_min_rank_steps).
+  // Two resident blocks per SM (the wgmma 32- to 64-row tiles).
+  // llama3-8b.o at M = 64: 16 blocks of 256 columns -> 6 ranks of 44 K steps, one block per SM
+  // (96 blocks; 8 ranks of 32 steps would fit the wave of 264 but share SMs: 15.8 us against
+  // 12.9, and 4 ranks of 64 16.2; session 34, round C, kPipeTwoPerSmCost).
   PipePlan p = pipelined_plan(64, 4096, 4096, 64, kH200Sms, 2);
-  EXPECT_EQ(p.splits, 4);
-  EXPECT_EQ(p.split_steps, 64);
+  EXPECT_EQ(p.splits, 6);
+  EXPECT_EQ(p.split_steps, 44);
+  // The same at M = 17..32 and on llama3-8b.down (K = 14336: 6 ranks of 152 steps, 28.3 us at
+  // M = 17 against 31.5 in 8 ranks).
+  EXPECT_EQ(pipelined_plan(32, 4096, 4096, 32, kH200Sms, 2).splits, 6);
+  p = pipelined_plan(17, 4096, 14336, 32, kH200Sms, 2);
+  EXPECT_EQ(p.splits, 6);
+  EXPECT_EQ(p.split_steps, 152);
+  // llama3-8b.qkv (24 blocks): 8 ranks of 32 steps, 192 blocks (one block per SM would leave 4
+  // ranks of 64: 12.9 us at M = 17 against 11.3).
+  p = pipelined_plan(17, 6144, 4096, 32, kH200Sms, 2);
+  EXPECT_EQ(p.splits, 8);
+  EXPECT_EQ(p.split_steps, 32);
+  // One block per SM is for the two-per-SM tiles only: a 128-row tile keeps its wave rule.
+  EXPECT_EQ(pipelined_plan(64, 4096, 4096, 64, kH200Sms, 1).splits, 8);
   // llama3-70b.o (K = 8192) at M = 64: 8 ranks of 64 steps.
   p = pipelined_plan(64, 8192, 8192, 64, kH200Sms, 2);
   EXPECT_EQ(p.splits, 8);
@@ -242,7 +256,9 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
     for (bool wg : {false, true}) {
       EXPECT_EQ(tiled_auto_path_g128(1, c.n, c.k, wg), GemmPath::kSkinny);
       EXPECT_EQ(tiled_auto_path_g128(16, c.n, c.k, wg), GemmPath::kSkinny);
-      EXPECT_EQ(tiled_auto_path_g128(24, c.n, c.k, wg), big ? GemmPath::kPipelined : GemmPath::kSkinny);
+      // M = 17..32: >= 64 Mi elements, or with wgmma 16..64 Mi at K <= 4096 (8b.o, 8b.qkv; session 34).
+      const bool short_k = wg && c.k <= kPipeShortK && elems >= kPipeShortKWeight;
+      EXPECT_EQ(tiled_auto_path_g128(24, c.n, c.k, wg), big || short_k ? GemmPath::kPipelined : GemmPath::kSkinny);
       EXPECT_EQ(tiled_auto_path_g128(64, c.n, c.k, wg), GemmPath::kPipelined);
       EXPECT_EQ(tiled_auto_path_g128(2048, c.n, c.k, wg), GemmPath::kDequantCublas);
     }
@@ -294,6 +310,14 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
   EXPECT_EQ(tiled_auto_path_g128(448, 10240, 8192, true), GemmPath::kPipelined);  // ... a split tail
   EXPECT_EQ(tiled_auto_path(512, 10240, 8192, 128, true, 160), GemmPath::kPipelined);     // one wave on 160 SMs
   EXPECT_EQ(tiled_auto_path_g128(24, o70.n, o70.k, false), GemmPath::kPipelined);        // 64 Mi: big
+  // M = 17..32 (session 34, round C): 8b.qkv / 8b.o on the pipelined kernel, 8b.down (K = 14336)
+  // on the decode kernel; a weight under 16 Mi elements stays there too.
+  for (int m : {17, 32}) {
+    EXPECT_EQ(tiled_auto_path_g128(m, qkv8.n, qkv8.k, true), GemmPath::kPipelined) << m;
+    EXPECT_EQ(tiled_auto_path_g128(m, o8.n, o8.k, true), GemmPath::kPipelined) << m;
+    EXPECT_EQ(tiled_auto_path_g128(m, down8.n, down8.k, true), GemmPath::kSkinny) << m;
+    EXPECT_EQ(tiled_auto_path_g128(m, 2048, 4096, true), GemmPath::kSkinny) << m;
+  }
 }
 
 // M = 513..1024 by the time model of both paths (session 30, rounds UA / UB; cuBLAS's rate on

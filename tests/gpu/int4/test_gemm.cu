@@ -290,6 +290,12 @@ std::vector<GemmCase> forced_cases() {
     v.push_back({65, 4096, 4096, 64, false, t, GemmPath::kPipelined});
     v.push_back({128, 28672, 1024, 128, true, t, GemmPath::kPipelined});
   }
+  // Split plans of one block per SM (pipelined_plan, kPipeTwoPerSmCost; session 34): 16 column
+  // tiles in 6 ranks of 44 K steps (the last 36) under kAuto at M = 17..64 with wgmma, and 8
+  // ranks of 32 for 24 column tiles.
+  v.push_back({48, 4096, 4096, 128, true, DType::kBF16});
+  v.push_back({20, 4096, 4096, 128, false, DType::kF16});
+  v.push_back({24, 6144, 4096, 128, true, DType::kBF16});
   // With wgmma, 64-row tiles past M = 64 where the 128-row plan fills under 2/3 of the SMs
   // (pipelined_rows_for): 2 x 40 blocks of 128 rows -> 3 x 40 x 2 ranks of 64 rows.
   v.push_back({160, 10240, 2048, 128, true, DType::kBF16, GemmPath::kPipelined});
