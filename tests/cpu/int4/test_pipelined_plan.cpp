@@ -46,39 +46,35 @@ TEST(Int4PipelinedPlan, RowTilesAndRankRanges) {
 }
 
 TEST(Int4PipelinedPlan, LlamaShapesOnH200) {
+  // The plan's split-K ranks and K steps per rank (bm-row tiles, per_sm resident blocks per SM).
+  auto expect_ranks = [](int m, int n, int k, int bm, int per_sm, int splits, int steps) {
+    const PipePlan p = pipelined_plan(m, n, k, bm, kH200Sms, per_sm);
+    EXPECT_EQ(p.splits, splits) << "m=" << m << " n=" << n << " k=" << k << " bm=" << bm;
+    EXPECT_EQ(p.split_steps, steps) << "m=" << m << " n=" << n << " k=" << k << " bm=" << bm;
+  };
   // Two resident blocks per SM (the wgmma 32- to 64-row tiles).
   // llama3-8b.o at M = 64: 16 blocks of 256 columns -> 6 ranks of 44 K steps, one block per SM
   // (96 blocks; 8 ranks of 32 steps would fit the wave of 264 but share SMs: 15.8 us against
   // 12.9, and 4 ranks of 64 16.2; session 34, round C, kPipeTwoPerSmCost).
-  PipePlan p = pipelined_plan(64, 4096, 4096, 64, kH200Sms, 2);
-  EXPECT_EQ(p.splits, 6);
-  EXPECT_EQ(p.split_steps, 44);
+  expect_ranks(64, 4096, 4096, 64, 2, 6, 44);
   // The same at M = 17..32 and on llama3-8b.down (K = 14336: 6 ranks of 152 steps, 28.3 us at
   // M = 17 against 31.5 in 8 ranks).
-  EXPECT_EQ(pipelined_plan(32, 4096, 4096, 32, kH200Sms, 2).splits, 6);
-  p = pipelined_plan(17, 4096, 14336, 32, kH200Sms, 2);
-  EXPECT_EQ(p.splits, 6);
-  EXPECT_EQ(p.split_steps, 152);
+  expect_ranks(32, 4096, 4096, 32, 2, 6, 44);
+  expect_ranks(17, 4096, 14336, 32, 2, 6, 152);
   // llama3-8b.qkv (24 blocks): 8 ranks of 32 steps, 192 blocks (one block per SM would leave 4
   // ranks of 64: 12.9 us at M = 17 against 11.3).
-  p = pipelined_plan(17, 6144, 4096, 32, kH200Sms, 2);
-  EXPECT_EQ(p.splits, 8);
-  EXPECT_EQ(p.split_steps, 32);
+  expect_ranks(17, 6144, 4096, 32, 2, 8, 32);
   // One block per SM is for the two-per-SM tiles only: a 128-row tile keeps its wave rule.
-  EXPECT_EQ(pipelined_plan(64, 4096, 4096, 64, kH200Sms, 1).splits, 8);
+  expect_ranks(64, 4096, 4096, 64, 1, 8, 32);
   // llama3-70b.o (K = 8192) at M = 64: 8 ranks of 64 steps.
-  p = pipelined_plan(64, 8192, 8192, 64, kH200Sms, 2);
-  EXPECT_EQ(p.splits, 8);
-  EXPECT_EQ(p.split_steps, 64);
+  expect_ranks(64, 8192, 8192, 64, 2, 8, 64);
   // 128-row tiles keep ranks of 32 steps: llama3-8b.o at M = 128 -> 8 ranks.
-  EXPECT_EQ(pipelined_plan(128, 4096, 4096, 128, kH200Sms, 1).splits, 8);
+  expect_ranks(128, 4096, 4096, 128, 1, 8, 32);
   // llama3-8b.gate_up at M = 64: 112 blocks -> 2 ranks (224 blocks in one wave of 264).
-  p = pipelined_plan(64, 28672, 4096, 64, kH200Sms, 2);
-  EXPECT_EQ(p.splits, 2);
-  EXPECT_EQ(p.split_steps, 128);
+  expect_ranks(64, 28672, 4096, 64, 2, 2, 128);
   // llama3-70b.gate_up: 224 blocks already fill the wave; M = 512: 8 row tiles, no split.
-  EXPECT_EQ(pipelined_plan(64, 57344, 8192, 64, kH200Sms, 2).splits, 1);
-  p = pipelined_plan(512, 28672, 4096, 64, kH200Sms, 2);  // mma.sync 64-row tiles
+  expect_ranks(64, 57344, 8192, 64, 2, 1, 512);
+  const PipePlan p = pipelined_plan(512, 28672, 4096, 64, kH200Sms, 2);  // mma.sync 64-row tiles
   EXPECT_EQ(p.row_tiles, 8);
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(p.split_steps, 256);
