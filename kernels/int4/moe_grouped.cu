@@ -241,7 +241,6 @@ size_t moe_grouped_workspace_bytes(int m, int topk, int experts, int hidden, int
 Status fused_moe_grouped(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, int bm,
                          void* workspace, size_t workspace_bytes, cudaStream_t st) {
   const int E = w13.shape.experts, H = w13.shape.k, I = w13.shape.n / 2;
-  const int P = a.m * a.topk;
   const size_t need = moe_grouped_workspace_bytes(a.m, a.topk, E, H, I, bm);
   LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= need,
                    "int4::fused_moe (grouped path): workspace of %zu bytes given, %zu needed (moe_workspace_size)",

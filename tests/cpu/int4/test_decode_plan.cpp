@@ -160,7 +160,9 @@ TEST(Int4DecodePlan, FallbacksAndBounds) {
       const DensePlan p = plan_unshared(m, groups, kG128Steps, kH200Sms, 32);
       EXPECT_TRUE(p.shape.warps == 4 || p.shape.warps == 8) << m << " " << groups;
       // (staged x: the 8-warp tile only, measured at M = 9..16)
-      if (p.tiles == DecodeTiles::kRows16Staged) EXPECT_TRUE(p.shape.warps == 8 && m >= 9 && m <= 16) << m << " " << groups;
+      if (p.tiles == DecodeTiles::kRows16Staged) {
+        EXPECT_TRUE(p.shape.warps == 8 && m >= 9 && m <= 16) << m << " " << groups;
+      }
       // (clusters of 3 only for 4-warp 8-row blocks at M <= 8: the kernel's receive buffer
       // holds two pushing ranks there, one elsewhere)
       const bool three = p.shape.splits == 3 && p.shape.warps == 4 && m <= 8 && p.tiles == DecodeTiles::kRows8;
