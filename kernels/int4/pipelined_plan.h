@@ -78,8 +78,9 @@ LOWBIT_HD constexpr int pipe_tile_groups(int bm) { return bm == 256 ? kPipeRows2
 // (blocks_per_sm resident per SM: the kernel's occupancy), each rank streaming at least
 // pipe_min_rank_steps(bm), and at most max_splits (the cluster size the device can
 // co-schedule); 32- to 64-row tiles at two blocks per SM may take fewer ranks, one block per SM
-// (kPipeTwoPerSmCost, measured with their wgmma tiles); forced_splits > 0 (a measurement knob) takes that many ranks instead, within
-// max_splits and one step per rank. Rank ranges are whole stages, so no rank is left empty.
+// (kPipeTwoPerSmCost, measured with their wgmma tiles); forced_splits > 0 (a measurement knob)
+// takes that many ranks instead, within max_splits and one step per rank. Rank ranges are whole
+// stages, so no rank is left empty.
 inline void pipe_split_tail(PipePlan& p, int k, long long wave, int max_splits);
 inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_per_sm,
                                int max_splits = kPipeMaxSplits, int forced_splits = 0, bool split_tail = false) {
@@ -252,10 +253,10 @@ inline bool pipe_ws_rule(const PipePlan& pl, int stages = kPipeWsStages) {
 // Llama-3 projections at M = 9..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel
 // up to 16 rows (8 for G = 32 / 64, below), and up to 32 on the other weights; the pipelined
 // kernel at 33..256 rows (with its wgmma tiles; 129..256 on every weight since session 28), at
-// 17..32 on weights of >= 64 Mi elements (and 16..64 Mi at K <= 4096 since session 34), and at 257..512 on >= 48 Mi unless
-// its 128-row tiles leave a short last wave (below); dequant + cuBLAS otherwise. Without wgmma
-// (not sm_90a, or LOWBIT_INT4_PIPE_WGMMA=0) the mma.sync tiles' measured crossovers apply:
-// 65..128 rows on >= 24 Mi elements, 129..192 on >= 64 Mi.
+// 17..32 on weights of >= 64 Mi elements (and 16..64 Mi at K <= 4096 since session 34), and at
+// 257..512 on >= 48 Mi unless its 128-row tiles leave a short last wave (below); dequant +
+// cuBLAS otherwise. Without wgmma (not sm_90a, or LOWBIT_INT4_PIPE_WGMMA=0) the mma.sync tiles'
+// measured crossovers apply: 65..128 rows on >= 24 Mi elements, 129..192 on >= 64 Mi.
 constexpr int64_t kPipeBigWeight = int64_t{64} << 20;
 constexpr int64_t kPipeMidWeight = int64_t{24} << 20;
 constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
@@ -323,8 +324,8 @@ inline GemmPath tiled_auto_path_measured(int m, int n, int k, int group_len, boo
     return (m <= 16 ? n >= 10240 : n > 4096) ? GemmPath::kPipelined : GemmPath::kSkinny;
   if (m <= 16) return GemmPath::kSkinny;
   // 17..32 rows: the pipelined kernel on weights of >= 64 Mi elements, and since session 34 with
-  // wgmma on K <= 4096 from 16 Mi up (round C / D, 1x H200, bf16 G = 128, us at M = 17 / 24 / 32, with
-  // the coalesced split reduction and its split rule: 8b.qkv 11.3 / 11.6 / 12.1 against the
+  // wgmma on K <= 4096 from 16 Mi up (rounds C / D, 1x H200, bf16 G = 128, us at M = 17 / 24 /
+  // 32, with the coalesced split reduction and its split rule: 8b.qkv 11.3 / 11.6 / 12.1 against the
   // decode kernel's 14.4 / 15.0 / 15.7, 8b.o 9.7 / 9.8 / 10.4 against 10.1 / 10.5 / 11.0); the
   // decode kernel keeps long K (8b.down, K = 14336: 26.3-26.5 against 28.3-29.0).
   if (m <= 32)
