@@ -8,7 +8,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +17,27 @@ namespace {
 using io::SafetensorsFile;
 using io::TensorDType;
 using io::TensorInfo;
+
+// A layer name of the form A.experts.<e>.B (B not empty; the last ".experts.<digits>." that leaves
+// one, as the pattern ^(.*)\.experts\.([0-9]+)\.(.+)$ matches it): A, e's digits and B. (A
+// hand-written match: std::regex drew GCC 12's -Wmaybe-uninitialized from libstdc++ in the
+// sanitizer build.)
+struct ExpertName {
+  std::string head, index, tail;
+};
+bool split_expert_name(const std::string& s, ExpertName* out) {
+  static const std::string kKey = ".experts.";
+  for (size_t pos = s.rfind(kKey); pos != std::string::npos; pos = pos == 0 ? std::string::npos : s.rfind(kKey, pos - 1)) {
+    const size_t d = pos + kKey.size();
+    size_t e = d;
+    while (e < s.size() && s[e] >= '0' && s[e] <= '9') ++e;
+    if (e > d && e + 1 < s.size() && s[e] == '.') {
+      *out = {s.substr(0, pos), s.substr(d, e - d), s.substr(e + 1)};
+      return true;
+    }
+  }
+  return false;
+}
 
 bool ends_with(const std::string& s, const std::string& suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
@@ -343,12 +363,11 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
   // [E, N, K] layout fused_moe reads); anything else stays one layer per checkpoint layer.
   std::vector<std::vector<size_t>> units;  // indices into done, in output order
   {
-    static const std::regex kExpert(R"(^(.*)\.experts\.([0-9]+)\.(.+)$)");
     std::map<std::string, std::vector<std::pair<long, size_t>>> groups;
     for (size_t i = 0; i < done.size(); ++i) {
-      std::smatch m;
-      if (std::regex_match(done[i].L.prefix, m, kExpert) && m[2].str().size() < 9)
-        groups[m[1].str() + ".experts." + m[3].str()].push_back({std::stol(m[2].str()), i});
+      ExpertName m;
+      if (split_expert_name(done[i].L.prefix, &m) && m.index.size() < 9)
+        groups[m.head + ".experts." + m.tail].push_back({std::stol(m.index), i});
     }
     std::vector<bool> grouped(done.size(), false);
     for (auto& [key, members] : groups) {
@@ -377,10 +396,9 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
     KPackedWeights stacked;
     const KPackedWeights* wp = &done[u[0]].w;
     if (u.size() > 1) {
-      static const std::regex kExpert(R"(^(.*)\.experts\.[0-9]+\.(.+)$)");
-      std::smatch m;
-      std::regex_match(done[u[0]].L.prefix, m, kExpert);
-      L.prefix = m[1].str() + ".experts." + m[2].str();
+      ExpertName m;
+      split_expert_name(done[u[0]].L.prefix, &m);  // it matched when the unit was grouped
+      L.prefix = m.head + ".experts." + m.tail;
       std::vector<KPackedWeights> parts;
       for (size_t i : u) {
         parts.push_back(done[i].w);
