@@ -51,9 +51,12 @@ def main(src, dst):
     fig.tight_layout()
     fig.savefig(dst, dpi=110)
     # Saved again in a 128-colour palette: the line plots look the same and the file is ~3x
-    # smaller (the benchmark records are kept in the repository).
-    from PIL import Image  # matplotlib's own dependency
-
+    # smaller (the benchmark records are kept in the repository). Pillow is matplotlib's own
+    # dependency; without it the full-colour file stays.
+    try:
+        from PIL import Image
+    except ImportError:
+        return
     with Image.open(dst) as im:
         small = im.convert("RGB").quantize(colors=128)
     small.save(dst, optimize=True)
