@@ -52,7 +52,11 @@ inline int pipelined_rows(int m, bool wgmma) {
 // (session 34, round C, 1x H200, bf16 G = 128, forced ranks, two passes: 8b.o M = 48 / 64 15.0 /
 // 15.8 vs 15.7 / 16.2, 8b.qkv 15.6 / 16.7 vs 15.9 / 16.4), and 6 ranks of 44 steps faster still
 // (below, kPipeTwoPerSmCost).
-inline int pipe_min_rank_steps(int /*bm*/) { return kPipeMinRankSteps; }
+
+// K steps per rank when `ranks` ranks cover `ksteps`: whole stages, the last rank possibly shorter.
+constexpr int pipe_rank_steps(int ksteps, int ranks) {
+  return ((ksteps + ranks - 1) / ranks + kPipeStageSteps - 1) / kPipeStageSteps * kPipeStageSteps;
+}
 
 // The two-blocks-per-SM tiles (32 / 48 / 64 rows) split K over the most ranks that fill one
 // wave of two blocks per SM, or over the most that leave one block per SM on at most 3/4 of the
@@ -76,7 +80,7 @@ LOWBIT_HD constexpr int pipe_tile_groups(int bm) { return bm == 256 ? kPipeRows2
 
 // Tiles of bm rows (16 / 32 / 64 / 96 / 128 / 256). Split-K only while the blocks fit one wave
 // (blocks_per_sm resident per SM: the kernel's occupancy), each rank streaming at least
-// pipe_min_rank_steps(bm), and at most max_splits (the cluster size the device can
+// kPipeMinRankSteps, and at most max_splits (the cluster size the device can
 // co-schedule); 32- to 64-row tiles at two blocks per SM may take fewer ranks, one block per SM
 // (kPipeTwoPerSmCost, measured with their wgmma tiles); forced_splits > 0 (a measurement knob)
 // takes that many ranks instead, within max_splits and one step per rank. Rank ranges are whole
@@ -97,22 +101,19 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
   } else {
     const long long units = static_cast<long long>(p.row_tiles) * p.col_tiles;
     const long long wave = static_cast<long long>(blocks_per_sm > 0 ? blocks_per_sm : 1) * (sms > 0 ? sms : 1);
-    const int min_steps = pipe_min_rank_steps(bm);
     auto most = [&](long long blocks) {
       int s = 1;
-      while (s < cap && units * (s + 1) <= blocks && ksteps / (s + 1) >= min_steps) ++s;
+      while (s < cap && units * (s + 1) <= blocks && ksteps / (s + 1) >= kPipeMinRankSteps) ++s;
       return s;
     };
-    auto rank_steps = [&](int s) { return ((ksteps + s - 1) / s + kPipeStageSteps - 1) / kPipeStageSteps * kPipeStageSteps; };
     splits = most(wave);
     const long long spread = static_cast<long long>(sms > 0 ? sms : 1) * kPipeSpreadNum / kPipeSpreadDen;
     if (bm >= 32 && bm <= 64 && blocks_per_sm == 2 && units <= spread) {
       const int alone = most(spread);
-      if (rank_steps(alone) < kPipeTwoPerSmCost * rank_steps(splits)) splits = alone;
+      if (pipe_rank_steps(ksteps, alone) < kPipeTwoPerSmCost * pipe_rank_steps(ksteps, splits)) splits = alone;
     }
   }
-  const int per = (ksteps + splits - 1) / splits;
-  p.split_steps = (per + kPipeStageSteps - 1) / kPipeStageSteps * kPipeStageSteps;
+  p.split_steps = pipe_rank_steps(ksteps, splits);
   p.splits = (ksteps + p.split_steps - 1) / p.split_steps;
   if (split_tail && forced_splits == 0)
     pipe_split_tail(p, k, static_cast<long long>(blocks_per_sm > 0 ? blocks_per_sm : 1) * (sms > 0 ? sms : 1), cap);
@@ -124,7 +125,7 @@ inline PipePlan pipelined_plan(int m, int n, int k, int bm, int sms, int blocks_
 // one: 70b.qkv at M = 512 has 160 128-row tiles on 132 SMs, 2 waves of time for 1.2 of work. Its
 // tiles past the last whole wave (`rest`) run instead in a second launch as split-K clusters (the
 // same kernel, a unit offset), as many ranks as keep every cluster in one wave (rest x ranks <=
-// wave, at most max_splits, each rank >= pipe_min_rank_steps): 512 + 128 K steps per SM instead of
+// wave, at most max_splits, each rank >= kPipeMinRankSteps): 512 + 128 K steps per SM instead of
 // 2 x 512 there (the "data-parallel + split-K" hybrid of the Stream-K paper, with the split part
 // as clusters that reduce through distributed shared memory as the one-wave plans already do).
 // Left as is (tail_splits 1) when the plan is one wave or less, already split, has no partial wave,
@@ -142,13 +143,12 @@ inline void pipe_split_tail(PipePlan& p, int k, long long wave, int max_splits) 
   const long long units = static_cast<long long>(p.row_tiles) * p.col_tiles;
   if (p.splits != 1 || wave < 1 || units <= wave || units % wave == 0) return;
   const long long rest = units % wave;
-  const int ksteps = k / 16, min_steps = pipe_min_rank_steps(p.bm);
+  const int ksteps = k / 16;
   const int cap = max_splits < kPipeMaxSplits ? max_splits : kPipeMaxSplits;
   int t = 1;
-  while (t < cap && rest * (t + 1) <= wave && ksteps / (t + 1) >= min_steps) ++t;
+  while (t < cap && rest * (t + 1) <= wave && ksteps / (t + 1) >= kPipeMinRankSteps) ++t;
   if (t < 2) return;
-  const int per = (ksteps + t - 1) / t;
-  const int steps = (per + kPipeStageSteps - 1) / kPipeStageSteps * kPipeStageSteps;
+  const int steps = pipe_rank_steps(ksteps, t);
   t = (ksteps + steps - 1) / steps;
   if (t < 2 || steps + kPipeTailSteps >= p.split_steps) return;
   p.head_units = static_cast<int>(units - rest);

@@ -40,7 +40,7 @@ TEST(Int4PipelinedPlan, RowTilesAndRankRanges) {
             EXPECT_LT((p.splits - 1) * p.split_steps, ksteps);  // the last rank has steps
             if (p.splits > 1) {
               EXPECT_LE(pipe_plan_blocks(p), static_cast<long long>(per_sm) * sms);
-              EXPECT_GE(p.split_steps, pipe_min_rank_steps(p.bm));
+              EXPECT_GE(p.split_steps, kPipeMinRankSteps);
             }
           }
 }
