@@ -361,7 +361,8 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
   // MoE experts: layers named A.experts.<e>.B for e = 0..E-1 (E >= 2, all present, same
   // shape / group / symmetry) become one packed weight A.experts.B with E experts (the
   // [E, N, K] layout fused_moe reads); anything else stays one layer per checkpoint layer.
-  std::vector<std::vector<size_t>> units;  // indices into done, in output order
+  // Indices into done, in output order, each with its output name when stacked (A.experts.B).
+  std::vector<std::pair<std::vector<size_t>, std::string>> units;
   {
     std::map<std::string, std::vector<std::pair<long, size_t>>> groups;
     for (size_t i = 0; i < done.size(); ++i) {
@@ -385,20 +386,18 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
         u.push_back(mb.second);
         grouped[mb.second] = true;
       }
-      units.push_back(std::move(u));
+      units.push_back({std::move(u), key});
     }
     for (size_t i = 0; i < done.size(); ++i)
-      if (!grouped[i]) units.push_back({i});
+      if (!grouped[i]) units.push_back({{i}, std::string()});
   }
 
-  for (const auto& u : units) {
+  for (const auto& [u, stacked_name] : units) {
     ConvertedLayer L = done[u[0]].L;
     KPackedWeights stacked;
     const KPackedWeights* wp = &done[u[0]].w;
     if (u.size() > 1) {
-      ExpertName m;
-      split_expert_name(done[u[0]].L.prefix, &m);  // it matched when the unit was grouped
-      L.prefix = m.head + ".experts." + m.tail;
+      L.prefix = stacked_name;
       std::vector<KPackedWeights> parts;
       for (size_t i : u) {
         parts.push_back(done[i].w);
