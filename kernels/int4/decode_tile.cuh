@@ -917,10 +917,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     if (threadIdx.x == 0) {
       const unsigned long long tr_end = trace_now();  // before the ring's atomic (session 16: it
                                                       // took ~1 us under load, inside the end stamp)
-      unsigned smid;
-      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
       unsigned long long* r = g_trace[atomicAdd(&g_trace_next, 1u) % kTraceRecords];
-      r[0] = MODE, r[1] = blockIdx.x, r[2] = blockIdx.y, r[3] = blockIdx.z, r[4] = smid;
+      r[0] = MODE, r[1] = blockIdx.x, r[2] = blockIdx.y, r[3] = blockIdx.z, r[4] = trace_smid();
       r[5] = tr_entry, r[6] = kMoe ? tr_routed : reinterpret_cast<unsigned long long>(p.qw);
       r[7] = tr_waited, r[8] = tr_first, r[9] = tr_loop, r[10] = tr_end;
     }

@@ -321,12 +321,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #ifdef LOWBIT_INT4_TRACE
   if constexpr (!kMoe) {
     if (tid == 0) {
-      unsigned smid;
-      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
       const unsigned i = atomicAdd(&g_ws_trace_next, 1u) % kWsTraceRecords;
       unsigned long long* r = g_ws_trace[i];
       r[0] = blockIdx.x;
-      r[1] = smid;
+      r[1] = trace_smid();
       r[2] = static_cast<unsigned>(p.splits);
       r[3] = static_cast<unsigned>(w.unit0);
       for (int f = 0; f < 6; ++f) r[4 + f] = s_tr[f];

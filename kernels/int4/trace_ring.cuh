@@ -20,6 +20,13 @@ __device__ __forceinline__ unsigned long long trace_now() {
   return t;
 }
 
+// The SM the calling thread runs on (a record's smid field).
+__device__ __forceinline__ unsigned trace_smid() {
+  unsigned smid;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+  return smid;
+}
+
 // `ring` (records x fields of stamps, a __device__ array) and its count `next` (a __device__
 // counter the blocks advance; the ring wraps) as CSV into `path` under `header`, oldest record
 // first; clears the count. `who` names the caller in messages.
