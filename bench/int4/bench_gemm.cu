@@ -4,6 +4,8 @@
 // CUDA-graph timing; weight copies rotated so that replays stream from HBM. #wrong: output
 // elements of sampled rows that differ from the cuBLAS result on the dequantized weights
 // by more than 2^-6 |ref| + 1e-2 rms(ref) (both accumulate in fp32; orders differ).
+// Built with -DLOWBIT_BENCH_VLLM_MARLIN=ON, every row also times vLLM's Marlin kernel on the same
+// weights (converted exactly; bench/baselines/vllm_marlin.h), checked against cuBLAS likewise.
 #include <cublas_v2.h>
 
 #include <chrono>
@@ -19,6 +21,9 @@
 #include "bench/int4/bench_int4_util.cuh"
 #include "tools/cli/args.h"
 #include "tools/cli/command.h"
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+#include "bench/baselines/vllm_marlin.h"
+#endif
 #ifdef LOWBIT_INT4_TRACE
 #include <cstdlib>
 
@@ -35,6 +40,30 @@ struct DenseShape {
   const char* name;
   int n, k;
 };
+
+// Output elements of rows 0..7 and the last 8 rows of y that differ from yref by more than
+// 2^-6 |ref| + 1e-2 rms(ref); an all-zero reference counts every element.
+int count_wrong(DType act, int m, int n, const void* y, const void* yref) {
+  const int rows_chk = m < 8 ? m : 8;
+  std::vector<uint16_t> a, b;
+  for (int part = 0; part < 2; ++part) {
+    const int r0 = part == 0 ? 0 : m - rows_chk;
+    auto ya = download<uint16_t>(static_cast<const uint16_t*>(y) + static_cast<size_t>(r0) * n, size_t(rows_chk) * n);
+    auto yb = download<uint16_t>(static_cast<const uint16_t*>(yref) + static_cast<size_t>(r0) * n, size_t(rows_chk) * n);
+    a.insert(a.end(), ya.begin(), ya.end());
+    b.insert(b.end(), yb.begin(), yb.end());
+  }
+  double r2 = 0;
+  for (uint16_t v : b) r2 += std::pow(half_bits_to_float(act, v), 2);
+  const double rms = std::sqrt(r2 / b.size());
+  int wrong = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double ga = half_bits_to_float(act, a[i]), gb = half_bits_to_float(act, b[i]);
+    if (!(std::fabs(ga - gb) <= std::ldexp(std::fabs(gb), -6) + 1e-2 * rms)) ++wrong;
+  }
+  if (rms == 0) wrong = static_cast<int>(a.size());  // an all-zero result is a failure
+  return wrong;
+}
 
 int run_bench_gemm(const std::vector<std::string>& argv) {
   cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "shapes", "path", "layout", "cooldown-ms"},
@@ -123,11 +152,18 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
 
   // %peak: TFLOP/s over the H200's dense bf16/fp16 tensor peak (989 TFLOP/s, spec sheet).
   constexpr double kPeakTflops = 989.0;
-  lowbit::bench::Table table({{"shape", 20}, {"layout", 9}, {"path", 9}, {"runs", 9}, {"M", 6}, {"N", 6}, {"K", 6}, {"time_us", 10},
-                              {"TFLOP/s", 8}, {"%peak", 6}, {"TB/s", 6}, {"%floor", 7}, {"%rdbw", 6}, {"read_us", 8},
-                              {"%read", 6},
-                              {"cublas_us", 10},
-                              {"speedup", 8}, {"#wrong", 7}});
+  std::vector<lowbit::bench::Table::Column> columns = {
+      {"shape", 20},  {"layout", 9}, {"path", 9},  {"runs", 9},  {"M", 6},       {"N", 6},       {"K", 6},
+      {"time_us", 10}, {"TFLOP/s", 8}, {"%peak", 6}, {"TB/s", 6}, {"%floor", 7},  {"%rdbw", 6},   {"read_us", 8},
+      {"%read", 6},   {"cublas_us", 10}, {"speedup", 8}, {"#wrong", 7}};
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+  // marlin_us: vLLM's Marlin on the same weights; x_marlin = marlin_us / time_us (> 1: lowbit faster).
+  namespace vm = lowbit::bench::vllm_marlin;
+  for (lowbit::bench::Table::Column c : {lowbit::bench::Table::Column{"marlin_us", 10}, {"x_marlin", 8}, {"#wrong_m", 8}})
+    columns.push_back(c);
+  std::printf("# marlin_us: %s; x_marlin = marlin_us / time_us\n", vm::kMarlinSource);
+#endif
+  lowbit::bench::Table table(columns);
   table.print_header();
   nlohmann::json rows = nlohmann::json::array();
   int total_wrong = 0;
@@ -160,6 +196,27 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
         return 1;
       }
     }
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+    // Marlin's copies: copy 0 converted from lowbit's copy 0 (checked against cuBLAS on its
+    // dequantized weights, like lowbit's), the others byte copies of it (distinct addresses, so
+    // replays read HBM as lowbit's rotation does).
+    std::vector<vm::Weights> mw;
+    vm::Workspace mws;
+    std::string marlin_skip;
+    if (Status ms = vm::supported(ws); !ms.ok()) {
+      marlin_skip = ms.to_string();
+    } else {
+      mw.resize(copies);
+      for (int c = 0; c < copies && st.ok(); ++c)
+        st = c == 0 ? vm::make_weights(probe.view, stream, &mw[0]) : vm::copy_weights(mw[0], stream, &mw[c]);
+      if (st.ok()) st = mws.ensure(1, stream);
+      if (!st.ok()) {
+        std::fprintf(stderr, "bench gemm: vLLM Marlin weights for %s: %s\n", sh.name, st.to_string().c_str());
+        return 1;
+      }
+    }
+    if (!marlin_skip.empty()) std::printf("# %s: no Marlin column: %s\n", sh.name, marlin_skip.c_str());
+#endif
     const size_t wbf_bytes = static_cast<size_t>(sh.n) * sh.k * 2;
     const int bcopies = rotation_copies(wbf_bytes, 8);
     for (const std::string& layout : layouts) {
@@ -190,6 +247,9 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
         };
         lowbit::bench::Timing tb{};
         bool have_tb = false;
+        lowbit::bench::Timing tm{};  // vLLM Marlin (when built)
+        bool have_tm = false;
+        int marlin_wrong = -1;
         for (GemmPath path : paths) {
           if (path == GemmPath::kSkinny && m > 512) continue;
           if (path == GemmPath::kTiled && kind == KernelLayoutKind::kMmaTiled) continue;       // needs N-packed
@@ -214,25 +274,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
           LOWBIT_BENCH_CUDA(cudaStreamSynchronize(stream));
           int wrong = -1;
           if (st.ok()) {
-            const int rows_chk = m < 8 ? m : 8;
-            std::vector<uint16_t> a, b;
-            for (int part = 0; part < 2; ++part) {
-              const int r0 = part == 0 ? 0 : m - rows_chk;
-              auto ya = download<uint16_t>(y.as<uint16_t>() + static_cast<size_t>(r0) * sh.n, size_t(rows_chk) * sh.n);
-              auto yb =
-                  download<uint16_t>(yref.as<uint16_t>() + static_cast<size_t>(r0) * sh.n, size_t(rows_chk) * sh.n);
-              a.insert(a.end(), ya.begin(), ya.end());
-              b.insert(b.end(), yb.begin(), yb.end());
-            }
-            double r2 = 0;
-            for (uint16_t v : b) r2 += std::pow(half_bits_to_float(act, v), 2);
-            const double rms = std::sqrt(r2 / b.size());
-            wrong = 0;
-            for (size_t i = 0; i < a.size(); ++i) {
-              const double ga = half_bits_to_float(act, a[i]), gb = half_bits_to_float(act, b[i]);
-              if (!(std::fabs(ga - gb) <= std::ldexp(std::fabs(gb), -6) + 1e-2 * rms)) ++wrong;
-            }
-            if (rms == 0) wrong = static_cast<int>(a.size());  // an all-zero result is a failure
+            wrong = count_wrong(act, m, sh.n, y.p, yref.p);
             total_wrong += wrong;
           }
           lowbit::bench::Timing t4{};
@@ -249,6 +291,23 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
             st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);
             have_tb = st.ok();
           }
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+          if (st.ok() && !mw.empty() && !have_tm) {
+            DevBuf ym(static_cast<size_t>(m) * sh.n * 2);
+            int mcall = 0;
+            auto run_marlin = [&](cudaStream_t s) { return vm::gemm(mw[mcall++ % mw.size()], x.p, ym.p, m, mws, s); };
+            bcall = 0;
+            st = run_marlin(stream);
+            if (st.ok()) st = run_cublas(stream);
+            LOWBIT_BENCH_CUDA(cudaStreamSynchronize(stream));
+            if (st.ok()) {
+              marlin_wrong = count_wrong(act, m, sh.n, ym.p, yref.p);
+              total_wrong += marlin_wrong;
+              st = lowbit::bench::time_in_graph(stream, run_marlin, static_cast<int>(mw.size()), 2, reps, &tm);
+              have_tm = st.ok();
+            }
+          }
+#endif
           if (!st.ok()) {
             std::fprintf(stderr, "bench gemm: %s M=%d path %s: %s\n", sh.name, m, gemm_path_name(path),
                          st.to_string().c_str());
@@ -262,11 +321,18 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
           const double peak = 100.0 * tflops / kPeakTflops;
           const double rdbw = 100.0 * tbs * 1e3 / read_gbps;  // share of the read-only stream's bandwidth
           const char* runs = gemm_path_name(gemm_resolved_path(ws, kind, m, path));
-          table.print_row({sh.name, kernel_layout_name(kind), gemm_path_name(path), runs, std::to_string(m),
-                           std::to_string(sh.n), std::to_string(sh.k), fmt(t4.median_us, 1), fmt(tflops, 1),
-                           fmt(peak, 1), fmt(tbs, 2), fmt(pct, 1), fmt(rdbw, 1), fmt(tread.median_us, 1),
-                           fmt(100.0 * tread.median_us / t4.median_us, 1), fmt(tb.median_us, 1), fmt(speedup, 2),
-                           std::to_string(wrong)});
+          std::vector<std::string> cells = {sh.name, kernel_layout_name(kind), gemm_path_name(path), runs,
+                                            std::to_string(m), std::to_string(sh.n), std::to_string(sh.k),
+                                            fmt(t4.median_us, 1), fmt(tflops, 1), fmt(peak, 1), fmt(tbs, 2),
+                                            fmt(pct, 1), fmt(rdbw, 1), fmt(tread.median_us, 1),
+                                            fmt(100.0 * tread.median_us / t4.median_us, 1), fmt(tb.median_us, 1),
+                                            fmt(speedup, 2), std::to_string(wrong)};
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+          cells.push_back(have_tm ? fmt(tm.median_us, 1) : "-");
+          cells.push_back(have_tm ? fmt(tm.median_us / t4.median_us, 2) : "-");
+          cells.push_back(have_tm ? std::to_string(marlin_wrong) : "-");
+#endif
+          table.print_row(cells);
           rows.push_back({{"shape", sh.name},
                           {"layout", kernel_layout_name(kind)},
                           {"path", gemm_path_name(path)},
@@ -291,6 +357,15 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
                           {"dtype", dtype_name(act)},
                           {"group", group},
                           {"sym", sym}});
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+          if (have_tm) {
+            rows.back()["marlin_us"] = tm.median_us;
+            rows.back()["marlin_min_us"] = tm.min_us;
+            rows.back()["x_marlin"] = tm.median_us / t4.median_us;
+            rows.back()["marlin_wrong"] = marlin_wrong;
+            rows.back()["marlin_pct_floor"] = 100.0 * floor_us / tm.median_us;
+          }
+#endif
         }
       }
     }  // layouts
@@ -300,6 +375,11 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   nlohmann::json rec = lowbit::bench::run_record(argv, "bench gemm");
   rec["copy_gbps"] = copy_gbps;
   rec["read_gbps"] = read_gbps;
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+  rec["marlin"] = std::string(vm::kMarlinSource) +
+                  ": marlin_us on the same int4 values (uint4b8, permuted scales), fp32 reduce, no atomics; "
+                  "x_marlin = marlin_us / time_us";
+#endif
   rec["rdbw"] = "%rdbw (pct_read_bw): TB/s over the read-only stream bandwidth read_gbps";
   rec["floor"] = "bytes(int4 weights + scales (+zeros) + x + y) / copy bandwidth";
   rec["read"] =

@@ -1,0 +1,203 @@
+// vLLM's Marlin W4A16 GEMM on raw pointers (see bench/baselines/vllm_marlin.h). vLLM's PyTorch
+// entry, marlin_gemm(), checks its tensors, sizes the fp32 reduction buffer and calls
+// marlin::marlin_mm(); gemm() below does the same on pointers, with vLLM's defaults for a
+// GPTQ linear layer (fp32 reduce on, atomics off at N >= 2048).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+
+#include "bench/baselines/vllm_marlin.h"
+#include "kernel.h"  // vLLM: vllm::ScalarType (core/scalar_type.hpp), MARLIN_KERNEL_PARAMS
+#include "lowbit/detail/cuda_check.h"
+
+namespace marlin {
+// In marlin_host.cu (vLLM's marlin.cu up to its PyTorch entry).
+void marlin_mm(const void* A, const void* B, void* C, void* C_tmp, void* b_bias, void* b_s, void* g_s, void* zp,
+               int prob_m, int prob_n, int prob_k, int lda, void* workspace, vllm::ScalarType const& a_type,
+               vllm::ScalarType const& b_type, vllm::ScalarType const& c_type, vllm::ScalarType const& s_type,
+               bool has_bias, bool has_zp, int num_groups, int group_size, int dev, cudaStream_t stream,
+               int thread_k_init, int thread_n_init, int sms, bool use_atomic_add, bool use_fp32_reduce,
+               bool is_zp_float);
+// In marlin_repack.cu (vLLM's gptq_marlin_repack kernel, launcher written by prepare_sources.py).
+cudaError_t lowbit_launch_repack4(const uint32_t* in, uint32_t* out, int size_k, int size_n, int blocks,
+                                  int max_shared_mem, cudaStream_t stream);
+}  // namespace marlin
+
+namespace lowbit::bench::vllm_marlin {
+
+const char* const kMarlinSource = LOWBIT_VLLM_MARLIN_SOURCE;
+
+namespace {
+
+using int4::KernelLayoutKind;
+
+// GPTQ's K-packed words from lowbit's MMA-tiled layout: word (r, c) of [K/8, N] holds elements
+// (c, 8r + j) in bits 4j (the layout vLLM's repack kernel reads).
+__global__ void tiled_to_gptq_kernel(const uint32_t* __restrict__ tiled, uint32_t* __restrict__ gptq, int n, int k) {
+  const size_t total = static_cast<size_t>(k / 8) * n;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int r = static_cast<int>(i / n), c = static_cast<int>(i % n);
+    uint32_t word = 0;
+    for (int j = 0; j < 8; ++j) {
+      const int4::MmaTiledPos pos = int4::mma_tiled_pos(c, 8 * r + j, k);
+      word |= ((tiled[pos.word] >> (4 * pos.slot)) & 0xFu) << (4 * j);
+    }
+    gptq[i] = word;
+  }
+}
+
+// vLLM's marlin_permute_scales: the [NG, N] scales, flattened, taken in rows of 64 (grouped:
+// entry 8i + j is i + 8j) or of 32 (one group: entry 8i + j is 2i + {0,1,8,9,16,17,24,25}[j]).
+__global__ void permute_scales_kernel(const uint16_t* __restrict__ ours, uint16_t* __restrict__ out, int n, int ng,
+                                      bool grouped) {
+  const size_t total = static_cast<size_t>(ng) * n;
+  const int single[8] = {0, 1, 8, 9, 16, 17, 24, 25};
+  for (size_t f = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; f < total;
+       f += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int width = grouped ? 64 : 32;
+    const size_t row = f / width;
+    const int e = static_cast<int>(f % width), i = e / 8, j = e % 8;
+    const size_t src = row * width + (grouped ? i + 8 * j : 2 * i + single[j]);
+    const int g = static_cast<int>(src / n), c = static_cast<int>(src % n);
+    out[f] = ours[int4::kernel_scale_index(KernelLayoutKind::kMmaTiled, n, ng, 0, g, c)];
+  }
+}
+
+bool group_built(int group) {
+  // LOWBIT_VLLM_MARLIN_GROUPS: the group sizes cmake/vllm_marlin.cmake instantiated, e.g. "128,-1".
+  const char* p = LOWBIT_VLLM_MARLIN_GROUPS;
+  while (*p) {
+    char* end = nullptr;
+    const long g = std::strtol(p, &end, 10);
+    if (end == p) break;
+    if (g == group) return true;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return false;
+}
+
+}  // namespace
+
+Weights& Weights::operator=(Weights&& o) noexcept {
+  if (this != &o) {
+    this->~Weights();
+    n = o.n, k = o.k, group = o.group, act = o.act, q = o.q, s = o.s, q_bytes = o.q_bytes, s_bytes = o.s_bytes;
+    o.q = o.s = nullptr;
+  }
+  return *this;
+}
+
+Weights::~Weights() {
+  if (q) (void)cudaFree(q);
+  if (s) (void)cudaFree(s);
+  q = s = nullptr;
+}
+
+Workspace::~Workspace() {
+  if (c_tmp) (void)cudaFree(c_tmp);
+  if (locks) (void)cudaFree(locks);
+}
+
+Status supported(const int4::WeightShape& sh) {
+  if (sh.experts != 1) return make_status(StatusCode::kNotSupported, "vLLM Marlin baseline: one expert only");
+  if (!sh.symmetric)
+    return make_status(StatusCode::kNotSupported,
+                       "vLLM Marlin baseline: symmetric (uint4b8) weights only; zero points are not wired up");
+  if (sh.n % 64 != 0 || sh.k % 128 != 0)
+    return make_status(StatusCode::kNotSupported, "vLLM Marlin baseline: N %% 64 and K %% 128 must be 0 (N=%d K=%d)",
+                       sh.n, sh.k);
+  const int g = sh.group_size == int4::kPerChannel || sh.group_size == sh.k ? -1 : sh.group_size;
+  if (!group_built(g))
+    return make_status(StatusCode::kNotSupported,
+                       "vLLM Marlin baseline: group size %d not built (LOWBIT_VLLM_MARLIN_GROUPS=%s)", sh.group_size,
+                       LOWBIT_VLLM_MARLIN_GROUPS);
+  return Status::Ok();
+}
+
+Status make_weights(const int4::KernelWeightsView& w, cudaStream_t stream, Weights* out) {
+  LOWBIT_RETURN_IF_ERROR(supported(w.shape));
+  if (w.kind != KernelLayoutKind::kMmaTiled)
+    return make_status(StatusCode::kNotSupported, "vLLM Marlin baseline: converts from the MMA-tiled layout only");
+  if (!w.qweight || !w.scales) return make_status(StatusCode::kInvalidArgument, "vLLM Marlin baseline: null weight");
+  const int n = w.shape.n, k = w.shape.k, ng = w.shape.num_groups();
+  Weights r;
+  r.n = n, r.k = k, r.act = w.shape.act;
+  r.group = ng == 1 ? -1 : w.shape.group_len();
+  r.q_bytes = static_cast<size_t>(k) * n / 2;
+  r.s_bytes = static_cast<size_t>(ng) * n * 2;
+  LOWBIT_CUDA_RETURN(cudaMalloc(&r.q, r.q_bytes));
+  LOWBIT_CUDA_RETURN(cudaMalloc(&r.s, r.s_bytes));
+  void* gptq = nullptr;
+  LOWBIT_CUDA_RETURN(cudaMalloc(&gptq, r.q_bytes));
+  tiled_to_gptq_kernel<<<1024, 256, 0, stream>>>(static_cast<const uint32_t*>(w.qweight), static_cast<uint32_t*>(gptq),
+                                                 n, k);
+  cudaError_t e = cudaGetLastError();
+  int dev = 0, sms = 0, smem = 0;
+  if (e == cudaSuccess) e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e == cudaSuccess)
+    e = marlin::lowbit_launch_repack4(static_cast<const uint32_t*>(gptq), static_cast<uint32_t*>(r.q), k, n, sms, smem,
+                                      stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  (void)cudaFree(gptq);
+  LOWBIT_CUDA_RETURN(e);
+  permute_scales_kernel<<<256, 256, 0, stream>>>(w.scales, static_cast<uint16_t*>(r.s), n, ng, ng > 1);
+  LOWBIT_CUDA_RETURN_LAUNCH();
+  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));
+  *out = static_cast<Weights&&>(r);
+  return Status::Ok();
+}
+
+Status copy_weights(const Weights& from, cudaStream_t stream, Weights* out) {
+  Weights r;
+  r.n = from.n, r.k = from.k, r.group = from.group, r.act = from.act, r.q_bytes = from.q_bytes, r.s_bytes = from.s_bytes;
+  LOWBIT_CUDA_RETURN(cudaMalloc(&r.q, r.q_bytes));
+  LOWBIT_CUDA_RETURN(cudaMalloc(&r.s, r.s_bytes));
+  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.q, from.q, r.q_bytes, cudaMemcpyDeviceToDevice, stream));
+  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.s, from.s, r.s_bytes, cudaMemcpyDeviceToDevice, stream));
+  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));
+  *out = static_cast<Weights&&>(r);
+  return Status::Ok();
+}
+
+Status Workspace::ensure(int m, cudaStream_t stream) {
+  (void)m;  // sized for Marlin's largest block of rows (64) whatever m is: vLLM's max_c_tmp_size
+  if (locks) return Status::Ok();
+  int dev = 0;
+  LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
+  LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  c_tmp_bytes = static_cast<size_t>(sms) * 64 * marlin::max_thread_n * sizeof(float);
+  LOWBIT_CUDA_RETURN(cudaMalloc(&c_tmp, c_tmp_bytes));
+  LOWBIT_CUDA_RETURN(cudaMalloc(reinterpret_cast<void**>(&locks), static_cast<size_t>(sms) * sizeof(int)));
+  LOWBIT_CUDA_RETURN(cudaMemsetAsync(locks, 0, static_cast<size_t>(sms) * sizeof(int), stream));
+  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));
+  return Status::Ok();
+}
+
+Status gemm(const Weights& w, const void* x, void* y, int m, Workspace& ws, cudaStream_t stream) {
+  if (!w.q || !w.s || !x || !y || m <= 0)
+    return make_status(StatusCode::kInvalidArgument, "vLLM Marlin baseline: null pointer or m = %d", m);
+  if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 != 0)
+    return make_status(StatusCode::kMisaligned, "vLLM Marlin baseline: x and y must be 16 B aligned");
+  if (!ws.locks) return make_status(StatusCode::kInvalidArgument, "vLLM Marlin baseline: Workspace::ensure() first");
+  int dev = 0;
+  LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
+  const vllm::ScalarType& t = w.act == DType::kBF16 ? vllm::kBFloat16 : vllm::kFloat16;
+  const int num_groups = w.group == -1 ? 1 : w.k / w.group;
+  try {
+    marlin::marlin_mm(x, w.q, y, ws.c_tmp, /*b_bias=*/nullptr, w.s, /*g_s=*/nullptr, /*zp=*/nullptr, m, w.n, w.k,
+                      /*lda=*/w.k, ws.locks, t, vllm::kU4B8, t, t, /*has_bias=*/false, /*has_zp=*/false, num_groups,
+                      w.group, dev, stream, /*thread_k_init=*/-1, /*thread_n_init=*/-1, ws.sms,
+                      /*use_atomic_add=*/false, /*use_fp32_reduce=*/true, /*is_zp_float=*/false);
+  } catch (const std::exception& ex) {
+    return make_status(StatusCode::kInvalidArgument, "%s", ex.what());
+  }
+  LOWBIT_CUDA_RETURN_LAUNCH();
+  return Status::Ok();
+}
+
+}  // namespace lowbit::bench::vllm_marlin
