@@ -389,6 +389,12 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   // otherwise zig-zags between their rows).
   nlohmann::json plot = {{"x", "M"},     {"y", "speedup"}, {"series", "shape"}, {"logx", true},
                          {"logy", true}, {"title", "int4 GEMM speedup over cuBLAS bf16"}};
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+  // The Marlin build plots the side-by-side: vLLM Marlin's time over lowbit's.
+  plot["y"] = "x_marlin";
+  plot["logy"] = false;
+  plot["title"] = "vLLM Marlin time / lowbit int4 time (> 1: lowbit faster)";
+#endif
   if (paths.size() > 1)
     plot["facet"] = "path";
   else if (layouts.size() > 1)
