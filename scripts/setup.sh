@@ -2,6 +2,8 @@
 # One command for a fresh machine: install every dependency, fetch the model, build, and
 # run the main job (perplexity of SmolLM2-135M on WikiText-2 under exact and quantized
 # all-reduce). Usage: scripts/setup.sh [--no-run]
+# Extra CMake options through LOWBIT_CMAKE_ARGS, e.g. the vLLM Marlin baseline of `bench gemm`:
+#   LOWBIT_CMAKE_ARGS=-DLOWBIT_BENCH_VLLM_MARLIN=ON scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,7 +18,8 @@ python3 -m pip install -q --disable-pip-version-check -r scripts/requirements.tx
 
 scripts/fetch_model.sh
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+# shellcheck disable=SC2086  # LOWBIT_CMAKE_ARGS is a list of options
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${LOWBIT_CMAKE_ARGS:-} >/dev/null
 cmake --build build -j"$(nproc)"
 
 if [ "${1:-}" != "--no-run" ]; then
