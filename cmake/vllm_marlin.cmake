@@ -3,7 +3,7 @@
 #
 # The sources come from vLLM's source release on PyPI (pinned by version and SHA-256; or a
 # local copy of that tarball: -DLOWBIT_VLLM_SDIST=/path/vllm-0.34.0.tar.gz). Only
-# csrc/quantization/marlin, csrc/core/scalar_type.hpp and the license are extracted;
+# csrc/quantization/marlin, csrc/moe/marlin_moe_wna16, csrc/core/scalar_type.hpp and the license are extracted;
 # bench/baselines/vllm_marlin/prepare_sources.py cuts the PyTorch entries off and writes the
 # kernel instantiations. Compiled with vLLM's own nvcc flags for these files (not lowbit's:
 # no --fmad=false, no warnings-as-policy), into lowbit_bench_vllm_marlin, which only the CLI
@@ -38,10 +38,10 @@ if(NOT _sha STREQUAL LOWBIT_VLLM_SDIST_SHA256)
   message(FATAL_ERROR "lowbit: ${_tarball} is not vLLM ${LOWBIT_VLLM_VERSION}'s source release (SHA-256 ${_sha})")
 endif()
 set(_root ${_vllm_dir}/vllm-${LOWBIT_VLLM_VERSION})
-if(NOT EXISTS ${_root}/csrc/quantization/marlin/marlin_template.h)
+if(NOT EXISTS ${_root}/csrc/quantization/marlin/marlin_template.h OR NOT EXISTS ${_root}/csrc/moe/marlin_moe_wna16/ops.cu)
   file(ARCHIVE_EXTRACT INPUT ${_tarball} DESTINATION ${_vllm_dir}
-       PATTERNS vllm-${LOWBIT_VLLM_VERSION}/csrc/quantization/marlin vllm-${LOWBIT_VLLM_VERSION}/csrc/core/scalar_type.hpp
-                vllm-${LOWBIT_VLLM_VERSION}/LICENSE)
+       PATTERNS vllm-${LOWBIT_VLLM_VERSION}/csrc/quantization/marlin vllm-${LOWBIT_VLLM_VERSION}/csrc/moe/marlin_moe_wna16
+                vllm-${LOWBIT_VLLM_VERSION}/csrc/core/scalar_type.hpp vllm-${LOWBIT_VLLM_VERSION}/LICENSE)
 endif()
 
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
@@ -55,7 +55,8 @@ if(NOT _rc EQUAL 0)
 endif()
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bench/baselines/vllm_marlin/prepare_sources.py)
 file(STRINGS ${_gen}/sources.txt _names)
-set(_srcs ${CMAKE_SOURCE_DIR}/bench/baselines/vllm_marlin/marlin_baseline.cu)
+set(_srcs ${CMAKE_SOURCE_DIR}/bench/baselines/vllm_marlin/marlin_baseline.cu
+          ${CMAKE_SOURCE_DIR}/bench/baselines/vllm_marlin/marlin_moe_baseline.cu)
 foreach(f ${_names})
   list(APPEND _srcs ${_gen}/${f})
 endforeach()
@@ -69,7 +70,8 @@ set_target_properties(lowbit_bench_vllm_marlin PROPERTIES CUDA_STANDARD 17 POSIT
 # vLLM's flags for these files with CUDA >= 12 (torch's COMMON_NVCC_FLAGS without the
 # __CUDA_NO_HALF* defines, -static-global-template-stub=false as vLLM sets on the Marlin files).
 target_compile_options(lowbit_bench_vllm_marlin PRIVATE
-  $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --expt-extended-lambda -static-global-template-stub=false>)
+  $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --expt-extended-lambda -static-global-template-stub=false
+                              -diag-suppress=2810>)  # 2810: lowbit::Status is [[nodiscard]] (as LOWBIT_CUDA_FLAGS)
 target_compile_definitions(lowbit_bench_vllm_marlin PRIVATE ENABLE_FP8
   "LOWBIT_VLLM_MARLIN_SOURCE=\"vLLM ${LOWBIT_VLLM_VERSION} csrc/quantization/marlin (PyPI sdist, SHA-256 ${LOWBIT_VLLM_SDIST_SHA256})\""
   "LOWBIT_VLLM_MARLIN_GROUPS=\"${LOWBIT_VLLM_MARLIN_GROUPS}\"")

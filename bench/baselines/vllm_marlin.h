@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "lowbit/int4/kernel_layout.h"
 #include "lowbit/status.h"
@@ -69,5 +70,68 @@ class Workspace {
 // y[m, n] = x[m, k] * W^T, x and y row-major in the weight's activation type. x and y must be
 // 16 B aligned. Enqueues on `stream` only (graph-capturable, as vLLM captures it).
 Status gemm(const Weights& w, const void* x, void* y, int m, Workspace& ws, cudaStream_t stream);
+
+// ---- MoE: vLLM's fused_marlin_moe (csrc/moe/marlin_moe_wna16) ---------------------------
+// What vLLM's fused_marlin_moe runs for a GPTQ int4 MoE layer: moe_align_block_size at a block
+// size chosen from M * topk / E (moe_block_size below), GEMM1 (w13, gate then up) into
+// [M * topk, 2I], silu_and_mul into [M * topk, I], GEMM2 (w2) with the routing weights
+// multiplied in, then a sum over the top-k slots. moe_gemm() is one of the two Marlin GEMMs;
+// the bench feeds them lowbit's routing (moe_route: the same sorted-id format, padding ids
+// M * topk, experts per block) and times the two GEMMs alone (a lower bound of vLLM's layer)
+// and the layer with silu_and_mul() and topk_sum() below standing in for vLLM's elementwise
+// kernels.
+
+// vLLM's rule (fused_marlin_moe): the first of 8, 16, 32, 48, 64 with M * topk / E / bm < 0.9.
+int moe_block_size(int m, int topk, int experts);
+
+// Marlin's copy of an expert stack ([E, K/16, 2N] words, [E, K/G, N] scales).
+class MoeWeights {
+ public:
+  MoeWeights() = default;
+  MoeWeights(const MoeWeights&) = delete;
+  MoeWeights& operator=(const MoeWeights&) = delete;
+  MoeWeights(MoeWeights&& o) noexcept { *this = static_cast<MoeWeights&&>(o); }
+  MoeWeights& operator=(MoeWeights&& o) noexcept;
+  ~MoeWeights();
+  int experts = 0, n = 0, k = 0, group = 0;
+  DType act = DType::kBF16;
+  void* q = nullptr;
+  void* s = nullptr;
+  size_t q_bytes = 0, s_bytes = 0;
+};
+// Whether the MoE GEMM (as built) takes this expert stack.
+Status moe_supported(const int4::WeightShape& shape);
+// Converts every expert as make_weights() does (vLLM's gptq_marlin_moe_repack and
+// marlin_moe_permute_scales are the per-expert dense steps).
+Status make_moe_weights(const int4::KernelWeightsView& w, cudaStream_t stream, MoeWeights* out);
+Status copy_moe_weights(const MoeWeights& from, cudaStream_t stream, MoeWeights* out);
+
+// Locks (sms * 4, vLLM's MARLIN_MAX_BLOCKS_PER_SM) and the fp32 reduction buffer, sized for
+// up to `max_padded` sorted slots of block size `block` and N up to `max_n`.
+class MoeWorkspace {
+ public:
+  MoeWorkspace() = default;
+  MoeWorkspace(const MoeWorkspace&) = delete;
+  MoeWorkspace& operator=(const MoeWorkspace&) = delete;
+  ~MoeWorkspace();
+  Status ensure(long long max_padded, int block, int max_n, cudaStream_t stream);
+  void* c_tmp = nullptr;
+  int* locks = nullptr;
+  int sms = 0;
+  size_t c_tmp_bytes = 0;
+};
+
+// One Marlin MoE GEMM, as vLLM's moe_wna16_marlin_gemm: c[p, :] for every sorted slot p of
+// the align output = a[row(p)] . w[expert]^T, row(p) = p / top_k (GEMM1: top_k = topk, a = x)
+// or p (GEMM2: top_k = 1, a = the activated intermediate); times topk_weights[p] when
+// mul_topk_weights. m: rows of a's token dimension (GEMM1: tokens; GEMM2: tokens * topk);
+// max_padded: the sorted_ids entries (sizes the reduction buffer as vLLM does).
+Status moe_gemm(const MoeWeights& w, const void* a, void* c, const int32_t* sorted_ids, const int32_t* expert_ids,
+                const int32_t* num_post_padded, const float* topk_weights, int block, int top_k, bool mul_topk_weights,
+                int m, long long max_padded, MoeWorkspace& ws, cudaStream_t stream);
+// out[p, i] = silu(h[p, i]) * h[p, I + i] (fp32, rounded once), p < rows: vLLM's silu_and_mul.
+Status silu_and_mul(DType act, const void* h, void* out, int rows, int inter, cudaStream_t stream);
+// y[t, :] = sum over s < topk of c[t * topk + s, :] (fp32, rounded once): torch.sum(dim=1).
+Status topk_sum(DType act, const void* c, void* y, int tokens, int topk, int hidden, cudaStream_t stream);
 
 }  // namespace lowbit::bench::vllm_marlin

@@ -6,6 +6,10 @@
 // of the touched experts' int4 weights + scales (+ zeros) + x + y over the copy bandwidth
 // measured in this run. #wrong: elements of the last token's output that differ from an
 // fp64 CPU reference (on the same dequantized weights) by more than 2^-6|ref| + 1e-2 rms.
+// Built with -DLOWBIT_BENCH_VLLM_MARLIN=ON, every row also times vLLM's fused_marlin_moe steps on
+// the same experts (converted exactly; bench/baselines/vllm_marlin.h): marlin_gemm_us (its two
+// Marlin GEMMs alone, a lower bound of vLLM's layer) and marlin_layer_us (with lowbit's routing
+// and the silu_and_mul / top-k sum kernels of the baseline), checked against the same reference.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -22,6 +26,9 @@
 #include "tests/gpu/int4/moe_cpu_ref.h"
 #include "tools/cli/args.h"
 #include "tools/cli/command.h"
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+#include "bench/baselines/vllm_marlin.h"
+#endif
 #ifdef LOWBIT_INT4_TRACE
 #include <cstdlib>
 
@@ -110,8 +117,19 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   LOWBIT_BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cublasSetStream(handle, stream);
 
-  lowbit::bench::Table table({{"shape", 18}, {"layout", 9}, {"path", 7}, {"M", 6}, {"experts", 7}, {"time_us", 10}, {"TFLOP/s", 8},
-                              {"TB/s", 6}, {"%floor", 7}, {"%rdbw", 6}, {"cublas_us", 10}, {"speedup", 8}, {"#wrong", 7}});
+  std::vector<lowbit::bench::Table::Column> columns = {
+      {"shape", 18}, {"layout", 9}, {"path", 7},    {"M", 6},         {"experts", 7}, {"time_us", 10}, {"TFLOP/s", 8},
+      {"TB/s", 6},   {"%floor", 7}, {"%rdbw", 6},   {"cublas_us", 10}, {"speedup", 8}, {"#wrong", 7}};
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+  // vLLM's fused_marlin_moe beside it: its two GEMMs alone (mgemm_us) and the layer (mlayer_us);
+  // x_mgemm / x_mlayer = those over time_us (> 1: lowbit faster); #wrong_m as #wrong.
+  namespace vm = lowbit::bench::vllm_marlin;
+  for (lowbit::bench::Table::Column c : {lowbit::bench::Table::Column{"mgemm_us", 9}, {"mlayer_us", 10}, {"x_mgemm", 8},
+                                         {"x_mlayer", 8}, {"bm", 3}, {"#wrong_m", 8}})
+    columns.push_back(c);
+  std::printf("# mgemm_us / mlayer_us: %s, fused_marlin_moe's GEMMs / layer\n", vm::kMarlinSource);
+#endif
+  lowbit::bench::Table table(columns);
   table.print_header();
   nlohmann::json rows = nlohmann::json::array();
   int total_wrong = 0;
@@ -131,6 +149,28 @@ int run_bench_moe(const std::vector<std::string>& argv) {
       for (auto* v : {&w13, &w2})
         for (auto& d : *v) d->view.kind = KernelLayoutKind::kNPackedInterleaved;
     const char* layout_name = kernel_layout_name(w13[0]->view.kind);
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+    // Marlin's copies of the experts: copy 0 converted from lowbit's copy 0, the others byte
+    // copies of it (distinct addresses: replays read HBM like lowbit's rotation).
+    std::vector<vm::MoeWeights> mw13, mw2;
+    if (Status ms = vm::moe_supported(s13); !ms.ok() || w13[0]->view.kind != KernelLayoutKind::kMmaTiled) {
+      std::printf("# %s: no Marlin columns: %s\n", sh.name, ms.ok() ? "not MMA-tiled" : ms.to_string().c_str());
+    } else {
+      mw13.resize(copies);
+      mw2.resize(copies);
+      LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());  // the fills ran on the default stream
+      for (int c = 0; c < copies && st.ok(); ++c) {
+        st = c == 0 ? vm::make_moe_weights(w13[0]->view, stream, &mw13[0]) : vm::copy_moe_weights(mw13[0], stream, &mw13[c]);
+        if (st.ok())
+          st = c == 0 ? vm::make_moe_weights(w2[0]->view, stream, &mw2[0]) : vm::copy_moe_weights(mw2[0], stream, &mw2[c]);
+      }
+      if (!st.ok()) {
+        std::fprintf(stderr, "bench moe: vLLM Marlin experts for %s: %s\n", sh.name, st.to_string().c_str());
+        return 1;
+      }
+    }
+    vm::MoeWorkspace mws;
+#endif
     const size_t b13 = static_cast<size_t>(sh.E) * 2 * sh.I * sh.H * 2, b2 = static_cast<size_t>(sh.E) * sh.H * sh.I * 2;
     const int bcopies = rotation_copies((b13 + b2) / sh.E * std::min(sh.E, sh.topk), 4);
     std::vector<DevBuf> f13, f2;
@@ -189,6 +229,55 @@ int run_bench_moe(const std::vector<std::string>& argv) {
       };
       lowbit::bench::Timing tb{};
       bool have_tb = false;
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+      // fused_marlin_moe's buffers and routing (lowbit's moe_route at vLLM's block size).
+      const int mbm = vm::moe_block_size(m, sh.topk, sh.E);
+      const long long mmaxp = moe_max_padded(m, sh.topk, sh.E, mbm);
+      DevBuf m_ids(static_cast<size_t>(P) * 4), m_w(static_cast<size_t>(P) * 4), m_sorted(static_cast<size_t>(mmaxp) * 4),
+          m_eids(static_cast<size_t>(mmaxp / mbm) * 4), m_npp(4), m_h(static_cast<size_t>(P) * 2 * sh.I * 2),
+          m_a(static_cast<size_t>(P) * sh.I * 2), m_c(static_cast<size_t>(P) * sh.H * 2), m_y(static_cast<size_t>(m) * sh.H * 2);
+      int mcall = 0;
+      auto marlin_route = [&](cudaStream_t s) {
+        return moe_route(dl.as<float>(), m, sh.E, sh.topk, true, mbm, m_ids.as<int32_t>(), m_w.as<float>(),
+                         m_sorted.as<int32_t>(), m_eids.as<int32_t>(), m_npp.as<int32_t>(), s);
+      };
+      // GEMM1 (x -> h, rows p / topk) and GEMM2 (a -> c, routing weights multiplied in) on copy c.
+      auto marlin_g1 = [&](cudaStream_t s, int c) {
+        return vm::moe_gemm(mw13[c], x.p, m_h.p, m_sorted.as<int32_t>(), m_eids.as<int32_t>(), m_npp.as<int32_t>(),
+                            m_w.as<float>(), mbm, sh.topk, false, m, mmaxp, mws, s);
+      };
+      auto marlin_g2 = [&](cudaStream_t s, int c) {
+        return vm::moe_gemm(mw2[c], m_a.p, m_c.p, m_sorted.as<int32_t>(), m_eids.as<int32_t>(), m_npp.as<int32_t>(),
+                            m_w.as<float>(), mbm, 1, true, P, mmaxp, mws, s);
+      };
+      auto marlin_layer = [&](cudaStream_t s) -> Status {
+        const int c = mcall++ % static_cast<int>(mw13.size());
+        Status r = marlin_route(s);
+        if (r.ok()) r = marlin_g1(s, c);
+        if (r.ok()) r = vm::silu_and_mul(act, m_h.p, m_a.p, P, sh.I, s);
+        if (r.ok()) r = marlin_g2(s, c);
+        if (r.ok()) r = vm::topk_sum(act, m_c.p, m_y.p, m, sh.topk, sh.H, s);
+        return r;
+      };
+      // The two Marlin GEMMs alone, back to back (routing and silu_and_mul left out: a lower
+      // bound of vLLM's layer; GEMM2 reads the intermediate the last layer call left).
+      auto marlin_gemm_only = [&](cudaStream_t s) -> Status {
+        const int c = mcall++ % static_cast<int>(mw13.size());
+        Status r = marlin_g1(s, c);
+        if (r.ok()) r = marlin_g2(s, c);
+        return r;
+      };
+      lowbit::bench::Timing tmg{}, tml{};
+      bool have_tm = false;
+      int marlin_wrong = -1;
+      if (!mw13.empty()) {
+        st = mws.ensure(mmaxp, mbm, std::max(2 * sh.I, sh.H), stream);
+        if (!st.ok()) {
+          std::fprintf(stderr, "bench moe: vLLM Marlin workspace: %s\n", st.to_string().c_str());
+          return 1;
+        }
+      }
+#endif
       for (const std::string& pname : path_names) {
         const MoePath path = pname == "fused"     ? MoePath::kFused
                              : pname == "grouped" ? MoePath::kGrouped
@@ -272,6 +361,24 @@ int run_bench_moe(const std::vector<std::string>& argv) {
             if (!(std::fabs(g - ref[h]) <= std::ldexp(std::fabs(ref[h]), -6) + 1e-2 * rms + extra[h])) ++wrong;
           }
           total_wrong += wrong;
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+          if (!mw13.empty() && marlin_wrong < 0) {
+            // vLLM's layer on copy 0, its last token against the same reference and bound (its
+            // intermediate h is rounded before silu, ours is not: within the 2^-6 |ref| term).
+            mcall = 0;
+            st = marlin_layer(stream);
+            LOWBIT_BENCH_CUDA(cudaStreamSynchronize(stream));
+            if (st.ok()) {
+              auto mym = download<uint16_t>(m_y.as<uint16_t>() + static_cast<size_t>(tm) * sh.H, sh.H);
+              marlin_wrong = rms == 0 ? sh.H : 0;
+              for (int h = 0; h < sh.H; ++h) {
+                const double g = half_bits_to_float(act, mym[h]);
+                if (!(std::fabs(g - ref[h]) <= std::ldexp(std::fabs(ref[h]), -6) + 1e-2 * rms + extra[h])) ++marlin_wrong;
+              }
+              total_wrong += marlin_wrong;
+            }
+          }
+#endif
         }
         lowbit::bench::Timing t4{};
         if (st.ok() && path == MoePath::kGrouped) {
@@ -308,6 +415,17 @@ int run_bench_moe(const std::vector<std::string>& argv) {
           st = lowbit::bench::time_in_graph(stream, run_cublas, bcopies, 2, reps, &tb);
           have_tb = st.ok();
         }
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+        if (st.ok() && !mw13.empty() && !have_tm && marlin_wrong >= 0) {
+          const int mcopies = static_cast<int>(mw13.size());
+          mcall = 0;
+          st = marlin_route(stream);  // the routing the GEMM-only graph reads
+          if (st.ok()) st = lowbit::bench::time_in_graph(stream, marlin_gemm_only, mcopies, 2, reps, &tmg);
+          mcall = 0;
+          if (st.ok()) st = lowbit::bench::time_in_graph(stream, marlin_layer, mcopies, 2, reps, &tml);
+          have_tm = st.ok();
+        }
+#endif
         if (!st.ok()) {
           std::fprintf(stderr, "bench moe: %s M=%d path %s: %s\n", sh.name, m, moe_path_name(path), st.to_string().c_str());
           return 1;
@@ -318,15 +436,37 @@ int run_bench_moe(const std::vector<std::string>& argv) {
         const double tflops = flops / (t4.median_us * 1e6), tbs = bytes / (t4.median_us * 1e6);
         const double pct = 100.0 * floor_us / t4.median_us, speedup = tb.median_us / t4.median_us;
         const double rdbw = 100.0 * tbs * 1e3 / read_gbps;  // share of the read-only stream's bandwidth
-        table.print_row({sh.name, layout_name, moe_path_name(path), std::to_string(m), std::to_string(touched), fmt(t4.median_us, 1),
-                         fmt(tflops, 1), fmt(tbs, 2), fmt(pct, 1), fmt(rdbw, 1), fmt(tb.median_us, 1), fmt(speedup, 2),
-                         std::to_string(wrong)});
+        std::vector<std::string> cells = {sh.name,        layout_name,       moe_path_name(path), std::to_string(m),
+                                          std::to_string(touched), fmt(t4.median_us, 1), fmt(tflops, 1),
+                                          fmt(tbs, 2),    fmt(pct, 1),       fmt(rdbw, 1),        fmt(tb.median_us, 1),
+                                          fmt(speedup, 2), std::to_string(wrong)};
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+        for (const std::string& v :
+             {have_tm ? fmt(tmg.median_us, 1) : std::string("-"), have_tm ? fmt(tml.median_us, 1) : std::string("-"),
+              have_tm ? fmt(tmg.median_us / t4.median_us, 2) : std::string("-"),
+              have_tm ? fmt(tml.median_us / t4.median_us, 2) : std::string("-"),
+              mw13.empty() ? std::string("-") : std::to_string(mbm),
+              mw13.empty() ? std::string("-") : std::to_string(marlin_wrong)})
+          cells.push_back(v);
+#endif
+        table.print_row(cells);
         rows.push_back({{"shape", sh.name}, {"layout", layout_name}, {"path", moe_path_name(path)}, {"timing", path == MoePath::kGrouped ? "eager" : "graph"},
                         {"M", m}, {"E", sh.E}, {"H", sh.H}, {"I", sh.I}, {"topk", sh.topk},
                         {"experts_touched", touched}, {"time_us", t4.median_us}, {"min_us", t4.min_us},
                         {"tflops", tflops}, {"tbps", tbs}, {"pct_floor", pct}, {"floor_us", floor_us},
                         {"pct_read_bw", rdbw}, {"cublas_us", tb.median_us}, {"cublas_tflops", flops / (tb.median_us * 1e6)}, {"speedup", speedup},
                         {"wrong", wrong}, {"dtype", dtype_name(act)}, {"group", group}, {"sym", sym}});
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+        if (have_tm) {
+          rows.back()["marlin_gemm_us"] = tmg.median_us;
+          rows.back()["marlin_layer_us"] = tml.median_us;
+          rows.back()["x_marlin_gemm"] = tmg.median_us / t4.median_us;
+          rows.back()["x_marlin_layer"] = tml.median_us / t4.median_us;
+          rows.back()["marlin_block_m"] = mbm;
+          rows.back()["marlin_wrong"] = marlin_wrong;
+          rows.back()["marlin_layer_pct_floor"] = 100.0 * floor_us / tml.median_us;
+        }
+#endif
       }
     }
   }
@@ -340,6 +480,14 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   // One panel per path when several were asked for (as bench gemm).
   nlohmann::json plot = {{"x", "M"},      {"y", "pct_floor"}, {"series", "shape"}, {"logx", true},
                          {"logy", false}, {"title", "int4 fused MoE: % of memory floor"}};
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+  rec["marlin"] = std::string(vm::kMarlinSource) +
+                  ": fused_marlin_moe's steps on the same experts (uint4b8, permuted scales, vLLM's block size rule); "
+                  "marlin_gemm_us = its two Marlin GEMMs alone, marlin_layer_us = lowbit's moe_route + GEMM1 + "
+                  "silu_and_mul + GEMM2 + top-k sum; x_marlin_* = those over time_us";
+  plot["y"] = "x_marlin_gemm";
+  plot["title"] = "vLLM fused_marlin_moe's two GEMMs alone / lowbit's whole layer (> 1: lowbit faster)";
+#endif
   if (path_names.size() > 1) plot["facet"] = "path";
   lowbit::bench::write_results(out, rec, rows, table.markdown(), plot);
   std::printf("# total #wrong: %d\n", total_wrong);

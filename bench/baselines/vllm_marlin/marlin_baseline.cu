@@ -9,6 +9,7 @@
 #include <exception>
 
 #include "bench/baselines/vllm_marlin.h"
+#include "bench/baselines/vllm_marlin/convert.cuh"
 #include "kernel.h"  // vLLM: vllm::ScalarType (core/scalar_type.hpp), MARLIN_KERNEL_PARAMS
 #include "lowbit/detail/cuda_check.h"
 
@@ -20,51 +21,13 @@ void marlin_mm(const void* A, const void* B, void* C, void* C_tmp, void* b_bias,
                bool has_bias, bool has_zp, int num_groups, int group_size, int dev, cudaStream_t stream,
                int thread_k_init, int thread_n_init, int sms, bool use_atomic_add, bool use_fp32_reduce,
                bool is_zp_float);
-// In marlin_repack.cu (vLLM's gptq_marlin_repack kernel, launcher written by prepare_sources.py).
-cudaError_t lowbit_launch_repack4(const uint32_t* in, uint32_t* out, int size_k, int size_n, int blocks,
-                                  int max_shared_mem, cudaStream_t stream);
 }  // namespace marlin
 
 namespace lowbit::bench::vllm_marlin {
 
 const char* const kMarlinSource = LOWBIT_VLLM_MARLIN_SOURCE;
 
-namespace {
-
-using int4::KernelLayoutKind;
-
-// GPTQ's K-packed words from lowbit's MMA-tiled layout: word (r, c) of [K/8, N] holds elements
-// (c, 8r + j) in bits 4j (the layout vLLM's repack kernel reads).
-__global__ void tiled_to_gptq_kernel(const uint32_t* __restrict__ tiled, uint32_t* __restrict__ gptq, int n, int k) {
-  const size_t total = static_cast<size_t>(k / 8) * n;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const int r = static_cast<int>(i / n), c = static_cast<int>(i % n);
-    uint32_t word = 0;
-    for (int j = 0; j < 8; ++j) {
-      const int4::MmaTiledPos pos = int4::mma_tiled_pos(c, 8 * r + j, k);
-      word |= ((tiled[pos.word] >> (4 * pos.slot)) & 0xFu) << (4 * j);
-    }
-    gptq[i] = word;
-  }
-}
-
-// vLLM's marlin_permute_scales: the [NG, N] scales, flattened, taken in rows of 64 (grouped:
-// entry 8i + j is i + 8j) or of 32 (one group: entry 8i + j is 2i + {0,1,8,9,16,17,24,25}[j]).
-__global__ void permute_scales_kernel(const uint16_t* __restrict__ ours, uint16_t* __restrict__ out, int n, int ng,
-                                      bool grouped) {
-  const size_t total = static_cast<size_t>(ng) * n;
-  const int single[8] = {0, 1, 8, 9, 16, 17, 24, 25};
-  for (size_t f = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; f < total;
-       f += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const int width = grouped ? 64 : 32;
-    const size_t row = f / width;
-    const int e = static_cast<int>(f % width), i = e / 8, j = e % 8;
-    const size_t src = row * width + (grouped ? i + 8 * j : 2 * i + single[j]);
-    const int g = static_cast<int>(src / n), c = static_cast<int>(src % n);
-    out[f] = ours[int4::kernel_scale_index(KernelLayoutKind::kMmaTiled, n, ng, 0, g, c)];
-  }
-}
+namespace detail {
 
 bool group_built(int group) {
   // LOWBIT_VLLM_MARLIN_GROUPS: the group sizes cmake/vllm_marlin.cmake instantiated, e.g. "128,-1".
@@ -79,7 +42,25 @@ bool group_built(int group) {
   return false;
 }
 
-}  // namespace
+Status convert_expert(const int4::KernelWeightsView& w, int e, void* q_out, void* s_out, void* gptq_tmp,
+                      cudaStream_t stream) {
+  const int n = w.shape.n, k = w.shape.k, ng = w.shape.num_groups();
+  const uint32_t* tiled = static_cast<const uint32_t*>(w.qweight) + static_cast<size_t>(e) * k * (n / 8);
+  tiled_to_gptq_kernel<<<1024, 256, 0, stream>>>(tiled, static_cast<uint32_t*>(gptq_tmp), n, k);
+  LOWBIT_CUDA_RETURN_LAUNCH();
+  int dev = 0, sms = 0, smem = 0;
+  LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
+  LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  LOWBIT_CUDA_RETURN(marlin::lowbit_launch_repack4(static_cast<const uint32_t*>(gptq_tmp), static_cast<uint32_t*>(q_out),
+                                                   k, n, sms, smem, stream));
+  permute_scales_kernel<<<256, 256, 0, stream>>>(w.scales, static_cast<uint16_t*>(s_out), n, ng, e, ng > 1);
+  LOWBIT_CUDA_RETURN_LAUNCH();
+  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));  // gptq_tmp is reused by the next expert
+  return Status::Ok();
+}
+
+}  // namespace detail
 
 Weights& Weights::operator=(Weights&& o) noexcept {
   if (this != &o) {
@@ -110,7 +91,7 @@ Status supported(const int4::WeightShape& sh) {
     return make_status(StatusCode::kNotSupported, "vLLM Marlin baseline: N %% 64 and K %% 128 must be 0 (N=%d K=%d)",
                        sh.n, sh.k);
   const int g = sh.group_size == int4::kPerChannel || sh.group_size == sh.k ? -1 : sh.group_size;
-  if (!group_built(g))
+  if (!detail::group_built(g))
     return make_status(StatusCode::kNotSupported,
                        "vLLM Marlin baseline: group size %d not built (LOWBIT_VLLM_MARLIN_GROUPS=%s)", sh.group_size,
                        LOWBIT_VLLM_MARLIN_GROUPS);
@@ -119,7 +100,7 @@ Status supported(const int4::WeightShape& sh) {
 
 Status make_weights(const int4::KernelWeightsView& w, cudaStream_t stream, Weights* out) {
   LOWBIT_RETURN_IF_ERROR(supported(w.shape));
-  if (w.kind != KernelLayoutKind::kMmaTiled)
+  if (w.kind != int4::KernelLayoutKind::kMmaTiled)
     return make_status(StatusCode::kNotSupported, "vLLM Marlin baseline: converts from the MMA-tiled layout only");
   if (!w.qweight || !w.scales) return make_status(StatusCode::kInvalidArgument, "vLLM Marlin baseline: null weight");
   const int n = w.shape.n, k = w.shape.k, ng = w.shape.num_groups();
@@ -132,22 +113,9 @@ Status make_weights(const int4::KernelWeightsView& w, cudaStream_t stream, Weigh
   LOWBIT_CUDA_RETURN(cudaMalloc(&r.s, r.s_bytes));
   void* gptq = nullptr;
   LOWBIT_CUDA_RETURN(cudaMalloc(&gptq, r.q_bytes));
-  tiled_to_gptq_kernel<<<1024, 256, 0, stream>>>(static_cast<const uint32_t*>(w.qweight), static_cast<uint32_t*>(gptq),
-                                                 n, k);
-  cudaError_t e = cudaGetLastError();
-  int dev = 0, sms = 0, smem = 0;
-  if (e == cudaSuccess) e = cudaGetDevice(&dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  if (e == cudaSuccess)
-    e = marlin::lowbit_launch_repack4(static_cast<const uint32_t*>(gptq), static_cast<uint32_t*>(r.q), k, n, sms, smem,
-                                      stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  const Status st = detail::convert_expert(w, 0, r.q, r.s, gptq, stream);
   (void)cudaFree(gptq);
-  LOWBIT_CUDA_RETURN(e);
-  permute_scales_kernel<<<256, 256, 0, stream>>>(w.scales, static_cast<uint16_t*>(r.s), n, ng, ng > 1);
-  LOWBIT_CUDA_RETURN_LAUNCH();
-  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));
+  LOWBIT_RETURN_IF_ERROR(st);
   *out = static_cast<Weights&&>(r);
   return Status::Ok();
 }

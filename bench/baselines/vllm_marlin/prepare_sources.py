@@ -10,9 +10,14 @@ std::runtime_error. The kernel instantiations and the selector that marlin.cu in
 written here (vLLM writes them with its generate_kernels.py and jinja2), for the activation
 types and group sizes asked for, with vLLM's own rule for which thread configurations exist.
 
+The MoE GEMM (csrc/moe/marlin_moe_wna16, vLLM's fused_marlin_moe) the same way: its host
+dispatch (ops.cu) up to the PyTorch entry, with its own kernel.h and selector named by path
+(both directories hold a kernel.h and include a "kernel_selector.h"), and the instantiations
+vLLM writes for it with the same script and rule.
+
 usage: prepare_sources.py VLLM_ROOT OUT_DIR --act bf16,fp16 --groups 128[,64,32,-1]
 Writes OUT_DIR/{marlin_host.cu, marlin_repack.cu, kernel_selector.h, marlin_k_*.cu,
-torch/headeronly/util/Exception.h, sources.txt}.
+moe_host.cu, moe_kernel_selector.h, moe_k_*.cu, torch/headeronly/util/Exception.h, sources.txt}.
 """
 import argparse
 import os
@@ -120,11 +125,32 @@ def main():
     repack = strip_torch(read(os.path.join(src, "gptq_marlin_repack.cu")), "#define CALL_IF", 1)
     write_if_changed(os.path.join(out, "marlin_repack.cu"), repack + REPACK_LAUNCHER)
 
+    moe = os.path.join(a.vllm_root, "csrc", "moe", "marlin_moe_wna16")
+    moe_host = strip_torch(read(os.path.join(moe, "ops.cu")), "torch::stable::Tensor moe_wna16_marlin_gemm(", 1)
+    for old, new in (('#include "kernel.h"', '#include "moe/marlin_moe_wna16/kernel.h"'),
+                     ('#include "kernel_selector.h"', '#include "moe_kernel_selector.h"')):
+        if moe_host.count(old) != 1:
+            sys.exit(f"prepare_sources.py: '{old}' not found once in ops.cu; not the vLLM release this was written for")
+        moe_host = moe_host.replace(old, new)
+    write_if_changed(os.path.join(out, "moe_host.cu"), moe_host)
+
     acts = [ACT[x] for x in a.act.split(",")]
     groups = []
     for g in a.groups.split(","):
         g = int(g)
         groups.append(-1 if g == -1 else g // 16)
+    files = instantiate(out, acts, groups, "marlin_k", '#include "kernel.h"\n#include "marlin_template.h"',
+                        "kernel_selector.h")
+    files += instantiate(out, acts, groups, "moe_k",
+                         '#include "moe/marlin_moe_wna16/kernel.h"\n#include "moe/marlin_moe_wna16/marlin_template.h"',
+                         "moe_kernel_selector.h")
+    write_if_changed(os.path.join(out, "sources.txt"),
+                     "\n".join(["marlin_host.cu", "marlin_repack.cu", "moe_host.cu"] + files) + "\n")
+
+
+def instantiate(out, acts, groups, prefix, includes, selector_name):
+    """Explicit instantiations of Marlin<...> (one file per activation type, group and row
+    block) and the selector chain the host file includes, as generate_kernels.py writes them."""
     selector, files = [], []
     for act in acts:
         for gb in groups:
@@ -144,16 +170,14 @@ def main():
                             f"is_zp_float == false")
                     selector.append(f"{'if' if not selector else 'else if'} ({cond})\n  kernel = "
                                     f"Marlin<{args}>;")
-                name = f"marlin_k_{act[1:].lower()}_g{gb if gb > 0 else 'ch'}_m{'8' if m8 == 'true' else m * 16}.cu"
+                name = f"{prefix}_{act[1:].lower()}_g{gb if gb > 0 else 'ch'}_m{'8' if m8 == 'true' else m * 16}.cu"
                 text = ("// Written by lowbit's prepare_sources.py (what vLLM's generate_kernels.py writes).\n"
-                        '#include "kernel.h"\n#include "marlin_template.h"\n\nnamespace MARLIN_NAMESPACE_NAME {\n'
-                        + "\n".join(body) + "\n}\n")
+                        + includes + "\n\nnamespace MARLIN_NAMESPACE_NAME {\n" + "\n".join(body) + "\n}\n")
                 write_if_changed(os.path.join(out, name), text)
                 files.append(name)
-    write_if_changed(os.path.join(out, "kernel_selector.h"),
+    write_if_changed(os.path.join(out, selector_name),
                      "// Written by lowbit's prepare_sources.py.\n" + "\n".join(selector) + "\n")
-    write_if_changed(os.path.join(out, "sources.txt"),
-                     "\n".join(["marlin_host.cu", "marlin_repack.cu"] + files) + "\n")
+    return files
 
 
 if __name__ == "__main__":

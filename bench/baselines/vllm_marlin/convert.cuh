@@ -1,0 +1,63 @@
+// lowbit's MMA-tiled int4 weights into the inputs of vLLM's Marlin repack: shared by the dense
+// and the MoE baselines (bench/baselines/vllm_marlin.h). Exact: the same nibbles and scale bits.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "lowbit/int4/kernel_layout.h"
+#include "lowbit/status.h"
+
+namespace marlin {
+// In marlin_repack.cu (vLLM's gptq_marlin_repack kernel, launcher written by prepare_sources.py).
+cudaError_t lowbit_launch_repack4(const uint32_t* in, uint32_t* out, int size_k, int size_n, int blocks,
+                                  int max_shared_mem, cudaStream_t stream);
+}  // namespace marlin
+
+namespace lowbit::bench::vllm_marlin::detail {
+
+// Whether cmake/vllm_marlin.cmake instantiated Marlin for this group size (-1: one group).
+bool group_built(int group);
+
+// Expert e of `w` into Marlin's words (q_out: [K/16, 2N] int32) and permuted scales (s_out:
+// [NG, N]); gptq_tmp: K * N / 2 bytes of scratch. Synchronizes `stream`.
+Status convert_expert(const int4::KernelWeightsView& w, int e, void* q_out, void* s_out, void* gptq_tmp,
+                      cudaStream_t stream);
+
+// GPTQ's K-packed words of expert e: word (r, c) of [K/8, N] holds elements (c, 8r + j) in bits
+// 4j (what vLLM's gptq_marlin_repack reads). `tiled` is expert e's MMA-tiled words.
+__global__ inline void tiled_to_gptq_kernel(const uint32_t* __restrict__ tiled, uint32_t* __restrict__ gptq, int n,
+                                            int k) {
+  const size_t total = static_cast<size_t>(k / 8) * n;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int r = static_cast<int>(i / n), c = static_cast<int>(i % n);
+    uint32_t word = 0;
+    for (int j = 0; j < 8; ++j) {
+      const int4::MmaTiledPos pos = int4::mma_tiled_pos(c, 8 * r + j, k);
+      word |= ((tiled[pos.word] >> (4 * pos.slot)) & 0xFu) << (4 * j);
+    }
+    gptq[i] = word;
+  }
+}
+
+// vLLM's marlin_permute_scales for expert e of lowbit's [E, NG, N] scales (MMA-tiled column
+// order, kernel_scale_index): the expert's [NG, N] flattened and taken in rows of 64 (grouped:
+// entry 8i + j is i + 8j) or of 32 (one group: 8i + j is 2i + {0,1,8,9,16,17,24,25}[j]).
+__global__ inline void permute_scales_kernel(const uint16_t* __restrict__ ours, uint16_t* __restrict__ out, int n,
+                                             int ng, int e, bool grouped) {
+  const size_t total = static_cast<size_t>(ng) * n;
+  const int single[8] = {0, 1, 8, 9, 16, 17, 24, 25};
+  for (size_t f = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; f < total;
+       f += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int width = grouped ? 64 : 32;
+    const size_t row = f / width;
+    const int u = static_cast<int>(f % width), i = u / 8, j = u % 8;
+    const size_t src = row * width + (grouped ? i + 8 * j : 2 * i + single[j]);
+    const int g = static_cast<int>(src / n), c = static_cast<int>(src % n);
+    out[f] = ours[int4::kernel_scale_index(int4::KernelLayoutKind::kMmaTiled, n, ng, e, g, c)];
+  }
+}
+
+}  // namespace lowbit::bench::vllm_marlin::detail
