@@ -247,9 +247,11 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
         };
         lowbit::bench::Timing tb{};
         bool have_tb = false;
-        lowbit::bench::Timing tm{};  // vLLM Marlin (when built)
+#ifdef LOWBIT_HAVE_VLLM_MARLIN
+        lowbit::bench::Timing tm{};  // vLLM Marlin
         bool have_tm = false;
         int marlin_wrong = -1;
+#endif
         for (GemmPath path : paths) {
           if (path == GemmPath::kSkinny && m > 512) continue;
           if (path == GemmPath::kTiled && kind == KernelLayoutKind::kMmaTiled) continue;       // needs N-packed
