@@ -486,7 +486,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
                   "marlin_gemm_us = its two Marlin GEMMs alone, marlin_layer_us = lowbit's moe_route + GEMM1 + "
                   "silu_and_mul + GEMM2 + top-k sum; x_marlin_* = those over time_us";
   plot["y"] = "x_marlin_gemm";
-  plot["title"] = "vLLM fused_marlin_moe's two GEMMs alone / lowbit's whole layer (> 1: lowbit faster)";
+  plot["title"] = "vLLM Marlin MoE GEMMs alone / lowbit layer (> 1: lowbit faster)";
 #endif
   if (path_names.size() > 1) plot["facet"] = "path";
   lowbit::bench::write_results(out, rec, rows, table.markdown(), plot);
