@@ -32,7 +32,8 @@ class Weights {
   Weights& operator=(const Weights&) = delete;
   Weights(Weights&& o) noexcept { *this = static_cast<Weights&&>(o); }
   Weights& operator=(Weights&& o) noexcept;
-  ~Weights();
+  ~Weights() { release(); }
+  void release();  // frees the device memory (idempotent)
   int n = 0, k = 0, group = 0;
   DType act = DType::kBF16;
   void* q = nullptr;
@@ -92,7 +93,8 @@ class MoeWeights {
   MoeWeights& operator=(const MoeWeights&) = delete;
   MoeWeights(MoeWeights&& o) noexcept { *this = static_cast<MoeWeights&&>(o); }
   MoeWeights& operator=(MoeWeights&& o) noexcept;
-  ~MoeWeights();
+  ~MoeWeights() { release(); }
+  void release();  // frees the device memory (idempotent)
   int experts = 0, n = 0, k = 0, group = 0;
   DType act = DType::kBF16;
   void* q = nullptr;

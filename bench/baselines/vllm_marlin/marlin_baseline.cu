@@ -64,14 +64,14 @@ Status convert_expert(const int4::KernelWeightsView& w, int e, void* q_out, void
 
 Weights& Weights::operator=(Weights&& o) noexcept {
   if (this != &o) {
-    this->~Weights();
+    release();
     n = o.n, k = o.k, group = o.group, act = o.act, q = o.q, s = o.s, q_bytes = o.q_bytes, s_bytes = o.s_bytes;
     o.q = o.s = nullptr;
   }
   return *this;
 }
 
-Weights::~Weights() {
+void Weights::release() {
   if (q) (void)cudaFree(q);
   if (s) (void)cudaFree(s);
   q = s = nullptr;

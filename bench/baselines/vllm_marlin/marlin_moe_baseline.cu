@@ -85,7 +85,7 @@ int moe_block_size(int m, int topk, int experts) {
 
 MoeWeights& MoeWeights::operator=(MoeWeights&& o) noexcept {
   if (this != &o) {
-    this->~MoeWeights();
+    release();
     experts = o.experts, n = o.n, k = o.k, group = o.group, act = o.act, q = o.q, s = o.s;
     q_bytes = o.q_bytes, s_bytes = o.s_bytes;
     o.q = o.s = nullptr;
@@ -93,7 +93,7 @@ MoeWeights& MoeWeights::operator=(MoeWeights&& o) noexcept {
   return *this;
 }
 
-MoeWeights::~MoeWeights() {
+void MoeWeights::release() {
   if (q) (void)cudaFree(q);
   if (s) (void)cudaFree(s);
   q = s = nullptr;
