@@ -39,6 +39,8 @@ step gpu_int4_moe_ysum 40 bash -c 'LOWBIT_INT4_MOE_YSUM=2 "$0" --gtest_brief=1 -
 # default they push them): the dense decode and MoE cases.
 step gpu_int4_push_off 120 env LOWBIT_INT4_DECODE_PUSH=0 "$BIN/lowbit_tests_gpu_int4" --gtest_brief=1 \
   --gtest_filter='*/Int4Gemm.*:*Moe*'
+# A CLI built with -DLOWBIT_BENCH_VLLM_MARLIN=ON adds vLLM's Marlin (dense) and fused_marlin_moe
+# (MoE) beside lowbit's kernels in these two benches (marlin_us / mgemm_us / mlayer_us columns).
 step bench_gemm 55 "$BIN/lowbit" bench gemm ${quick[@]+"${quick[@]}"} --out "$OUT/gemm"
 step bench_moe 60 "$BIN/lowbit" bench moe ${quick[@]+"${quick[@]}"} --out "$OUT/moe"
 # Batched decode / short prefill on the MMA-tiled layout: kAuto next to each path forced (the
