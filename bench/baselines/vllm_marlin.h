@@ -23,8 +23,8 @@ namespace lowbit::bench::vllm_marlin {
 // The vLLM release the kernels come from (cmake/vllm_marlin.cmake downloads it).
 extern const char* const kMarlinSource;
 
-// Marlin's copy of one int4 weight: its tiled words ([K/16, 2N] int32) and its permuted
-// scales ([K/G, N]); device memory owned by this object.
+// Marlin's copy of an int4 weight or expert stack: its tiled words ([E, K/16, 2N] int32) and
+// its permuted scales ([E, K/G, N]); device memory owned by this object.
 class Weights {
  public:
   Weights() = default;
@@ -34,7 +34,7 @@ class Weights {
   Weights& operator=(Weights&& o) noexcept;
   ~Weights() { release(); }
   void release();  // frees the device memory (idempotent)
-  int n = 0, k = 0, group = 0;
+  int experts = 1, n = 0, k = 0, group = 0;
   DType act = DType::kBF16;
   void* q = nullptr;
   void* s = nullptr;
@@ -53,19 +53,25 @@ Status make_weights(const int4::KernelWeightsView& w, cudaStream_t stream, Weigh
 // Another copy of the same words and scales (the bench rotates copies so that replays read HBM).
 Status copy_weights(const Weights& from, cudaStream_t stream, Weights* out);
 
-// Scratch for gemm(): the fp32 reduction buffer and the per-block locks (zeroed once; Marlin
-// leaves them zeroed).
+// Scratch of gemm() and moe_gemm(): the fp32 reduction buffer and the per-block locks, sms * 4
+// ints (vLLM's MARLIN_MAX_BLOCKS_PER_SM; zeroed once, Marlin leaves them zeroed).
 class Workspace {
  public:
   Workspace() = default;
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
   ~Workspace();
+  // gemm(): vLLM's max_c_tmp_size (Marlin's largest block of rows, 64) whatever m is.
   Status ensure(int m, cudaStream_t stream);
+  // moe_gemm(): up to `max_padded` sorted slots of block size `block`, N up to `max_n`.
+  Status ensure_moe(long long max_padded, int block, int max_n, cudaStream_t stream);
   void* c_tmp = nullptr;
   int* locks = nullptr;
   int sms = 0;
   size_t c_tmp_bytes = 0;
+
+ private:
+  Status reserve(size_t c_tmp_floats, cudaStream_t stream);
 };
 
 // y[m, n] = x[m, k] * W^T, x and y row-major in the weight's activation type. x and y must be
@@ -85,52 +91,21 @@ Status gemm(const Weights& w, const void* x, void* y, int m, Workspace& ws, cuda
 // vLLM's rule (fused_marlin_moe): the first of 8, 16, 32, 48, 64 with M * topk / E / bm < 0.9.
 int moe_block_size(int m, int topk, int experts);
 
-// Marlin's copy of an expert stack ([E, K/16, 2N] words, [E, K/G, N] scales).
-class MoeWeights {
- public:
-  MoeWeights() = default;
-  MoeWeights(const MoeWeights&) = delete;
-  MoeWeights& operator=(const MoeWeights&) = delete;
-  MoeWeights(MoeWeights&& o) noexcept { *this = static_cast<MoeWeights&&>(o); }
-  MoeWeights& operator=(MoeWeights&& o) noexcept;
-  ~MoeWeights() { release(); }
-  void release();  // frees the device memory (idempotent)
-  int experts = 0, n = 0, k = 0, group = 0;
-  DType act = DType::kBF16;
-  void* q = nullptr;
-  void* s = nullptr;
-  size_t q_bytes = 0, s_bytes = 0;
-};
 // Whether the MoE GEMM (as built) takes this expert stack.
 Status moe_supported(const int4::WeightShape& shape);
 // Converts every expert as make_weights() does (vLLM's gptq_marlin_moe_repack and
 // marlin_moe_permute_scales are the per-expert dense steps).
-Status make_moe_weights(const int4::KernelWeightsView& w, cudaStream_t stream, MoeWeights* out);
-Status copy_moe_weights(const MoeWeights& from, cudaStream_t stream, MoeWeights* out);
-
-// Locks (sms * 4, vLLM's MARLIN_MAX_BLOCKS_PER_SM) and the fp32 reduction buffer, sized for
-// up to `max_padded` sorted slots of block size `block` and N up to `max_n`.
-class MoeWorkspace {
- public:
-  MoeWorkspace() = default;
-  MoeWorkspace(const MoeWorkspace&) = delete;
-  MoeWorkspace& operator=(const MoeWorkspace&) = delete;
-  ~MoeWorkspace();
-  Status ensure(long long max_padded, int block, int max_n, cudaStream_t stream);
-  void* c_tmp = nullptr;
-  int* locks = nullptr;
-  int sms = 0;
-  size_t c_tmp_bytes = 0;
-};
+// (copy_weights() copies a stack too.)
+Status make_moe_weights(const int4::KernelWeightsView& w, cudaStream_t stream, Weights* out);
 
 // One Marlin MoE GEMM, as vLLM's moe_wna16_marlin_gemm: c[p, :] for every sorted slot p of
 // the align output = a[row(p)] . w[expert]^T, row(p) = p / top_k (GEMM1: top_k = topk, a = x)
 // or p (GEMM2: top_k = 1, a = the activated intermediate); times topk_weights[p] when
 // mul_topk_weights. m: rows of a's token dimension (GEMM1: tokens; GEMM2: tokens * topk);
 // max_padded: the sorted_ids entries (sizes the reduction buffer as vLLM does).
-Status moe_gemm(const MoeWeights& w, const void* a, void* c, const int32_t* sorted_ids, const int32_t* expert_ids,
+Status moe_gemm(const Weights& w, const void* a, void* c, const int32_t* sorted_ids, const int32_t* expert_ids,
                 const int32_t* num_post_padded, const float* topk_weights, int block, int top_k, bool mul_topk_weights,
-                int m, long long max_padded, MoeWorkspace& ws, cudaStream_t stream);
+                int m, long long max_padded, Workspace& ws, cudaStream_t stream);
 // out[p, i] = silu(h[p, i]) * h[p, I + i] (fp32, rounded once), p < rows: vLLM's silu_and_mul.
 Status silu_and_mul(DType act, const void* h, void* out, int rows, int inter, cudaStream_t stream);
 // y[t, :] = sum over s < topk of c[t * topk + s, :] (fp32, rounded once): torch.sum(dim=1).

@@ -152,7 +152,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
 #ifdef LOWBIT_HAVE_VLLM_MARLIN
     // Marlin's copies of the experts: copy 0 converted from lowbit's copy 0, the others byte
     // copies of it (distinct addresses: replays read HBM like lowbit's rotation).
-    std::vector<vm::MoeWeights> mw13, mw2;
+    std::vector<vm::Weights> mw13, mw2;
     if (Status ms = vm::moe_supported(s13); !ms.ok() || w13[0]->view.kind != KernelLayoutKind::kMmaTiled) {
       std::printf("# %s: no Marlin columns: %s\n", sh.name, ms.ok() ? "not MMA-tiled" : ms.to_string().c_str());
     } else {
@@ -160,16 +160,16 @@ int run_bench_moe(const std::vector<std::string>& argv) {
       mw2.resize(copies);
       LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());  // the fills ran on the default stream
       for (int c = 0; c < copies && st.ok(); ++c) {
-        st = c == 0 ? vm::make_moe_weights(w13[0]->view, stream, &mw13[0]) : vm::copy_moe_weights(mw13[0], stream, &mw13[c]);
+        st = c == 0 ? vm::make_moe_weights(w13[0]->view, stream, &mw13[0]) : vm::copy_weights(mw13[0], stream, &mw13[c]);
         if (st.ok())
-          st = c == 0 ? vm::make_moe_weights(w2[0]->view, stream, &mw2[0]) : vm::copy_moe_weights(mw2[0], stream, &mw2[c]);
+          st = c == 0 ? vm::make_moe_weights(w2[0]->view, stream, &mw2[0]) : vm::copy_weights(mw2[0], stream, &mw2[c]);
       }
       if (!st.ok()) {
         std::fprintf(stderr, "bench moe: vLLM Marlin experts for %s: %s\n", sh.name, st.to_string().c_str());
         return 1;
       }
     }
-    vm::MoeWorkspace mws;
+    vm::Workspace mws;
 #endif
     const size_t b13 = static_cast<size_t>(sh.E) * 2 * sh.I * sh.H * 2, b2 = static_cast<size_t>(sh.E) * sh.H * sh.I * 2;
     const int bcopies = rotation_copies((b13 + b2) / sh.E * std::min(sh.E, sh.topk), 4);
@@ -271,7 +271,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
       bool have_tm = false;
       int marlin_wrong = -1;
       if (!mw13.empty()) {
-        st = mws.ensure(mmaxp, mbm, std::max(2 * sh.I, sh.H), stream);
+        st = mws.ensure_moe(mmaxp, mbm, std::max(2 * sh.I, sh.H), stream);
         if (!st.ok()) {
           std::fprintf(stderr, "bench moe: vLLM Marlin workspace: %s\n", st.to_string().c_str());
           return 1;

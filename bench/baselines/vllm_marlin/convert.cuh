@@ -17,6 +17,8 @@ cudaError_t lowbit_launch_repack4(const uint32_t* in, uint32_t* out, int size_k,
 
 namespace lowbit::bench::vllm_marlin::detail {
 
+constexpr int kMaxBlocksPerSm = 4;  // vLLM's MARLIN_MAX_BLOCKS_PER_SM: the locks are sms * 4
+
 // Whether cmake/vllm_marlin.cmake instantiated Marlin for this group size (-1: one group).
 bool group_built(int group);
 

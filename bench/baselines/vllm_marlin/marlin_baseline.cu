@@ -65,7 +65,8 @@ Status convert_expert(const int4::KernelWeightsView& w, int e, void* q_out, void
 Weights& Weights::operator=(Weights&& o) noexcept {
   if (this != &o) {
     release();
-    n = o.n, k = o.k, group = o.group, act = o.act, q = o.q, s = o.s, q_bytes = o.q_bytes, s_bytes = o.s_bytes;
+    experts = o.experts, n = o.n, k = o.k, group = o.group, act = o.act, q = o.q, s = o.s;
+    q_bytes = o.q_bytes, s_bytes = o.s_bytes;
     o.q = o.s = nullptr;
   }
   return *this;
@@ -122,7 +123,8 @@ Status make_weights(const int4::KernelWeightsView& w, cudaStream_t stream, Weigh
 
 Status copy_weights(const Weights& from, cudaStream_t stream, Weights* out) {
   Weights r;
-  r.n = from.n, r.k = from.k, r.group = from.group, r.act = from.act, r.q_bytes = from.q_bytes, r.s_bytes = from.s_bytes;
+  r.experts = from.experts, r.n = from.n, r.k = from.k, r.group = from.group, r.act = from.act;
+  r.q_bytes = from.q_bytes, r.s_bytes = from.s_bytes;
   LOWBIT_CUDA_RETURN(cudaMalloc(&r.q, r.q_bytes));
   LOWBIT_CUDA_RETURN(cudaMalloc(&r.s, r.s_bytes));
   LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.q, from.q, r.q_bytes, cudaMemcpyDeviceToDevice, stream));
@@ -132,18 +134,31 @@ Status copy_weights(const Weights& from, cudaStream_t stream, Weights* out) {
   return Status::Ok();
 }
 
+Status Workspace::reserve(size_t c_tmp_floats, cudaStream_t stream) {
+  if (!locks) {
+    int dev = 0;
+    LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
+    LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const size_t lb = static_cast<size_t>(sms) * detail::kMaxBlocksPerSm * sizeof(int);
+    LOWBIT_CUDA_RETURN(cudaMalloc(reinterpret_cast<void**>(&locks), lb));
+    LOWBIT_CUDA_RETURN(cudaMemsetAsync(locks, 0, lb, stream));
+    LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));
+  }
+  const size_t bytes = c_tmp_floats * sizeof(float);
+  if (bytes > c_tmp_bytes) {
+    if (c_tmp) (void)cudaFree(c_tmp);
+    c_tmp = nullptr;
+    c_tmp_bytes = 0;
+    LOWBIT_CUDA_RETURN(cudaMalloc(&c_tmp, bytes));
+    c_tmp_bytes = bytes;
+  }
+  return Status::Ok();
+}
+
 Status Workspace::ensure(int m, cudaStream_t stream) {
   (void)m;  // sized for Marlin's largest block of rows (64) whatever m is: vLLM's max_c_tmp_size
-  if (locks) return Status::Ok();
-  int dev = 0;
-  LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
-  LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  c_tmp_bytes = static_cast<size_t>(sms) * 64 * marlin::max_thread_n * sizeof(float);
-  LOWBIT_CUDA_RETURN(cudaMalloc(&c_tmp, c_tmp_bytes));
-  LOWBIT_CUDA_RETURN(cudaMalloc(reinterpret_cast<void**>(&locks), static_cast<size_t>(sms) * sizeof(int)));
-  LOWBIT_CUDA_RETURN(cudaMemsetAsync(locks, 0, static_cast<size_t>(sms) * sizeof(int), stream));
-  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));
-  return Status::Ok();
+  LOWBIT_RETURN_IF_ERROR(reserve(0, stream));  // sms
+  return reserve(static_cast<size_t>(sms) * 64 * marlin::max_thread_n, stream);
 }
 
 Status gemm(const Weights& w, const void* x, void* y, int m, Workspace& ws, cudaStream_t stream) {
@@ -151,7 +166,8 @@ Status gemm(const Weights& w, const void* x, void* y, int m, Workspace& ws, cuda
     return make_status(StatusCode::kInvalidArgument, "vLLM Marlin baseline: null pointer or m = %d", m);
   if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 != 0)
     return make_status(StatusCode::kMisaligned, "vLLM Marlin baseline: x and y must be 16 B aligned");
-  if (!ws.locks) return make_status(StatusCode::kInvalidArgument, "vLLM Marlin baseline: Workspace::ensure() first");
+  if (!ws.locks || !ws.c_tmp)
+    return make_status(StatusCode::kInvalidArgument, "vLLM Marlin baseline: Workspace::ensure() first");
   int dev = 0;
   LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
   const vllm::ScalarType& t = w.act == DType::kBF16 ? vllm::kBFloat16 : vllm::kFloat16;

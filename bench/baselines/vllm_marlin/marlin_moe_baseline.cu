@@ -30,8 +30,6 @@ void marlin_mm(const void* A, const void* B, void* C, void* C_tmp, void* b_bias,
 namespace lowbit::bench::vllm_marlin {
 namespace {
 
-constexpr int kMaxBlocksPerSm = 4;  // vLLM's MARLIN_MAX_BLOCKS_PER_SM: the locks are sms * 4
-
 template <typename T>
 __device__ __forceinline__ float to_f(T v);
 template <>
@@ -83,27 +81,6 @@ int moe_block_size(int m, int topk, int experts) {
   return bm;
 }
 
-MoeWeights& MoeWeights::operator=(MoeWeights&& o) noexcept {
-  if (this != &o) {
-    release();
-    experts = o.experts, n = o.n, k = o.k, group = o.group, act = o.act, q = o.q, s = o.s;
-    q_bytes = o.q_bytes, s_bytes = o.s_bytes;
-    o.q = o.s = nullptr;
-  }
-  return *this;
-}
-
-void MoeWeights::release() {
-  if (q) (void)cudaFree(q);
-  if (s) (void)cudaFree(s);
-  q = s = nullptr;
-}
-
-MoeWorkspace::~MoeWorkspace() {
-  if (c_tmp) (void)cudaFree(c_tmp);
-  if (locks) (void)cudaFree(locks);
-}
-
 Status moe_supported(const int4::WeightShape& sh) {
   if (!sh.symmetric)
     return make_status(StatusCode::kNotSupported,
@@ -119,14 +96,14 @@ Status moe_supported(const int4::WeightShape& sh) {
   return Status::Ok();
 }
 
-Status make_moe_weights(const int4::KernelWeightsView& w, cudaStream_t stream, MoeWeights* out) {
+Status make_moe_weights(const int4::KernelWeightsView& w, cudaStream_t stream, Weights* out) {
   LOWBIT_RETURN_IF_ERROR(moe_supported(w.shape));
   if (w.kind != int4::KernelLayoutKind::kMmaTiled)
     return make_status(StatusCode::kNotSupported, "vLLM Marlin MoE baseline: converts from the MMA-tiled layout only");
   if (!w.qweight || !w.scales)
     return make_status(StatusCode::kInvalidArgument, "vLLM Marlin MoE baseline: null weight");
   const int E = w.shape.experts, n = w.shape.n, k = w.shape.k, ng = w.shape.num_groups();
-  MoeWeights r;
+  Weights r;
   r.experts = E, r.n = n, r.k = k, r.act = w.shape.act;
   r.group = ng == 1 ? -1 : w.shape.group_len();
   const size_t qe = static_cast<size_t>(k) * n / 2, se = static_cast<size_t>(ng) * n * 2;
@@ -142,58 +119,32 @@ Status make_moe_weights(const int4::KernelWeightsView& w, cudaStream_t stream, M
                                 stream);
   (void)cudaFree(gptq);
   LOWBIT_RETURN_IF_ERROR(st);
-  *out = static_cast<MoeWeights&&>(r);
+  *out = static_cast<Weights&&>(r);
   return Status::Ok();
 }
 
-Status copy_moe_weights(const MoeWeights& from, cudaStream_t stream, MoeWeights* out) {
-  MoeWeights r;
-  r.experts = from.experts, r.n = from.n, r.k = from.k, r.group = from.group, r.act = from.act;
-  r.q_bytes = from.q_bytes, r.s_bytes = from.s_bytes;
-  LOWBIT_CUDA_RETURN(cudaMalloc(&r.q, r.q_bytes));
-  LOWBIT_CUDA_RETURN(cudaMalloc(&r.s, r.s_bytes));
-  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.q, from.q, r.q_bytes, cudaMemcpyDeviceToDevice, stream));
-  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.s, from.s, r.s_bytes, cudaMemcpyDeviceToDevice, stream));
-  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));
-  *out = static_cast<MoeWeights&&>(r);
-  return Status::Ok();
-}
-
-Status MoeWorkspace::ensure(long long max_padded, int block, int max_n, cudaStream_t stream) {
-  int dev = 0;
-  LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
-  LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+Status Workspace::ensure_moe(long long max_padded, int block, int max_n, cudaStream_t stream) {
+  LOWBIT_RETURN_IF_ERROR(reserve(0, stream));  // sms
   // vLLM's moe_wna16_marlin_gemm: min(N * sorted slots, sms * 4 * block * max_thread_n) floats,
   // doubled for blocks of 8.
-  long long need = std::min(static_cast<long long>(max_n) * max_padded,
-                            static_cast<long long>(sms) * kMaxBlocksPerSm * block * marlin_moe_wna16::max_thread_n);
+  long long need = std::min(static_cast<long long>(max_n) * max_padded, static_cast<long long>(sms) *
+                                                                            detail::kMaxBlocksPerSm * block *
+                                                                            marlin_moe_wna16::max_thread_n);
   if (block == 8) need *= 2;
-  const size_t bytes = static_cast<size_t>(need) * sizeof(float);
-  if (bytes > c_tmp_bytes) {
-    if (c_tmp) (void)cudaFree(c_tmp);
-    c_tmp = nullptr;
-    LOWBIT_CUDA_RETURN(cudaMalloc(&c_tmp, bytes));
-    c_tmp_bytes = bytes;
-  }
-  if (!locks) {
-    const size_t lb = static_cast<size_t>(sms) * kMaxBlocksPerSm * sizeof(int);
-    LOWBIT_CUDA_RETURN(cudaMalloc(reinterpret_cast<void**>(&locks), lb));
-    LOWBIT_CUDA_RETURN(cudaMemsetAsync(locks, 0, lb, stream));
-    LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));
-  }
-  return Status::Ok();
+  return reserve(static_cast<size_t>(need), stream);
 }
 
-Status moe_gemm(const MoeWeights& w, const void* a, void* c, const int32_t* sorted_ids, const int32_t* expert_ids,
+Status moe_gemm(const Weights& w, const void* a, void* c, const int32_t* sorted_ids, const int32_t* expert_ids,
                 const int32_t* num_post_padded, const float* topk_weights, int block, int top_k, bool mul_topk_weights,
-                int m, long long max_padded, MoeWorkspace& ws, cudaStream_t stream) {
+                int m, long long max_padded, Workspace& ws, cudaStream_t stream) {
   if (!w.q || !w.s || !a || !c || !sorted_ids || !expert_ids || !num_post_padded || (mul_topk_weights && !topk_weights))
     return make_status(StatusCode::kInvalidArgument, "vLLM Marlin MoE baseline: null pointer");
   if (m <= 0 || top_k <= 0 || max_padded <= 0)
     return make_status(StatusCode::kInvalidArgument, "vLLM Marlin MoE baseline: m = %d, top_k = %d", m, top_k);
   if ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(c)) % 16 != 0)
     return make_status(StatusCode::kMisaligned, "vLLM Marlin MoE baseline: a and c must be 16 B aligned");
-  if (!ws.locks) return make_status(StatusCode::kInvalidArgument, "vLLM Marlin MoE baseline: MoeWorkspace::ensure() first");
+  if (!ws.locks || !ws.c_tmp)
+    return make_status(StatusCode::kInvalidArgument, "vLLM Marlin MoE baseline: Workspace::ensure_moe() first");
   int dev = 0;
   LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
   const vllm::ScalarType& t = w.act == DType::kBF16 ? vllm::kBFloat16 : vllm::kFloat16;
