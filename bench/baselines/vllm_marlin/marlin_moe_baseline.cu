@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <type_traits>
 
 #include "bench/baselines/vllm_marlin.h"
 #include "bench/baselines/vllm_marlin/convert.cuh"
@@ -30,18 +31,17 @@ void marlin_mm(const void* A, const void* B, void* C, void* C_tmp, void* b_bias,
 namespace lowbit::bench::vllm_marlin {
 namespace {
 
+// bf16 / fp16 <-> fp32 (round to nearest even).
 template <typename T>
-__device__ __forceinline__ float to_f(T v);
-template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <>
-__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f(T v) {
+  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else return __bfloat162float(v);
+}
 template <typename T>
-__device__ __forceinline__ T from_f(float v);
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ T from_f(float v) {
+  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(v);
+  else return __float2bfloat16_rn(v);
+}
 
 // vLLM's silu_and_mul: x / (1 + exp(-x)) * y in fp32, one rounding.
 template <typename T>
