@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "lowbit/int4/kernel_layout.h"
 #include "lowbit/status.h"
@@ -42,27 +43,31 @@ class Weights {
 };
 
 // Whether Marlin (as built: the activation types and group sizes of
-// LOWBIT_VLLM_MARLIN_GROUPS) takes this shape; the status names what it does not take.
+// LOWBIT_VLLM_MARLIN_GROUPS) takes this weight or expert stack; the status names what it does
+// not take.
 Status supported(const int4::WeightShape& shape);
 
-// Converts one expert-less lowbit weight (MMA-tiled layout, on the device) into Marlin's
-// layout: a kernel reads every nibble through lowbit's layout map into GPTQ's K-packed int32
-// words, vLLM's gptq_marlin_repack kernel tiles them, and the scales take vLLM's
-// marlin_permute_scales order.
+// Converts a lowbit weight or expert stack (MMA-tiled layout, on the device) into Marlin's
+// layout, expert by expert: a kernel reads every nibble through lowbit's layout map into GPTQ's
+// K-packed int32 words, vLLM's gptq_marlin_repack kernel tiles them, and the scales take vLLM's
+// marlin_permute_scales order (vLLM's gptq_marlin_moe_repack / marlin_moe_permute_scales are
+// the same steps per expert).
 Status make_weights(const int4::KernelWeightsView& w, cudaStream_t stream, Weights* out);
-// Another copy of the same words and scales (the bench rotates copies so that replays read HBM).
-Status copy_weights(const Weights& from, cudaStream_t stream, Weights* out);
+// `copies` Marlin copies of `w` for a bench's rotation: copy 0 converted by make_weights(), the
+// others byte copies of it (distinct addresses, so replays read HBM as lowbit's rotation does).
+Status make_copies(const int4::KernelWeightsView& w, int copies, cudaStream_t stream, std::vector<Weights>* out);
 
 // Scratch of gemm() and moe_gemm(): the fp32 reduction buffer and the per-block locks, sms * 4
 // ints (vLLM's MARLIN_MAX_BLOCKS_PER_SM; zeroed once, Marlin leaves them zeroed).
 class Workspace {
  public:
+  static constexpr int kMaxBlocksPerSm = 4;  // vLLM's MARLIN_MAX_BLOCKS_PER_SM
   Workspace() = default;
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
   ~Workspace();
-  // gemm(): vLLM's max_c_tmp_size (Marlin's largest block of rows, 64) whatever m is.
-  Status ensure(int m, cudaStream_t stream);
+  // gemm(): vLLM's max_c_tmp_size (Marlin's largest block of rows, 64), whatever M is.
+  Status ensure(cudaStream_t stream);
   // moe_gemm(): up to `max_padded` sorted slots of block size `block`, N up to `max_n`.
   Status ensure_moe(long long max_padded, int block, int max_n, cudaStream_t stream);
   void* c_tmp = nullptr;
@@ -74,8 +79,8 @@ class Workspace {
   Status reserve(size_t c_tmp_floats, cudaStream_t stream);
 };
 
-// y[m, n] = x[m, k] * W^T, x and y row-major in the weight's activation type. x and y must be
-// 16 B aligned. Enqueues on `stream` only (graph-capturable, as vLLM captures it).
+// y[m, n] = x[m, k] * W^T for a single weight (experts == 1), x and y row-major in the weight's
+// activation type. x and y must be 16 B aligned. Enqueues on `stream` only (graph-capturable, as vLLM captures it).
 Status gemm(const Weights& w, const void* x, void* y, int m, Workspace& ws, cudaStream_t stream);
 
 // ---- MoE: vLLM's fused_marlin_moe (csrc/moe/marlin_moe_wna16) ---------------------------
@@ -90,13 +95,6 @@ Status gemm(const Weights& w, const void* x, void* y, int m, Workspace& ws, cuda
 
 // vLLM's rule (fused_marlin_moe): the first of 8, 16, 32, 48, 64 with M * topk / E / bm < 0.9.
 int moe_block_size(int m, int topk, int experts);
-
-// Whether the MoE GEMM (as built) takes this expert stack.
-Status moe_supported(const int4::WeightShape& shape);
-// Converts every expert as make_weights() does (vLLM's gptq_marlin_moe_repack and
-// marlin_moe_permute_scales are the per-expert dense steps).
-// (copy_weights() copies a stack too.)
-Status make_moe_weights(const int4::KernelWeightsView& w, cudaStream_t stream, Weights* out);
 
 // One Marlin MoE GEMM, as vLLM's moe_wna16_marlin_gemm: c[p, :] for every sorted slot p of
 // the align output = a[row(p)] . w[expert]^T, row(p) = p / top_k (GEMM1: top_k = topk, a = x)

@@ -197,25 +197,20 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
       }
     }
 #ifdef LOWBIT_HAVE_VLLM_MARLIN
-    // Marlin's copies: copy 0 converted from lowbit's copy 0 (checked against cuBLAS on its
-    // dequantized weights, like lowbit's), the others byte copies of it (distinct addresses, so
-    // replays read HBM as lowbit's rotation does).
+    // Marlin's copies, copy 0 converted from lowbit's copy 0 (checked against cuBLAS on its
+    // dequantized weights, like lowbit's).
     std::vector<vm::Weights> mw;
     vm::Workspace mws;
-    std::string marlin_skip;
     if (Status ms = vm::supported(ws); !ms.ok()) {
-      marlin_skip = ms.to_string();
+      std::printf("# %s: no Marlin column: %s\n", sh.name, ms.to_string().c_str());
     } else {
-      mw.resize(copies);
-      for (int c = 0; c < copies && st.ok(); ++c)
-        st = c == 0 ? vm::make_weights(probe.view, stream, &mw[0]) : vm::copy_weights(mw[0], stream, &mw[c]);
-      if (st.ok()) st = mws.ensure(1, stream);
+      st = vm::make_copies(probe.view, copies, stream, &mw);
+      if (st.ok()) st = mws.ensure(stream);
       if (!st.ok()) {
         std::fprintf(stderr, "bench gemm: vLLM Marlin weights for %s: %s\n", sh.name, st.to_string().c_str());
         return 1;
       }
     }
-    if (!marlin_skip.empty()) std::printf("# %s: no Marlin column: %s\n", sh.name, marlin_skip.c_str());
 #endif
     const size_t wbf_bytes = static_cast<size_t>(sh.n) * sh.k * 2;
     const int bcopies = rotation_copies(wbf_bytes, 8);

@@ -1,5 +1,5 @@
-// lowbit's MMA-tiled int4 weights into the inputs of vLLM's Marlin repack: shared by the dense
-// and the MoE baselines (bench/baselines/vllm_marlin.h). Exact: the same nibbles and scale bits.
+// lowbit's MMA-tiled int4 weights into the inputs of vLLM's Marlin repack (make_weights() of
+// bench/baselines/vllm_marlin.h). Exact: the same nibbles and scale bits.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -7,7 +7,6 @@
 #include <cstdint>
 
 #include "lowbit/int4/kernel_layout.h"
-#include "lowbit/status.h"
 
 namespace marlin {
 // In marlin_repack.cu (vLLM's gptq_marlin_repack kernel, launcher written by prepare_sources.py).
@@ -16,16 +15,6 @@ cudaError_t lowbit_launch_repack4(const uint32_t* in, uint32_t* out, int size_k,
 }  // namespace marlin
 
 namespace lowbit::bench::vllm_marlin::detail {
-
-constexpr int kMaxBlocksPerSm = 4;  // vLLM's MARLIN_MAX_BLOCKS_PER_SM: the locks are sms * 4
-
-// Whether cmake/vllm_marlin.cmake instantiated Marlin for this group size (-1: one group).
-bool group_built(int group);
-
-// Expert e of `w` into Marlin's words (q_out: [K/16, 2N] int32) and permuted scales (s_out:
-// [NG, N]); gptq_tmp: K * N / 2 bytes of scratch. Synchronizes `stream`.
-Status convert_expert(const int4::KernelWeightsView& w, int e, void* q_out, void* s_out, void* gptq_tmp,
-                      cudaStream_t stream);
 
 // GPTQ's K-packed words of expert e: word (r, c) of [K/8, N] holds elements (c, 8r + j) in bits
 // 4j (what vLLM's gptq_marlin_repack reads). `tiled` is expert e's MMA-tiled words.

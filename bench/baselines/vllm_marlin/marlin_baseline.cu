@@ -27,10 +27,11 @@ namespace lowbit::bench::vllm_marlin {
 
 const char* const kMarlinSource = LOWBIT_VLLM_MARLIN_SOURCE;
 
-namespace detail {
+namespace {
 
+// Whether cmake/vllm_marlin.cmake instantiated Marlin for this group size (-1: one group).
 bool group_built(int group) {
-  // LOWBIT_VLLM_MARLIN_GROUPS: the group sizes cmake/vllm_marlin.cmake instantiated, e.g. "128,-1".
+  // LOWBIT_VLLM_MARLIN_GROUPS: the group sizes instantiated, e.g. "128,-1".
   const char* p = LOWBIT_VLLM_MARLIN_GROUPS;
   while (*p) {
     char* end = nullptr;
@@ -42,25 +43,38 @@ bool group_built(int group) {
   return false;
 }
 
-Status convert_expert(const int4::KernelWeightsView& w, int e, void* q_out, void* s_out, void* gptq_tmp,
-                      cudaStream_t stream) {
+// Expert e of `w` into Marlin's words (q_out: [K/16, 2N] int32) and permuted scales (s_out:
+// [NG, N]); gptq_tmp: K * N / 2 bytes of scratch; sms / smem: the repack kernel's grid and
+// shared memory. Synchronizes `stream` (gptq_tmp is reused by the next expert).
+Status convert_expert(const int4::KernelWeightsView& w, int e, void* q_out, void* s_out, void* gptq_tmp, int sms,
+                      int smem, cudaStream_t stream) {
   const int n = w.shape.n, k = w.shape.k, ng = w.shape.num_groups();
   const uint32_t* tiled = static_cast<const uint32_t*>(w.qweight) + static_cast<size_t>(e) * k * (n / 8);
-  tiled_to_gptq_kernel<<<1024, 256, 0, stream>>>(tiled, static_cast<uint32_t*>(gptq_tmp), n, k);
+  detail::tiled_to_gptq_kernel<<<1024, 256, 0, stream>>>(tiled, static_cast<uint32_t*>(gptq_tmp), n, k);
   LOWBIT_CUDA_RETURN_LAUNCH();
-  int dev = 0, sms = 0, smem = 0;
-  LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
-  LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   LOWBIT_CUDA_RETURN(marlin::lowbit_launch_repack4(static_cast<const uint32_t*>(gptq_tmp), static_cast<uint32_t*>(q_out),
                                                    k, n, sms, smem, stream));
-  permute_scales_kernel<<<256, 256, 0, stream>>>(w.scales, static_cast<uint16_t*>(s_out), n, ng, e, ng > 1);
+  detail::permute_scales_kernel<<<256, 256, 0, stream>>>(w.scales, static_cast<uint16_t*>(s_out), n, ng, e, ng > 1);
   LOWBIT_CUDA_RETURN_LAUNCH();
-  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));  // gptq_tmp is reused by the next expert
+  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));
   return Status::Ok();
 }
 
-}  // namespace detail
+// A byte copy of `from` (new device memory).
+Status copy_weights(const Weights& from, cudaStream_t stream, Weights* out) {
+  Weights r;
+  r.experts = from.experts, r.n = from.n, r.k = from.k, r.group = from.group, r.act = from.act;
+  r.q_bytes = from.q_bytes, r.s_bytes = from.s_bytes;
+  LOWBIT_CUDA_RETURN(cudaMalloc(&r.q, r.q_bytes));
+  LOWBIT_CUDA_RETURN(cudaMalloc(&r.s, r.s_bytes));
+  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.q, from.q, r.q_bytes, cudaMemcpyDeviceToDevice, stream));
+  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.s, from.s, r.s_bytes, cudaMemcpyDeviceToDevice, stream));
+  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));
+  *out = static_cast<Weights&&>(r);
+  return Status::Ok();
+}
+
+}  // namespace
 
 Weights& Weights::operator=(Weights&& o) noexcept {
   if (this != &o) {
@@ -84,7 +98,6 @@ Workspace::~Workspace() {
 }
 
 Status supported(const int4::WeightShape& sh) {
-  if (sh.experts != 1) return make_status(StatusCode::kNotSupported, "vLLM Marlin baseline: one expert only");
   if (!sh.symmetric)
     return make_status(StatusCode::kNotSupported,
                        "vLLM Marlin baseline: symmetric (uint4b8) weights only; zero points are not wired up");
@@ -92,7 +105,7 @@ Status supported(const int4::WeightShape& sh) {
     return make_status(StatusCode::kNotSupported, "vLLM Marlin baseline: N %% 64 and K %% 128 must be 0 (N=%d K=%d)",
                        sh.n, sh.k);
   const int g = sh.group_size == int4::kPerChannel || sh.group_size == sh.k ? -1 : sh.group_size;
-  if (!detail::group_built(g))
+  if (!group_built(g))
     return make_status(StatusCode::kNotSupported,
                        "vLLM Marlin baseline: group size %d not built (LOWBIT_VLLM_MARLIN_GROUPS=%s)", sh.group_size,
                        LOWBIT_VLLM_MARLIN_GROUPS);
@@ -104,33 +117,37 @@ Status make_weights(const int4::KernelWeightsView& w, cudaStream_t stream, Weigh
   if (w.kind != int4::KernelLayoutKind::kMmaTiled)
     return make_status(StatusCode::kNotSupported, "vLLM Marlin baseline: converts from the MMA-tiled layout only");
   if (!w.qweight || !w.scales) return make_status(StatusCode::kInvalidArgument, "vLLM Marlin baseline: null weight");
-  const int n = w.shape.n, k = w.shape.k, ng = w.shape.num_groups();
+  const int E = w.shape.experts, n = w.shape.n, k = w.shape.k, ng = w.shape.num_groups();
+  int dev = 0, sms = 0, smem = 0;
+  LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
+  LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   Weights r;
-  r.n = n, r.k = k, r.act = w.shape.act;
+  r.experts = E, r.n = n, r.k = k, r.act = w.shape.act;
   r.group = ng == 1 ? -1 : w.shape.group_len();
-  r.q_bytes = static_cast<size_t>(k) * n / 2;
-  r.s_bytes = static_cast<size_t>(ng) * n * 2;
+  const size_t qe = static_cast<size_t>(k) * n / 2, se = static_cast<size_t>(ng) * n * 2;
+  r.q_bytes = qe * E;
+  r.s_bytes = se * E;
   LOWBIT_CUDA_RETURN(cudaMalloc(&r.q, r.q_bytes));
   LOWBIT_CUDA_RETURN(cudaMalloc(&r.s, r.s_bytes));
   void* gptq = nullptr;
-  LOWBIT_CUDA_RETURN(cudaMalloc(&gptq, r.q_bytes));
-  const Status st = detail::convert_expert(w, 0, r.q, r.s, gptq, stream);
+  LOWBIT_CUDA_RETURN(cudaMalloc(&gptq, qe));
+  Status st = Status::Ok();
+  for (int e = 0; e < E && st.ok(); ++e)
+    st = convert_expert(w, e, static_cast<char*>(r.q) + qe * e, static_cast<char*>(r.s) + se * e, gptq, sms, smem,
+                        stream);
   (void)cudaFree(gptq);
   LOWBIT_RETURN_IF_ERROR(st);
   *out = static_cast<Weights&&>(r);
   return Status::Ok();
 }
 
-Status copy_weights(const Weights& from, cudaStream_t stream, Weights* out) {
-  Weights r;
-  r.experts = from.experts, r.n = from.n, r.k = from.k, r.group = from.group, r.act = from.act;
-  r.q_bytes = from.q_bytes, r.s_bytes = from.s_bytes;
-  LOWBIT_CUDA_RETURN(cudaMalloc(&r.q, r.q_bytes));
-  LOWBIT_CUDA_RETURN(cudaMalloc(&r.s, r.s_bytes));
-  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.q, from.q, r.q_bytes, cudaMemcpyDeviceToDevice, stream));
-  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.s, from.s, r.s_bytes, cudaMemcpyDeviceToDevice, stream));
-  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));
-  *out = static_cast<Weights&&>(r);
+Status make_copies(const int4::KernelWeightsView& w, int copies, cudaStream_t stream, std::vector<Weights>* out) {
+  if (copies < 1) return make_status(StatusCode::kInvalidArgument, "vLLM Marlin baseline: copies = %d", copies);
+  out->clear();
+  out->resize(copies);
+  LOWBIT_RETURN_IF_ERROR(make_weights(w, stream, &(*out)[0]));
+  for (int c = 1; c < copies; ++c) LOWBIT_RETURN_IF_ERROR(copy_weights((*out)[0], stream, &(*out)[c]));
   return Status::Ok();
 }
 
@@ -139,7 +156,7 @@ Status Workspace::reserve(size_t c_tmp_floats, cudaStream_t stream) {
     int dev = 0;
     LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
     LOWBIT_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const size_t lb = static_cast<size_t>(sms) * detail::kMaxBlocksPerSm * sizeof(int);
+    const size_t lb = static_cast<size_t>(sms) * kMaxBlocksPerSm * sizeof(int);
     LOWBIT_CUDA_RETURN(cudaMalloc(reinterpret_cast<void**>(&locks), lb));
     LOWBIT_CUDA_RETURN(cudaMemsetAsync(locks, 0, lb, stream));
     LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));
@@ -155,8 +172,7 @@ Status Workspace::reserve(size_t c_tmp_floats, cudaStream_t stream) {
   return Status::Ok();
 }
 
-Status Workspace::ensure(int m, cudaStream_t stream) {
-  (void)m;  // sized for Marlin's largest block of rows (64) whatever m is: vLLM's max_c_tmp_size
+Status Workspace::ensure(cudaStream_t stream) {
   LOWBIT_RETURN_IF_ERROR(reserve(0, stream));  // sms
   return reserve(static_cast<size_t>(sms) * 64 * marlin::max_thread_n, stream);
 }
@@ -168,6 +184,9 @@ Status gemm(const Weights& w, const void* x, void* y, int m, Workspace& ws, cuda
     return make_status(StatusCode::kMisaligned, "vLLM Marlin baseline: x and y must be 16 B aligned");
   if (!ws.locks || !ws.c_tmp)
     return make_status(StatusCode::kInvalidArgument, "vLLM Marlin baseline: Workspace::ensure() first");
+  if (w.experts != 1)
+    return make_status(StatusCode::kInvalidArgument, "vLLM Marlin baseline: gemm() takes one weight, not %d experts",
+                       w.experts);
   int dev = 0;
   LOWBIT_CUDA_RETURN(cudaGetDevice(&dev));
   const vllm::ScalarType& t = w.act == DType::kBF16 ? vllm::kBFloat16 : vllm::kFloat16;

@@ -13,7 +13,6 @@
 #include <type_traits>
 
 #include "bench/baselines/vllm_marlin.h"
-#include "bench/baselines/vllm_marlin/convert.cuh"
 #include "lowbit/detail/cuda_check.h"
 #include "moe/marlin_moe_wna16/kernel.h"  // vLLM: vllm::ScalarType, namespace marlin_moe_wna16
 
@@ -81,54 +80,12 @@ int moe_block_size(int m, int topk, int experts) {
   return bm;
 }
 
-Status moe_supported(const int4::WeightShape& sh) {
-  if (!sh.symmetric)
-    return make_status(StatusCode::kNotSupported,
-                       "vLLM Marlin MoE baseline: symmetric (uint4b8) weights only; zero points are not wired up");
-  if (sh.n % 64 != 0 || sh.k % 128 != 0)
-    return make_status(StatusCode::kNotSupported,
-                       "vLLM Marlin MoE baseline: N %% 64 and K %% 128 must be 0 (N=%d K=%d)", sh.n, sh.k);
-  const int g = sh.group_size == int4::kPerChannel || sh.group_size == sh.k ? -1 : sh.group_size;
-  if (!detail::group_built(g))
-    return make_status(StatusCode::kNotSupported,
-                       "vLLM Marlin MoE baseline: group size %d not built (LOWBIT_VLLM_MARLIN_GROUPS=%s)",
-                       sh.group_size, LOWBIT_VLLM_MARLIN_GROUPS);
-  return Status::Ok();
-}
-
-Status make_moe_weights(const int4::KernelWeightsView& w, cudaStream_t stream, Weights* out) {
-  LOWBIT_RETURN_IF_ERROR(moe_supported(w.shape));
-  if (w.kind != int4::KernelLayoutKind::kMmaTiled)
-    return make_status(StatusCode::kNotSupported, "vLLM Marlin MoE baseline: converts from the MMA-tiled layout only");
-  if (!w.qweight || !w.scales)
-    return make_status(StatusCode::kInvalidArgument, "vLLM Marlin MoE baseline: null weight");
-  const int E = w.shape.experts, n = w.shape.n, k = w.shape.k, ng = w.shape.num_groups();
-  Weights r;
-  r.experts = E, r.n = n, r.k = k, r.act = w.shape.act;
-  r.group = ng == 1 ? -1 : w.shape.group_len();
-  const size_t qe = static_cast<size_t>(k) * n / 2, se = static_cast<size_t>(ng) * n * 2;
-  r.q_bytes = qe * E;
-  r.s_bytes = se * E;
-  LOWBIT_CUDA_RETURN(cudaMalloc(&r.q, r.q_bytes));
-  LOWBIT_CUDA_RETURN(cudaMalloc(&r.s, r.s_bytes));
-  void* gptq = nullptr;
-  LOWBIT_CUDA_RETURN(cudaMalloc(&gptq, qe));
-  Status st = Status::Ok();
-  for (int e = 0; e < E && st.ok(); ++e)
-    st = detail::convert_expert(w, e, static_cast<char*>(r.q) + qe * e, static_cast<char*>(r.s) + se * e, gptq,
-                                stream);
-  (void)cudaFree(gptq);
-  LOWBIT_RETURN_IF_ERROR(st);
-  *out = static_cast<Weights&&>(r);
-  return Status::Ok();
-}
-
 Status Workspace::ensure_moe(long long max_padded, int block, int max_n, cudaStream_t stream) {
   LOWBIT_RETURN_IF_ERROR(reserve(0, stream));  // sms
   // vLLM's moe_wna16_marlin_gemm: min(N * sorted slots, sms * 4 * block * max_thread_n) floats,
   // doubled for blocks of 8.
   long long need = std::min(static_cast<long long>(max_n) * max_padded, static_cast<long long>(sms) *
-                                                                            detail::kMaxBlocksPerSm * block *
+                                                                            kMaxBlocksPerSm * block *
                                                                             marlin_moe_wna16::max_thread_n);
   if (block == 8) need *= 2;
   return reserve(static_cast<size_t>(need), stream);
