@@ -10,6 +10,7 @@
 #include "kernels/int4/internal.h"
 #include "kernels/int4/pipelined_plan.h"
 #include "lowbit/int4/kernels.h"
+#include "lowbit/int4/shard.h"
 #include "tests/cpu/int4/random_weights.h"
 #include "tests/gpu/int4/expect_bits.h"
 #include "tests/gpu/int4/gpu_buffers.h"
@@ -80,6 +81,54 @@ TEST(Int4MoeRouting, TopkAndAlignExact) {
         }
 }
 
+// fp64 reference of the layer ([M, H]) on the canonical weights, with the GPU's rounding of
+// the silu(gate) * up intermediate to the activation dtype.
+std::vector<double> moe_reference(const std::vector<uint16_t>& x, const std::vector<float>& logits, int M, int E, int H,
+                                  int I, int topk, DType act, const KPackedWeights& k13, const KPackedWeights& k2) {
+  std::vector<int32_t> ids;
+  std::vector<float> rw;
+  cpu_topk(logits, M, E, topk, true, &ids, &rw);
+  auto deq = [&](const KPackedWeights& w, int e, int n, int k) {
+    return static_cast<double>(half_bits_to_float(act, canon_dequant_bits(w, e, n, k)));
+  };
+  std::vector<double> ref(static_cast<size_t>(M) * H, 0.0), inter(I);
+  for (int m = 0; m < M; ++m)
+    for (int s = 0; s < topk; ++s) {
+      const int e = ids[m * topk + s];
+      for (int n = 0; n < I; ++n) {
+        double g = 0, up = 0;
+        for (int k = 0; k < H; ++k) {
+          const double xv = half_bits_to_float(act, x[static_cast<size_t>(m) * H + k]);
+          g += xv * deq(k13, e, n, k);
+          up += xv * deq(k13, e, I + n, k);
+        }
+        const double a_exact = g / (1.0 + std::exp(-g)) * up;
+        inter[n] = half_bits_to_float(act, float_to_half_bits(act, static_cast<float>(a_exact)));  // GPU stores act dtype
+      }
+      for (int h = 0; h < H; ++h) {
+        double o = 0;
+        for (int n = 0; n < I; ++n) o += inter[n] * deq(k2, e, h, n);
+        ref[static_cast<size_t>(m) * H + h] += rw[m * topk + s] * o;
+      }
+    }
+  return ref;
+}
+
+// The layer's outputs against moe_reference: finite, relative RMS error within the tolerance.
+void expect_layer_close(const std::vector<double>& got, const std::vector<double>& ref, DType act) {
+  ASSERT_EQ(got.size(), ref.size());
+  double err2 = 0, ref2 = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << "output " << i;
+    err2 += (got[i] - ref[i]) * (got[i] - ref[i]);
+    ref2 += ref[i] * ref[i];
+  }
+  ASSERT_GT(ref2, 0.0);
+  // bf16: the intermediate and output roundings (2^-9 relative each) plus rare
+  // intermediate rounding flips; fp16 is 8x finer.
+  EXPECT_LT(std::sqrt(err2 / ref2), act == DType::kBF16 ? 1e-2 : 2e-3);
+}
+
 struct MoeCase {
   int m, E, H, I, topk, g;
   bool sym;
@@ -118,46 +167,69 @@ TEST_P(Int4FusedMoe, MatchesReference) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   auto y = download<uint16_t>(dy.p, x.size());
 
-  std::vector<int32_t> ids;
-  std::vector<float> rw;
-  cpu_topk(logits, c.m, c.E, c.topk, true, &ids, &rw);
-  auto deq = [&](const KPackedWeights& w, int e, int n, int k) {
-    return static_cast<double>(half_bits_to_float(c.act, canon_dequant_bits(w, e, n, k)));
-  };
-  double err2 = 0, ref2 = 0;
-  std::vector<double> act(c.I);
-  for (int m = 0; m < c.m; ++m) {
-    std::vector<double> ref(c.H, 0.0);
-    for (int s = 0; s < c.topk; ++s) {
-      const int e = ids[m * c.topk + s];
-      for (int n = 0; n < c.I; ++n) {
-        double g = 0, up = 0;
-        for (int k = 0; k < c.H; ++k) {
-          const double xv = half_bits_to_float(c.act, x[static_cast<size_t>(m) * c.H + k]);
-          g += xv * deq(k13, e, n, k);
-          up += xv * deq(k13, e, c.I + n, k);
-        }
-        const double a_exact = g / (1.0 + std::exp(-g)) * up;
-        act[n] = half_bits_to_float(c.act, float_to_half_bits(c.act, static_cast<float>(a_exact)));  // GPU stores act dtype
-      }
-      for (int h = 0; h < c.H; ++h) {
-        double o = 0;
-        for (int n = 0; n < c.I; ++n) o += act[n] * deq(k2, e, h, n);
-        ref[h] += rw[m * c.topk + s] * o;
-      }
-    }
-    for (int h = 0; h < c.H; ++h) {
-      const double got = half_bits_to_float(c.act, y[static_cast<size_t>(m) * c.H + h]);
-      ASSERT_TRUE(std::isfinite(got)) << "m=" << m << " h=" << h;
-      err2 += (got - ref[h]) * (got - ref[h]);
-      ref2 += ref[h] * ref[h];
-    }
-  }
-  ASSERT_GT(ref2, 0.0);
-  // bf16: the intermediate and output roundings (2^-9 relative each) plus rare
-  // intermediate rounding flips; fp16 is 8x finer.
-  EXPECT_LT(std::sqrt(err2 / ref2), c.act == DType::kBF16 ? 1e-2 : 2e-3);
+  std::vector<double> got(y.size());
+  for (size_t i = 0; i < y.size(); ++i) got[i] = half_bits_to_float(c.act, y[i]);
+  expect_layer_close(got, moe_reference(x, logits, c.m, c.E, c.H, c.I, c.topk, c.act, k13, k2), c.act);
 }
+
+// One MoE layer over TP ranks (shard.h): w13 split by its [gate; up] halves, w2 by rows, whose
+// per-rank K range cuts a scale group as DeepSeek-V2-Lite's does at TP 2 (I = 384 = 3 groups of
+// 128 here: 192 rows per rank at TP 2 -> G' = 64, 96 at TP 4 -> G' = 32; the TP 4 w13 shards of
+// 192 columns take the N-packed expert layout). Each rank runs fused_moe on its shards; their
+// outputs add up (the all-reduce) to the whole layer's fp64 reference.
+struct TpMoeCase {
+  int m, ranks;
+  bool sym;
+  DType act;
+};
+class Int4MoeTpShards : public ::testing::TestWithParam<TpMoeCase> {};
+
+TEST_P(Int4MoeTpShards, RanksSumToTheWholeLayer) {
+  const TpMoeCase c = GetParam();
+  constexpr int E = 8, H = 256, I = 384, topk = 2;
+  const WeightShape s13{E, 2 * I, H, 128, c.sym, c.act}, s2{E, H, I, 128, c.sym, c.act};
+  const KPackedWeights k13 = random_kpacked(s13, 303u + c.ranks, 0.05f), k2 = random_kpacked(s2, 404u + c.m, 0.05f);
+  std::mt19937 rng(7u + c.m);
+  std::uniform_real_distribution<float> u(0.1f, 1.f);
+  std::vector<uint16_t> x(static_cast<size_t>(c.m) * H);
+  for (auto& v : x) v = float_to_half_bits(c.act, (rng() & 1) ? u(rng) : -u(rng));
+  const auto logits = random_logits(c.m, E, 11u + c.m, false);
+  DevBuf dx = upload(x), dl = upload(logits), dy(x.size() * 2);
+  std::vector<double> sum(x.size(), 0.0);
+  for (int r = 0; r < c.ranks; ++r) {
+    SCOPED_TRACE(::testing::Message() << "rank " << r << " of " << c.ranks);
+    KPackedWeights r13, r2;
+    Status st = tp_shard(k13, TpSplit::kGateUp, r, c.ranks, &r13);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    st = tp_shard(k2, TpSplit::kRows, r, c.ranks, &r2);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(r2.shape.group_size, c.ranks == 2 ? 64 : 32);
+    KernelWeights w13, w2;
+    st = repack_for_kernels(r13, &w13);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    st = repack_for_kernels(r2, &w2);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(w13.kind, c.ranks == 2 ? KernelLayoutKind::kMmaTiled : KernelLayoutKind::kNPackedInterleaved);
+    DevWeights d13(w13), d2(w2);
+    ASSERT_EQ(cudaMemset(dy.p, 0xFF, dy.bytes), cudaSuccess);  // NaN poison
+    size_t wsb = 0;
+    st = moe_workspace_size(c.m, topk, E, H, I / c.ranks, c.act, 0, &wsb);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    DevBuf ws(wsb);
+    ASSERT_EQ(cudaMemset(ws.p, 0xFF, wsb), cudaSuccess);
+    st = fused_moe(layer_args(dx, dl, dy, c.m, topk, 0, MoePath::kAuto), d13.view, d2.view, ws.p, wsb, nullptr);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto y = download<uint16_t>(dy.p, x.size());
+    for (size_t i = 0; i < y.size(); ++i) sum[i] += half_bits_to_float(c.act, y[i]);
+  }
+  expect_layer_close(sum, moe_reference(x, logits, c.m, E, H, I, topk, c.act, k13, k2), c.act);
+}
+
+INSTANTIATE_TEST_SUITE_P(DeepSeekLike, Int4MoeTpShards,
+                         ::testing::Values(TpMoeCase{1, 2, true, DType::kBF16}, TpMoeCase{5, 2, false, DType::kBF16},
+                                           TpMoeCase{64, 2, true, DType::kF16}, TpMoeCase{3, 4, false, DType::kBF16},
+                                           TpMoeCase{40, 4, true, DType::kF16}));
 
 INSTANTIATE_TEST_SUITE_P(Small, Int4FusedMoe,
                          ::testing::Values(MoeCase{1, 8, 256, 128, 2, 128, true, DType::kBF16, 0},
