@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lowbit/int4/shard.h"
+
 namespace lowbit::int4 {
 namespace {
 
@@ -37,6 +39,39 @@ bool split_expert_name(const std::string& s, ExpertName* out) {
     }
   }
   return false;
+}
+
+// The TP split of a layer by its name's last component (ConvertOptions::tp_split forces one):
+// the row-parallel projections (attention output, MLP / expert down) split K, a fused gate_up
+// splits its two halves, the other named projections split N. Fused qkv_proj is refused: its q,
+// k and v parts split by heads (with GQA, not one equal column range), which needs the model's
+// head counts.
+Status tp_split_for(const std::string& layer, int forced, TpSplit* out) {
+  if (forced >= 0) {
+    *out = static_cast<TpSplit>(forced);
+    return Status::Ok();
+  }
+  const size_t dot = layer.rfind('.');
+  const std::string last = dot == std::string::npos ? layer : layer.substr(dot + 1);
+  for (const char* r : {"o_proj", "down_proj", "out_proj", "w2"})
+    if (last == r) {
+      *out = TpSplit::kRows;
+      return Status::Ok();
+    }
+  if (last == "gate_up_proj") {
+    *out = TpSplit::kGateUp;
+    return Status::Ok();
+  }
+  for (const char* c : {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "w1", "w3"})
+    if (last == c) {
+      *out = TpSplit::kColumns;
+      return Status::Ok();
+    }
+  return make_status(StatusCode::kInvalidArgument,
+                     "layer '%s': no tensor-parallel split for '%s' (rows: o_proj, down_proj, out_proj, w2; columns: "
+                     "q/k/v_proj, gate_proj, up_proj, w1, w3; gate_up_proj: halves%s); force one with --tp-split or "
+                     "leave the layer out with --layer",
+                     layer.c_str(), last.c_str(), last == "qkv_proj" ? "; fused qkv splits by heads" : "");
 }
 
 bool ends_with(const std::string& s, const std::string& suf) {
@@ -288,6 +323,10 @@ const char* checkpoint_format_name(CheckpointFormat f) {
 Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
   LOWBIT_CHECK_ARG(summary != nullptr, "convert_checkpoint: summary is null");
   LOWBIT_CHECK_ARG(!o.in_path.empty() && !o.out_path.empty(), "convert: --in and --out are required");
+  LOWBIT_CHECK_ARG(o.tp_size >= 1 && o.tp_rank >= 0 && o.tp_rank < o.tp_size,
+                   "convert: TP rank %d outside [0, size %d)", o.tp_rank, o.tp_size);
+  LOWBIT_CHECK_ARG(o.tp_split >= -1 && o.tp_split <= static_cast<int>(TpSplit::kGateUp), "convert: unknown TP split %d",
+                   o.tp_split);
   SafetensorsFile f;
   LOWBIT_RETURN_IF_ERROR(SafetensorsFile::open(o.in_path, &f));
   QuantConfig qc;
@@ -328,6 +367,7 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
 
   OutTensors out;
   std::map<std::string, std::string> meta{{"lowbit.format", "int4-packed-v1"}, {"lowbit.act", dtype_name(o.act)}};
+  if (o.tp_size > 1) meta["lowbit.tp"] = std::to_string(o.tp_rank) + "/" + std::to_string(o.tp_size);
   const TensorDType sdt = o.act == DType::kF16 ? TensorDType::kF16 : TensorDType::kBF16;
   struct Done {
     ConvertedLayer L;
@@ -410,6 +450,19 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
       LOWBIT_RETURN_IF_ERROR(stack_experts(parts, &stacked));
       wp = &stacked;
     }
+    L.checkpoint_group_size = wp->shape.group_size;
+    KPackedWeights shard;
+    if (o.tp_size > 1) {  // this rank's shard of the (stacked) layer
+      TpSplit split = TpSplit::kColumns;
+      Status st = tp_split_for(L.prefix, o.tp_split, &split);
+      if (st.ok()) st = tp_shard(*wp, split, o.tp_rank, o.tp_size, &shard);
+      if (!st.ok())
+        return Status(st.code(), "convert: " + (st.message().rfind("layer '", 0) == 0
+                                                    ? st.message()
+                                                    : "layer '" + L.prefix + "': " + st.message()));
+      L.tp_split = static_cast<int>(split);
+      wp = &shard;
+    }
     const KPackedWeights& w = *wp;
     const std::string& p = L.prefix;
     const WeightShape& s = w.shape;
@@ -443,6 +496,10 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
                          {"act_order", L.act_order},
                          {"layout", weight_layout_name(L.layout)},
                          {"scales_rounded", L.report.scales_rounded}};
+    if (L.tp_split >= 0) {
+      lj["tp_split"] = tp_split_name(static_cast<TpSplit>(L.tp_split));
+      lj["checkpoint_group_size"] = L.checkpoint_group_size;
+    }
     if (u.size() > 1) {
       nlohmann::json src = nlohmann::json::array();
       for (size_t i : u) src.push_back(done[i].L.prefix);

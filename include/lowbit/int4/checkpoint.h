@@ -42,6 +42,12 @@ struct ConvertOptions {
   std::string layer_prefix;  // only layers whose prefix starts with this
   DType act = DType::kBF16;
   ScalePolicy scale_policy = ScalePolicy::kExact;
+  // Tensor parallelism (shard.h): write rank tp_rank's shard of every layer, split by its
+  // name: o_proj / down_proj / w2 / out_proj by rows (K), gate_up_proj as [gate; up] halves,
+  // other q/k/v/gate/up/w1/w3 projections by columns (N); tp_split >= 0 (a TpSplit) forces
+  // one rule for every selected layer. A layer the rules do not name is refused.
+  int tp_rank = 0, tp_size = 1;
+  int tp_split = -1;
 };
 
 struct ConvertedLayer {
@@ -51,6 +57,8 @@ struct ConvertedLayer {
   int n = 0, k = 0, group_size = 0;
   bool symmetric = true, act_order = false;
   WeightLayout layout = WeightLayout::kKPacked;
+  int tp_split = -1;              // the TpSplit this shard was cut by (-1: whole layer)
+  int checkpoint_group_size = 0;  // the checkpoint's G (group_size differs where a K shard refined it)
   size_t in_bytes = 0, out_bytes = 0;
   ConvertReport report;
 };

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "lowbit/int4/checkpoint.h"
+#include "lowbit/int4/shard.h"
 
 using namespace lowbit;
 using namespace lowbit::int4;
@@ -205,6 +206,89 @@ TEST(Convert, MoeExpertsStacked) {
   expect_layer(f, "model.layers.0.mlp.experts.0.up_proj", up0);
   expect_layer(f, "model.layers.0.mlp.experts.2.up_proj", up2);
   EXPECT_FALSE(f.has("model.layers.0.mlp.experts.0.gate_proj.qweight_kpacked"));
+  std::remove(in.c_str());
+  std::remove(out.c_str());
+}
+
+// Tensor-parallel conversion (--tp-size / --tp-rank): each rank's file holds tp_shard of every
+// layer by its name's rule; down_proj's K range cuts a scale group (K = 384 = 3 groups of 128,
+// 192 rows per rank), so its shard carries G = 64; experts' gate_proj (stacked) split by columns;
+// a fused qkv_proj is refused unless a rule is forced; bad ranks are refused.
+TEST(Convert, TensorParallelShards) {
+  const std::string in = tmp("tp.safetensors"), out = tmp("tp_out.safetensors");
+  Ckpt c;
+  const KPackedWeights down = weight(16, 384, 128, false, DType::kF16, 60, 1);
+  GptqLinear g;
+  ASSERT_TRUE(kpacked_to_gptq(down, 0, GptqVersion::kV1, &g).ok());
+  add_gptq(&c, "model.layers.0.mlp.down_proj", g);
+  std::vector<KPackedWeights> gate;
+  for (int e = 0; e < 2; ++e) {
+    gate.push_back(weight(32, 64, 32, false, DType::kF16, 70 + e, 1));
+    ASSERT_TRUE(kpacked_to_gptq(gate.back(), 0, GptqVersion::kV1, &g).ok());
+    add_gptq(&c, "model.layers.0.mlp.experts." + std::to_string(e) + ".gate_proj", g);
+  }
+  const KPackedWeights qkv = weight(48, 64, 32, false, DType::kF16, 80, 1);
+  ASSERT_TRUE(kpacked_to_gptq(qkv, 0, GptqVersion::kV1, &g).ok());
+  add_gptq(&c, "model.layers.0.self_attn.qkv_proj", g);
+  ASSERT_TRUE(c.write(in).ok());
+  KPackedWeights gate_stack;
+  ASSERT_TRUE(stack_experts(gate, &gate_stack).ok());
+  ConvertOptions o;
+  o.in_path = in;
+  o.out_path = out;
+  o.format = CheckpointFormat::kGptqV1;
+  o.symmetric = 0;
+  o.act = DType::kF16;
+  o.tp_size = 2;
+  ConvertSummary sum;
+  Status st = convert_checkpoint(o, &sum);  // qkv_proj has no rule
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("model.layers.0.self_attn.qkv_proj"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.message().find("fused qkv"), std::string::npos) << st.to_string();
+  o.layer_prefix = "model.layers.0.mlp";
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE(::testing::Message() << "rank " << r);
+    o.tp_rank = r;
+    st = convert_checkpoint(o, &sum);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(sum.layers.size(), 2u);
+    io::SafetensorsFile f;
+    ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
+    EXPECT_EQ(f.metadata().at("lowbit.tp"), std::to_string(r) + "/2");
+    KPackedWeights want;
+    ASSERT_TRUE(tp_shard(down, TpSplit::kRows, r, 2, &want).ok());
+    EXPECT_EQ(want.shape.group_size, 64);
+    expect_layer(f, "model.layers.0.mlp.down_proj", want);
+    ASSERT_TRUE(tp_shard(gate_stack, TpSplit::kColumns, r, 2, &want).ok());
+    expect_layer(f, "model.layers.0.mlp.experts.gate_proj", want);
+    for (const auto& L : sum.layers) {
+      const bool is_down = L.prefix == "model.layers.0.mlp.down_proj";
+      EXPECT_EQ(L.tp_split, static_cast<int>(is_down ? TpSplit::kRows : TpSplit::kColumns)) << L.prefix;
+      EXPECT_EQ(L.group_size, is_down ? 64 : 32) << L.prefix;
+      EXPECT_EQ(L.checkpoint_group_size, is_down ? 128 : 32) << L.prefix;
+    }
+  }
+  o.layer_prefix = "model.layers.0.self_attn";
+  o.tp_split = static_cast<int>(TpSplit::kColumns);  // forced: equal column ranges of the fused tensor
+  o.tp_rank = 1;
+  st = convert_checkpoint(o, &sum);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  {
+    io::SafetensorsFile f;
+    ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
+    KPackedWeights want;
+    ASSERT_TRUE(tp_shard(qkv, TpSplit::kColumns, 1, 2, &want).ok());
+    expect_layer(f, "model.layers.0.self_attn.qkv_proj", want);
+  }
+  o.tp_rank = 2;
+  st = convert_checkpoint(o, &sum);
+  EXPECT_NE(st.message().find("TP rank 2"), std::string::npos) << st.to_string();
+  o.tp_rank = 0;
+  o.tp_size = 3;  // 48 columns split, but gate_proj's 32 do not
+  o.layer_prefix = "model.layers.0.mlp.experts";
+  o.tp_split = -1;
+  st = convert_checkpoint(o, &sum);
+  EXPECT_NE(st.message().find("layer 'model.layers.0.mlp.experts.gate_proj'"), std::string::npos) << st.to_string();
   std::remove(in.c_str());
   std::remove(out.c_str());
 }

@@ -4,6 +4,7 @@
 
 #include "lowbit/int4/checkpoint.h"
 #include "lowbit/int4/kernel_layout.h"
+#include "lowbit/int4/shard.h"
 #include "tools/cli/args.h"
 #include "tools/cli/command.h"
 
@@ -12,7 +13,7 @@ namespace {
 const char* kUsage =
     "usage: lowbit convert --in CHECKPOINT.safetensors --out PACKED.safetensors\n"
     "         [--config config.json | --format gptq|gptq_v2|awq|ct [--group G] [--sym|--asym]]\n"
-    "         [--layer PREFIX] [--act bf16|fp16] [--round-scales]\n"
+    "         [--layer PREFIX] [--act bf16|fp16] [--round-scales] [--tp-size T --tp-rank R [--tp-split S]]\n"
     "  --config        HF config.json (quantization_config) or AutoGPTQ quantize_config.json\n"
     "  --format        checkpoint format when there is no config (auto-detected when unambiguous)\n"
     "  --group         group size (-1 = per-channel); default: from the config or the scale shape\n"
@@ -20,10 +21,14 @@ const char* kUsage =
     "  --layer         only layers whose name starts with PREFIX\n"
     "  MoE experts A.experts.<e>.B (e = 0..E-1, same shape) are stacked into one E-expert weight A.experts.B\n"
     "  --act           activation dtype the scales are stored in (default bf16)\n"
-    "  --round-scales  accept fp16 scales that round when stored as bf16 (default: refuse)\n";
+    "  --round-scales  accept fp16 scales that round when stored as bf16 (default: refuse)\n"
+    "  --tp-size/--tp-rank  write tensor-parallel rank R's shard of every layer (of T ranks): o_proj, down_proj,\n"
+    "                  out_proj, w2 split K (a K range that cuts a scale group gets the exact finer group\n"
+    "                  gcd(G, k0, k), column G); gate_up_proj its two halves; q/k/v_proj, gate/up_proj, w1, w3 split N\n"
+    "  --tp-split      rows|columns|gate_up: one rule for every selected layer instead of the names'\n";
 
 int run_convert(const std::vector<std::string>& argv) {
-  lowbit::cli::Args a(argv, {"in", "out", "config", "format", "group", "layer", "act"},
+  lowbit::cli::Args a(argv, {"in", "out", "config", "format", "group", "layer", "act", "tp-size", "tp-rank", "tp-split"},
                       {"sym", "asym", "round-scales", "help"});
   if (a.has("help")) {
     std::printf("%s", kUsage);
@@ -66,6 +71,20 @@ int run_convert(const std::vector<std::string>& argv) {
   }
   o.act = act == "fp16" ? lowbit::DType::kF16 : lowbit::DType::kBF16;
   o.scale_policy = a.has("round-scales") ? ScalePolicy::kRound : ScalePolicy::kExact;
+  o.tp_size = static_cast<int>(a.get_int("tp-size", 1));
+  o.tp_rank = static_cast<int>(a.get_int("tp-rank", 0));
+  if (o.tp_size < 1 || o.tp_rank < 0 || o.tp_rank >= o.tp_size) {
+    std::fprintf(stderr, "lowbit convert: --tp-rank %d outside [0, --tp-size %d)\n", o.tp_rank, o.tp_size);
+    return 2;
+  }
+  if (const std::string split = a.get("tp-split"); !split.empty()) {
+    for (TpSplit t : {TpSplit::kColumns, TpSplit::kRows, TpSplit::kGateUp})
+      if (split == tp_split_name(t)) o.tp_split = static_cast<int>(t);
+    if (o.tp_split < 0) {
+      std::fprintf(stderr, "lowbit convert: unknown --tp-split '%s' (rows, columns, gate_up)\n", split.c_str());
+      return 2;
+    }
+  }
   if (!a.ok()) {
     std::fprintf(stderr, "lowbit convert: %s\n", a.error().c_str());
     return 2;
@@ -76,19 +95,29 @@ int run_convert(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "lowbit convert: %s\n", st.to_string().c_str());
     return 1;
   }
-  std::printf("format %s, %zu layer(s), activation dtype %s -> %s\n", checkpoint_format_name(sum.format),
-              sum.layers.size(), act.c_str(), o.out_path.c_str());
+  std::printf("format %s, %zu layer(s), activation dtype %s", checkpoint_format_name(sum.format), sum.layers.size(),
+              act.c_str());
+  if (o.tp_size > 1) std::printf(", tensor-parallel rank %d of %d", o.tp_rank, o.tp_size);
+  std::printf(" -> %s\n", o.out_path.c_str());
   // "kernel": the layout repack_for_kernels() gives this weight at load time (the GPU path).
-  std::printf("%-48s %-8s %4s %7s %7s %6s %5s %9s %-8s %-9s %11s %11s %8s\n", "layer", "source", "E", "N", "K", "G",
-              "sym", "act-order", "layout", "kernel", "in bytes", "out bytes", "rounded");
+  std::printf("%-48s %-8s %4s %7s %7s %6s %5s %9s %-8s %-9s %11s %11s %8s %-7s\n", "layer", "source", "E", "N", "K", "G",
+              "sym", "act-order", "layout", "kernel", "in bytes", "out bytes", "rounded", "split");
   size_t tin = 0, tout = 0;
   for (const auto& L : sum.layers) {
     const lowbit::int4::WeightShape ks{L.experts, L.n, L.k, L.group_size, L.symmetric, o.act};
-    std::printf("%-48s %-8s %4d %7d %7d %6d %5s %9s %-8s %-9s %11zu %11zu %8zu\n", L.prefix.c_str(),
-                checkpoint_format_name(L.source), L.experts, L.n, L.k, L.group_size, L.symmetric ? "yes" : "no",
-                L.act_order ? "yes" : "no", weight_layout_name(L.layout),
+    // split: the TP rule of this shard; G then is the shard's (a K shard's refined group shows
+    // the checkpoint's too, as "64<128").
+    const char* split = L.tp_split < 0 ? "-" : tp_split_name(static_cast<TpSplit>(L.tp_split));
+    char g[32];
+    if (L.group_size != L.checkpoint_group_size)
+      std::snprintf(g, sizeof g, "%d<%d", L.group_size, L.checkpoint_group_size);
+    else
+      std::snprintf(g, sizeof g, "%d", L.group_size);
+    std::printf("%-48s %-8s %4d %7d %7d %6s %5s %9s %-8s %-9s %11zu %11zu %8zu %-7s\n", L.prefix.c_str(),
+                checkpoint_format_name(L.source), L.experts, L.n, L.k, g,
+                L.symmetric ? "yes" : "no", L.act_order ? "yes" : "no", weight_layout_name(L.layout),
                 lowbit::int4::kernel_layout_name(lowbit::int4::kernel_layout_for(ks)), L.in_bytes, L.out_bytes,
-                L.report.scales_rounded);
+                L.report.scales_rounded, split);
     tin += L.in_bytes;
     tout += L.out_bytes;
   }
