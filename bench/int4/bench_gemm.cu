@@ -37,7 +37,7 @@ using namespace bench_util;
 using lowbit::bench::fmt;
 
 struct DenseShape {
-  const char* name;
+  std::string name;
   int n, k;
 };
 
@@ -73,7 +73,8 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     std::fprintf(stderr,
                  "usage: lowbit bench gemm [--m 1,8,16,32,128,512,2048,8192] [--quick] [--shapes llama3-8b.qkv,...]\n"
                  "       [--path auto,skinny,tiled,cublas,pipelined] [--layout auto,npacked] [--dtype bf16|fp16]\n"
-                 "       [--group 32|64|128|-1] [--asym] [--reps 10] [--cooldown-ms 2000] [--out docs/benchmarks/gemm]\n");
+                 "       [--group 32|64|128|-1] [--asym] [--reps 10] [--cooldown-ms 2000] [--out docs/benchmarks/gemm]\n"
+                 "  --shapes also takes one TP rank's share of Llama-3-70B: llama3-70b.tp{2,4,8}.{qkv,o,gate_up,down}\n");
     return args.ok() ? 0 : 2;
   }
   const bool quick = args.has("quick");
@@ -124,6 +125,15 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
                                     {"llama3-70b.qkv", 10240, 8192},    {"llama3-70b.o", 8192, 8192},
                                     {"llama3-70b.gate_up", 57344, 8192}, {"llama3-70b.down", 8192, 28672}};
   if (quick) shapes = {shapes[1], shapes[2], shapes[3], shapes[6]};
+  // --shapes may also name one tensor-parallel rank's share of Llama-3-70B (not in the default
+  // run): llama3-70b.tp{2,4,8}.{qkv,o,gate_up,down}, qkv / gate_up split by columns, o / down by
+  // rows (shard.h's rules; every K stays a multiple of 128, so the groups are the checkpoint's).
+  std::vector<DenseShape> catalog = shapes;
+  for (const auto& [tp, tag] : {std::pair{2, "tp2"}, std::pair{4, "tp4"}, std::pair{8, "tp8"}})
+    for (const DenseShape& b : {DenseShape{"qkv", 10240 / tp, 8192}, DenseShape{"o", 8192, 8192 / tp},
+                                DenseShape{"gate_up", 57344 / tp, 8192}, DenseShape{"down", 8192, 28672 / tp}})
+      catalog.push_back({std::string("llama3-70b.") + tag + "." + b.name, b.n, b.k});
+  if (!args.get_list("shapes", {}).empty()) shapes = catalog;
   if (std::string bad; !select_shapes(args.get_list("shapes", {}), &shapes, &bad)) {
     std::fprintf(stderr, "bench gemm: unknown --shapes %s\n", bad.c_str());
     return 2;
@@ -192,7 +202,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
       }
       st = lowbit::bench::time_stream_read(stream, regions, reps, &tread);
       if (!st.ok()) {
-        std::fprintf(stderr, "bench gemm: read reference for %s: %s\n", sh.name, st.to_string().c_str());
+        std::fprintf(stderr, "bench gemm: read reference for %s: %s\n", sh.name.c_str(), st.to_string().c_str());
         return 1;
       }
     }
@@ -202,12 +212,12 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     std::vector<vm::Weights> mw;
     vm::Workspace mws;
     if (Status ms = vm::supported(ws); !ms.ok()) {
-      std::printf("# %s: no Marlin column: %s\n", sh.name, ms.to_string().c_str());
+      std::printf("# %s: no Marlin column: %s\n", sh.name.c_str(), ms.to_string().c_str());
     } else {
       st = vm::make_copies(probe.view, copies, stream, &mw);
       if (st.ok()) st = mws.ensure(stream);
       if (!st.ok()) {
-        std::fprintf(stderr, "bench gemm: vLLM Marlin weights for %s: %s\n", sh.name, st.to_string().c_str());
+        std::fprintf(stderr, "bench gemm: vLLM Marlin weights for %s: %s\n", sh.name.c_str(), st.to_string().c_str());
         return 1;
       }
     }
@@ -226,7 +236,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
         if (!st.ok()) break;
       }
       if (!st.ok() || !wbf.back().p) {
-        std::fprintf(stderr, "bench gemm: setup failed for %s: %s\n", sh.name, st.to_string().c_str());
+        std::fprintf(stderr, "bench gemm: setup failed for %s: %s\n", sh.name.c_str(), st.to_string().c_str());
         return 1;
       }
       for (int m : ms) {
@@ -306,7 +316,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
           }
 #endif
           if (!st.ok()) {
-            std::fprintf(stderr, "bench gemm: %s M=%d path %s: %s\n", sh.name, m, gemm_path_name(path),
+            std::fprintf(stderr, "bench gemm: %s M=%d path %s: %s\n", sh.name.c_str(), m, gemm_path_name(path),
                          st.to_string().c_str());
             return 1;
           }
