@@ -253,7 +253,8 @@ inline bool pipe_ws_rule(const PipePlan& pl, int stages = kPipeWsStages) {
 // Llama-3 projections at M = 9..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel
 // up to 16 rows (8 for G = 32 / 64, below), and up to 32 on the other weights; the pipelined
 // kernel at 33..256 rows (with its wgmma tiles; 129..256 on every weight since session 28), at
-// 17..32 on weights of >= 64 Mi elements (and 16..64 Mi at K <= 4096 since session 34), and at
+// 17..32 on weights of >= 64 Mi elements (and 16..64 Mi at K <= 4096 since session 34, K <= 8192
+// since session 36), and at
 // 257..512 on >= 48 Mi unless its 128-row tiles leave a short last wave (below); dequant +
 // cuBLAS otherwise. Without wgmma (not sm_90a, or LOWBIT_INT4_PIPE_WGMMA=0) the mma.sync tiles'
 // measured crossovers apply: 65..128 rows on >= 24 Mi elements, 129..192 on >= 64 Mi.
@@ -261,7 +262,13 @@ constexpr int64_t kPipeBigWeight = int64_t{64} << 20;
 constexpr int64_t kPipeMidWeight = int64_t{24} << 20;
 constexpr int64_t kPipeWgWeight = int64_t{48} << 20;
 constexpr int64_t kPipeShortKWeight = int64_t{16} << 20;  // M = 17..32 at K <= kPipeShortK (below)
-constexpr int kPipeShortK = 4096;
+// Since session 36 K <= 8192 (round 7, 1x H200, bf16 G = 128, both paths forced at M = 17 / 24 /
+// 32 on one TP rank's share of Llama-3-70B: the pipelined kernel 0.54-0.87x the decode kernel's
+// time on 20-56 Mi elements at K = 7168 / 8192 (tp8.gate_up 7168 x 8192 20.0-20.6 vs 36.9-38.1
+// us, tp4.down 8192 x 7168 21.5-21.8 vs 33.1-34.5, tp2.qkv 5120 x 8192 19.5-19.9 vs 23.6-23.9,
+// tp4.qkv 2560 x 8192 13.2-13.7 vs 15.3-15.8); below 16 Mi it lost or tied (tp8.qkv 1280 x 8192
+// 1.27x, tp8.o 8192 x 1024 0.99-1.01x), and at K = 14336 on 56 Mi (8b.down) it loses.
+constexpr int kPipeShortK = 8192;
 
 // M = 257..kPipeModelMaxM (wgmma, G >= 128 or per-channel; up to 512 rows where the wave rule of
 // tiled_auto_path does not already take it): the pipelined kernel where a time model of both
@@ -324,7 +331,7 @@ inline GemmPath tiled_auto_path_measured(int m, int n, int k, int group_len, boo
     return (m <= 16 ? n >= 10240 : n > 4096) ? GemmPath::kPipelined : GemmPath::kSkinny;
   if (m <= 16) return GemmPath::kSkinny;
   // 17..32 rows: the pipelined kernel on weights of >= 64 Mi elements, and since session 34 with
-  // wgmma on K <= 4096 from 16 Mi up (rounds C / D, 1x H200, bf16 G = 128, us at M = 17 / 24 /
+  // wgmma on K <= kPipeShortK (4096 until session 36, now 8192) from 16 Mi up (rounds C / D, 1x H200, bf16 G = 128, us at M = 17 / 24 /
   // 32, with the coalesced split reduction and its split rule: 8b.qkv 11.3 / 11.6 / 12.1 against the
   // decode kernel's 14.4 / 15.0 / 15.7, 8b.o 9.7 / 9.8 / 10.4 against 10.1 / 10.5 / 11.0); the
   // decode kernel keeps long K (8b.down, K = 14336: 26.3-26.5 against 28.3-29.0).

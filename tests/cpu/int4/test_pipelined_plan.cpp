@@ -240,6 +240,24 @@ GemmPath tiled_auto_path_g128(int m, int n, int k, bool wgmma) {
   EXPECT_EQ(p, tiled_auto_path(m, n, k, k, wgmma)) << "per-channel m=" << m << " n=" << n << " k=" << k;
   return p;
 }
+// One TP rank's share of Llama-3-70B at M = 17..32 (session 36, round 7): the pipelined kernel
+// from 16 Mi elements at K <= 8192, the decode kernel below 16 Mi and at long K under 64 Mi.
+TEST(Int4PipelinedPlan, TiledAutoPathTpShards) {
+  struct Case {
+    int n, k;
+    GemmPath want;
+  };
+  for (const Case& c : {Case{7168, 8192, GemmPath::kPipelined},  // tp8.gate_up
+                        Case{8192, 7168, GemmPath::kPipelined},  // tp4.down
+                        Case{5120, 8192, GemmPath::kPipelined},  // tp2.qkv
+                        Case{2560, 8192, GemmPath::kPipelined},  // tp4.qkv
+                        Case{8192, 3584, GemmPath::kPipelined},  // tp8.down
+                        Case{1280, 8192, GemmPath::kSkinny},     // tp8.qkv
+                        Case{8192, 1024, GemmPath::kSkinny},     // tp8.o
+                        Case{4096, 14336, GemmPath::kSkinny}})   // 8b.down
+    for (int m : {17, 24, 32}) EXPECT_EQ(tiled_auto_path_g128(m, c.n, c.k, true), c.want) << c.n << "x" << c.k << " m=" << m;
+}
+
 TEST(Int4PipelinedPlan, TiledAutoPath) {
   struct Case {
     int n, k;
@@ -252,7 +270,8 @@ TEST(Int4PipelinedPlan, TiledAutoPath) {
     for (bool wg : {false, true}) {
       EXPECT_EQ(tiled_auto_path_g128(1, c.n, c.k, wg), GemmPath::kSkinny);
       EXPECT_EQ(tiled_auto_path_g128(16, c.n, c.k, wg), GemmPath::kSkinny);
-      // M = 17..32: >= 64 Mi elements, or with wgmma 16..64 Mi at K <= 4096 (8b.o, 8b.qkv; session 34).
+      // M = 17..32: >= 64 Mi elements, or with wgmma 16..64 Mi at K <= 8192 (8b.o, 8b.qkv; session
+      // 34 at K <= 4096, session 36 K <= 8192).
       const bool short_k = wg && c.k <= kPipeShortK && elems >= kPipeShortKWeight;
       EXPECT_EQ(tiled_auto_path_g128(24, c.n, c.k, wg), big || short_k ? GemmPath::kPipelined : GemmPath::kSkinny);
       EXPECT_EQ(tiled_auto_path_g128(64, c.n, c.k, wg), GemmPath::kPipelined);
