@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "lowbit/int4/moe_ref.h"
 #include "lowbit/int4/shard.h"
 #include "random_weights.h"
 
@@ -84,6 +85,47 @@ TEST(Int4Shard, RowShardsSumToTheWholeProduct) {
     for (int n = 0; n < s.n; ++n)
       for (int k = 0; k < s.k; ++k) ref[n] += x[k] * half_bits_to_float(s.act, at(full, s, 0, n, k));
     for (int n = 0; n < s.n; ++n) EXPECT_NEAR(y[n], ref[n], 1e-9 * (1.0 + std::abs(ref[n]))) << "ranks=" << ranks;
+  }
+}
+
+// The fused MoE layer over TP ranks, in the fp64 CPU reference (no intermediate rounding): w13
+// split by [gate; up] halves, w2 by rows whose ranges cut its groups of 64 (I = 192: 96 rows per
+// rank at TP 2 -> G' = 32, 48 at TP 4 -> 16); the ranks' outputs add up to the whole layer's.
+TEST(Int4Shard, MoeLayerOverTpRanksSumsToTheWhole) {
+  constexpr int E = 4, H = 64, I = 192, M = 5, topk = 2;
+  const KPackedWeights w13 = random_kpacked(WeightShape{E, 2 * I, H, 64, false, DType::kBF16}, 7u, 0.05f);
+  const KPackedWeights w2 = random_kpacked(WeightShape{E, H, I, 64, true, DType::kBF16}, 8u, 0.05f);
+  std::vector<uint16_t> x(static_cast<size_t>(M) * H);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float_to_half_bits(DType::kBF16, 0.125f * static_cast<float>(i % 13) - 0.75f);
+  const std::vector<int32_t> ids = {0, 1, 2, 3, 1, 0, 3, 2, 2, 0};
+  const std::vector<float> rw = {0.6f, 0.4f, 0.7f, 0.3f, 0.5f, 0.5f, 0.9f, 0.1f, 0.8f, 0.2f};
+  FusedMoeArgs a;
+  a.x = x.data();
+  a.m = M;
+  a.topk = topk;
+  a.topk_ids = ids.data();
+  a.topk_weights = rw.data();
+  a.round_intermediates = false;
+  std::vector<double> whole;
+  ASSERT_TRUE(fused_moe_ref(w13, w2, a, &whole, nullptr).ok());
+  for (int ranks : {2, 4}) {
+    std::vector<double> sum(whole.size(), 0.0);
+    for (int r = 0; r < ranks; ++r) {
+      KPackedWeights r13, r2;
+      ASSERT_TRUE(tp_shard(w13, TpSplit::kGateUp, r, ranks, &r13).ok());
+      ASSERT_TRUE(tp_shard(w2, TpSplit::kRows, r, ranks, &r2).ok());
+      EXPECT_EQ(r2.shape.group_size, ranks == 2 ? 32 : 16);
+      std::vector<double> part;
+      const Status st = fused_moe_ref(r13, r2, a, &part, nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
+    }
+    double ref2 = 0;
+    for (size_t i = 0; i < whole.size(); ++i) {
+      EXPECT_NEAR(sum[i], whole[i], 1e-9 * (1.0 + std::abs(whole[i]))) << "ranks=" << ranks << " i=" << i;
+      ref2 += whole[i] * whole[i];
+    }
+    EXPECT_GT(ref2, 0.0);
   }
 }
 
