@@ -94,12 +94,22 @@ int active_clusters(Kernel kernel, int splits, unsigned tiles, unsigned grid_y, 
 }
 
 // Largest cluster size <= splits that `kernel` can co-schedule with this block shape, for
-// a grid of (tiles * s, grid_y, grid_z). Returns >= 1.
+// a grid of (tiles * s, grid_y, grid_z). Returns >= 1. With wave_blocks > 0 (the blocks the
+// device holds at once), a grid that fits that wave also gets every one of its tiles * grid_y *
+// grid_z clusters resident at once, or the last ones would run as a second wave (the pipelined
+// launch's check; measured in session 36 on the decode kernel: llama3-70b.tp4.gate_up at M =
+// 9..16 planned 56 clusters of 7 four-warp blocks, 392 of 396 slots, and took 41.1-41.9 us in
+// two waves, against 22.2 at M = 8 and 29.5-30.0 in clusters of 6).
 template <typename Kernel>
 int schedulable_splits(Kernel kernel, int splits, unsigned tiles, unsigned grid_y, unsigned grid_z, unsigned threads,
-                       size_t smem, ClusterSchedulable& known) {
+                       size_t smem, ClusterSchedulable& known, long long wave_blocks = 0) {
   if (splits > kClusterMaxSplits) splits = kClusterMaxSplits;
-  while (splits > 1 && active_clusters(kernel, splits, tiles, grid_y, grid_z, threads, smem, known) == 0) --splits;
+  const long long clusters = static_cast<long long>(tiles) * grid_y * grid_z;
+  auto fits = [&](int s) {
+    const int act = active_clusters(kernel, s, tiles, grid_y, grid_z, threads, smem, known);
+    return act > 0 && (wave_blocks <= 0 || clusters * s > wave_blocks || act >= clusters);
+  };
+  while (splits > 1 && !fits(splits)) --splits;
   return splits < 1 ? 1 : splits;
 }
 

@@ -1205,22 +1205,10 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
       e != cudaSuccess)
     return e;
   static ClusterSchedulable known = {};
+  // (A plan of one wave of blocks gets all its split-K clusters resident at once: schedulable_splits.)
   p.splits = schedulable_splits(kernel, gr.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
-                                32 * Cfg::NW, kSmem, known);
-  // A plan of one wave of blocks needs all its split-K clusters resident at once, or the last
-  // ones run as a second wave (as the pipelined launch checks): fewer ranks until they are.
-  // Measured (session 36, round 7, 1x H200, bf16 G = 128): llama3-70b.tp4.gate_up (224 column
-  // groups) at M = 9..16 planned block-shared x tiles in 56 clusters of 7 four-warp blocks (392
-  // of 396 slots) and took 41.1-41.9 us, against 22.2 at M = 8 and 30.1-30.5 on the pipelined
-  // kernel.
-  {
-    const long long clusters = static_cast<long long>(gr.y) * gr.groups;
-    const long long wave = static_cast<long long>(Cfg::kMinBlocks) * current_sm_count();
-    while (p.splits > 1 && clusters * p.splits <= wave &&
-           active_clusters(kernel, p.splits, 1, static_cast<unsigned>(gr.y), static_cast<unsigned>(gr.groups),
-                           32 * Cfg::NW, kSmem, known) < clusters)
-      --p.splits;
-  }
+                                32 * Cfg::NW, kSmem, known,
+                                static_cast<long long>(Cfg::kMinBlocks) * current_sm_count());
   p.x_prefetch = x_prefetch_rule<Cfg, W>(env_x_prefetch(), p.splits);
   p.push = !Cfg::XS && p.splits >= 2 && p.splits <= 1 + decode_push_peers<Cfg::NT, MODE>() && env_push() ? 1 : 0;
   // A grid of at most one block per SM lets the next kernel launch only once its warps' first
