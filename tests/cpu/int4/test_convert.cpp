@@ -94,6 +94,17 @@ void expect_layer(const io::SafetensorsFile& f, const std::string& p, const KPac
   }
 }
 
+// Options of the GPTQ v1 checkpoints the expert and TP tests write: asymmetric, fp16 scales.
+ConvertOptions gptq_asym_f16_options(const std::string& in, const std::string& out) {
+  ConvertOptions o;
+  o.in_path = in;
+  o.out_path = out;
+  o.format = CheckpointFormat::kGptqV1;
+  o.symmetric = 0;
+  o.act = DType::kF16;
+  return o;
+}
+
 }  // namespace
 
 TEST(Convert, GptqV1WithActOrderAndConfig) {
@@ -175,12 +186,7 @@ TEST(Convert, MoeExpertsStacked) {
   add_gptq(&c, "model.layers.0.mlp.experts.0.up_proj", gu0);
   add_gptq(&c, "model.layers.0.mlp.experts.2.up_proj", gu2);  // expert 1 missing: not stacked
   ASSERT_TRUE(c.write(in).ok());
-  ConvertOptions o;
-  o.in_path = in;
-  o.out_path = out;
-  o.format = CheckpointFormat::kGptqV1;
-  o.symmetric = 0;
-  o.act = DType::kF16;
+  ConvertOptions o = gptq_asym_f16_options(in, out);
   ConvertSummary sum;
   Status st = convert_checkpoint(o, &sum);
   ASSERT_TRUE(st.ok()) << st.to_string();
@@ -233,12 +239,7 @@ TEST(Convert, TensorParallelShards) {
   ASSERT_TRUE(c.write(in).ok());
   KPackedWeights gate_stack;
   ASSERT_TRUE(stack_experts(gate, &gate_stack).ok());
-  ConvertOptions o;
-  o.in_path = in;
-  o.out_path = out;
-  o.format = CheckpointFormat::kGptqV1;
-  o.symmetric = 0;
-  o.act = DType::kF16;
+  ConvertOptions o = gptq_asym_f16_options(in, out);
   o.tp_size = 2;
   ConvertSummary sum;
   Status st = convert_checkpoint(o, &sum);  // qkv_proj has no rule
