@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,6 +23,7 @@
 #include "bench/common/bench_common.h"
 #include "bench/common/gpu_timing.cuh"
 #include "bench/int4/bench_int4_util.cuh"
+#include "lowbit/int4/shard.h"
 #include "tests/gpu/int4/moe_cpu_ref.h"
 #include "tools/cli/args.h"
 #include "tools/cli/command.h"
@@ -140,9 +140,10 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   int total_wrong = 0;
   for (const MoeShape& sh : shapes) {
     // w2's K is the TP shard's I: where a group of the checkpoint straddles it, the shard
-    // carries the group size gcd(G, I) (shard.h's shard_k, exact: the scales repeat), and so
-    // its scale bytes, which the floor counts. The weights here are random at that group size.
-    const int group2 = group == kPerChannel ? group : std::gcd(group, sh.I);
+    // carries the group size shard_k gives it (shard.h, exact: the scales repeat; gcd(G, I) for
+    // every rank), and so its scale bytes, which the floor counts. The weights here are random
+    // at that group size.
+    const int group2 = shard_group_size(group, 0, sh.I);
     if (group2 != group) std::printf("# %s: w2 at G=%d (a TP shard of G=%d weights: I=%d)\n", sh.name, group2, group, sh.I);
     WeightShape s13{sh.E, 2 * sh.I, sh.H, group, sym, act}, s2{sh.E, sh.H, sh.I, group2, sym, act};
     const float sc13 = 0.5f / std::sqrt(static_cast<float>(sh.H)), sc2 = 2.0f / std::sqrt(static_cast<float>(sh.I));

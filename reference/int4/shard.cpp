@@ -26,6 +26,10 @@ void copy_columns(const KPackedWeights& src, int n0, int n, KPackedWeights* dst,
 
 }  // namespace
 
+int shard_group_size(int group_size, int k0, int k) {
+  return group_size == kPerChannel ? kPerChannel : std::gcd(group_size, std::gcd(k0, k));
+}
+
 Status shard_k(const KPackedWeights& w, int k0, int k, KPackedWeights* out) {
   LOWBIT_CHECK_ARG(out != nullptr, "shard_k: out is null");
   LOWBIT_RETURN_IF_ERROR(validate(w));
@@ -37,7 +41,7 @@ Status shard_k(const KPackedWeights& w, int k0, int k, KPackedWeights* out) {
   LOWBIT_CHECK_ARG(k0 % 2 == 0 && k % 2 == 0, "shard_k: k0=%d and k=%d must be even (two nibbles per byte)", k0, k);
   WeightShape r = s;
   r.k = k;
-  if (s.group_size != kPerChannel) r.group_size = std::gcd(s.group_size, std::gcd(k0, k));
+  r.group_size = shard_group_size(s.group_size, k0, k);
   KPackedWeights o;
   kpacked_allocate(r, &o);
   const size_t src_row = static_cast<size_t>(s.k) / 2, dst_row = static_cast<size_t>(k) / 2;

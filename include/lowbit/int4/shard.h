@@ -26,6 +26,9 @@ namespace lowbit::int4 {
 // stored rows are not a contiguous range of the checkpoint's rows, so shard the checkpoint
 // (qweight rows and g_idx) before converting it.
 Status shard_k(const KPackedWeights& w, int k0, int k, KPackedWeights* out);
+// The group size shard_k gives rows [k0, k0 + k) of a weight of group size G: gcd(G, k0, k)
+// (per-channel stays per-channel).
+int shard_group_size(int group_size, int k0, int k);
 
 // Columns [n0, n0 + n) of N of every expert (column-parallel). Groups and k_perm unchanged.
 Status shard_n(const KPackedWeights& w, int n0, int n, KPackedWeights* out);
