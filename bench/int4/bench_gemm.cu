@@ -133,8 +133,9 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     for (const DenseShape& b : {DenseShape{"qkv", 10240 / tp, 8192}, DenseShape{"o", 8192, 8192 / tp},
                                 DenseShape{"gate_up", 57344 / tp, 8192}, DenseShape{"down", 8192, 28672 / tp}})
       catalog.push_back({std::string("llama3-70b.") + tag + "." + b.name, b.n, b.k});
-  if (!args.get_list("shapes", {}).empty()) shapes = catalog;
-  if (std::string bad; !select_shapes(args.get_list("shapes", {}), &shapes, &bad)) {
+  const std::vector<std::string> picked = args.get_list("shapes", {});
+  if (!picked.empty()) shapes = catalog;
+  if (std::string bad; !select_shapes(picked, &shapes, &bad)) {
     std::fprintf(stderr, "bench gemm: unknown --shapes %s\n", bad.c_str());
     return 2;
   }
