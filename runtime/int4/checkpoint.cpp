@@ -9,6 +9,8 @@
 #include <map>
 #include <memory>
 
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include "lowbit/int4/shard.h"
@@ -16,6 +18,7 @@
 namespace lowbit::int4 {
 namespace {
 
+using io::SafetensorsCheckpoint;
 using io::SafetensorsFile;
 using io::TensorDType;
 using io::TensorInfo;
@@ -78,7 +81,7 @@ bool ends_with(const std::string& s, const std::string& suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
 }
 
-Status get_info(const SafetensorsFile& f, const std::string& name, size_t rank, const TensorInfo** t) {
+Status get_info(const SafetensorsCheckpoint& f, const std::string& name, size_t rank, const TensorInfo** t) {
   LOWBIT_RETURN_IF_ERROR(f.find(name, t));
   LOWBIT_CHECK_ARG((*t)->shape.size() == rank, "tensor '%s' has rank %zu, expected %zu", name.c_str(),
                    (*t)->shape.size(), rank);
@@ -87,7 +90,8 @@ Status get_info(const SafetensorsFile& f, const std::string& name, size_t rank, 
 
 // Integer tensor (I32, or I64 for g_idx / weight_shape) -> int32 vector (memcpy: the data may
 // be unaligned in files written without padding).
-Status read_i32(const SafetensorsFile& f, const TensorInfo& t, std::vector<int32_t>* out) {
+template <typename File>  // SafetensorsCheckpoint (conversion) or SafetensorsFile (loading)
+Status read_i32(const File& f, const TensorInfo& t, std::vector<int32_t>* out) {
   const size_t n = static_cast<size_t>(t.numel());
   out->resize(n);
   if (t.dtype == TensorDType::kI32 || t.dtype == TensorDType::kU32) {
@@ -109,7 +113,7 @@ Status read_i32(const SafetensorsFile& f, const TensorInfo& t, std::vector<int32
 }
 
 // Scale tensor -> 16-bit bits (F16/BF16) or fp32 values, with its source dtype.
-Status read_scales(const SafetensorsFile& f, const TensorInfo& t, ScaleSource* src, std::vector<uint16_t>* s16,
+Status read_scales(const SafetensorsCheckpoint& f, const TensorInfo& t, ScaleSource* src, std::vector<uint16_t>* s16,
                    std::vector<float>* s32) {
   const size_t n = static_cast<size_t>(t.numel());
   if (t.dtype == TensorDType::kF16 || t.dtype == TensorDType::kBF16) {
@@ -212,7 +216,7 @@ Status resolve_group(int configured, int k, int64_t ng64, const std::string& lay
   return Status::Ok();
 }
 
-Status convert_gptq(const SafetensorsFile& f, const std::string& p, const QuantConfig& qc, const ConvertOptions& o,
+Status convert_gptq(const SafetensorsCheckpoint& f, const std::string& p, const QuantConfig& qc, const ConvertOptions& o,
                     KPackedWeights* w, ConvertedLayer* L) {
   const TensorInfo *qw, *sc, *qz = nullptr, *gi = nullptr;
   LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".qweight", 2, &qw));
@@ -245,7 +249,7 @@ Status convert_gptq(const SafetensorsFile& f, const std::string& p, const QuantC
   return st;
 }
 
-Status convert_awq(const SafetensorsFile& f, const std::string& p, const QuantConfig& qc, const ConvertOptions& o,
+Status convert_awq(const SafetensorsCheckpoint& f, const std::string& p, const QuantConfig& qc, const ConvertOptions& o,
                    KPackedWeights* w, ConvertedLayer* L) {
   const TensorInfo *qw, *sc, *qz = nullptr;
   LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".qweight", 2, &qw));
@@ -270,7 +274,7 @@ Status convert_awq(const SafetensorsFile& f, const std::string& p, const QuantCo
   return awq_to_kpacked(a, o.act, o.scale_policy, w, &L->report);
 }
 
-Status convert_ct(const SafetensorsFile& f, const std::string& p, const QuantConfig& qc, const ConvertOptions& o,
+Status convert_ct(const SafetensorsCheckpoint& f, const std::string& p, const QuantConfig& qc, const ConvertOptions& o,
                   KPackedWeights* w, ConvertedLayer* L) {
   const TensorInfo *wp, *ws, *wsh, *zp = nullptr;
   LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".weight_packed", 2, &wp));
@@ -295,18 +299,85 @@ Status convert_ct(const SafetensorsFile& f, const std::string& p, const QuantCon
   return ct_to_kpacked(c, o.act, o.scale_policy, w, &L->report);
 }
 
-// Owns the bytes of every output tensor until the file is written.
-struct OutTensors {
-  std::vector<std::unique_ptr<std::vector<uint8_t>>> store;
-  std::vector<io::TensorToWrite> list;
-  template <typename T>
-  void add(const std::string& name, TensorDType dt, std::vector<int64_t> shape, const std::vector<T>& v) {
-    auto buf = std::make_unique<std::vector<uint8_t>>(v.size() * sizeof(T));
-    if (!v.empty()) std::memcpy(buf->data(), v.data(), buf->size());
-    list.push_back({name, dt, std::move(shape), buf->data()});
-    store.push_back(std::move(buf));
+// One checkpoint layer (all formats) -> K-packed, with an error that names the layer.
+Status convert_layer(const SafetensorsCheckpoint& f, const std::string& p, const QuantConfig& qc,
+                     const ConvertOptions& o, KPackedWeights* w, ConvertedLayer* L) {
+  L->prefix = p;
+  L->source = qc.format;
+  Status st;
+  if (f.has(p + ".weight_packed")) {
+    L->source = CheckpointFormat::kCompressedTensors;
+    st = convert_ct(f, p, qc, o, w, L);
+  } else if (qc.format == CheckpointFormat::kAwq) {
+    st = convert_awq(f, p, qc, o, w, L);
+  } else if (qc.format == CheckpointFormat::kGptqV1 || qc.format == CheckpointFormat::kGptqV2) {
+    st = convert_gptq(f, p, qc, o, w, L);
+  } else {
+    st = make_status(StatusCode::kInvalidArgument, "format %s does not use .qweight", checkpoint_format_name(qc.format));
   }
-};
+  if (st.ok()) return st;
+  const bool named = st.message().find("'" + p + "'") != std::string::npos;
+  return Status(st.code(), named ? "convert: " + st.message() : "convert: layer '" + p + "': " + st.message());
+}
+
+// The quantization config beside a checkpoint directory: config.json when it has a
+// "quantization_config", else AutoGPTQ's quantize_config.json; "" when neither.
+std::string find_config(const std::string& dir) {
+  const std::string hf = dir + "/config.json";
+  if (std::ifstream in(hf); in) {
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.contains("quantization_config")) return hf;
+  }
+  const std::string autogptq = dir + "/quantize_config.json";
+  return std::ifstream(autogptq) ? autogptq : std::string();
+}
+
+// What the output file holds of one layer: its tensors, written as soon as the layer is
+// converted, and its metadata entry.
+Status write_layer(const KPackedWeights& w, ConvertedLayer* L, io::SafetensorsWriter* out,
+                   std::map<std::string, std::string>* meta, const std::vector<std::string>& expert_layers) {
+  const std::string& p = L->prefix;
+  const WeightShape& s = w.shape;
+  L->experts = s.experts;
+  L->n = s.n;
+  L->k = s.k;
+  L->group_size = s.group_size;
+  L->symmetric = s.symmetric;
+  L->act_order = !w.k_perm.empty();
+  L->layout = layout_for(s);
+  const TensorDType sdt = s.act == DType::kF16 ? TensorDType::kF16 : TensorDType::kBF16;
+  const int64_t E = s.experts, N = s.n, K = s.k, NG = s.num_groups();
+  LOWBIT_RETURN_IF_ERROR(out->add({p + ".qweight_kpacked", TensorDType::kU8, {E, N, K / 2}, w.qweight.data()}));
+  LOWBIT_RETURN_IF_ERROR(out->add({p + ".scales_kpacked", sdt, {E, N, NG}, w.scales.data()}));
+  if (!s.symmetric)
+    LOWBIT_RETURN_IF_ERROR(out->add({p + ".zeros_kpacked", TensorDType::kU8, {E, (N + 1) / 2, NG}, w.zeros.data()}));
+  if (L->act_order) LOWBIT_RETURN_IF_ERROR(out->add({p + ".k_perm", TensorDType::kI32, {E, K}, w.k_perm.data()}));
+  L->out_bytes = w.qweight.size() + 2 * w.scales.size() + w.zeros.size() + 4 * w.k_perm.size();
+  if (L->layout == WeightLayout::kNPacked) {
+    NPackedWeights np;
+    LOWBIT_RETURN_IF_ERROR(repack_to_npacked(w, &np));
+    LOWBIT_RETURN_IF_ERROR(out->add({p + ".qweight_npacked", TensorDType::kI32, {E, K, N / 8}, np.qweight.data()}));
+    LOWBIT_RETURN_IF_ERROR(out->add({p + ".scales_npacked", sdt, {E, NG, N}, np.scales.data()}));
+    if (!s.symmetric) LOWBIT_RETURN_IF_ERROR(out->add({p + ".zeros_npacked", sdt, {E, NG, N}, np.zeros.data()}));
+    L->out_bytes += 4 * np.qweight.size() + 2 * np.scales.size() + 2 * np.zeros.size();
+  }
+  nlohmann::json lj = {{"source", checkpoint_format_name(L->source)},
+                       {"experts", L->experts},
+                       {"n", L->n},
+                       {"k", L->k},
+                       {"group_size", L->group_size},
+                       {"symmetric", L->symmetric},
+                       {"act_order", L->act_order},
+                       {"layout", weight_layout_name(L->layout)},
+                       {"scales_rounded", L->report.scales_rounded}};
+  if (L->tp_split >= 0) {
+    lj["tp_split"] = tp_split_name(static_cast<TpSplit>(L->tp_split));
+    lj["checkpoint_group_size"] = L->checkpoint_group_size;
+  }
+  if (!expert_layers.empty()) lj["expert_layers"] = expert_layers;
+  (*meta)[p] = lj.dump();
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -327,10 +398,15 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
                    "convert: TP rank %d outside [0, size %d)", o.tp_rank, o.tp_size);
   LOWBIT_CHECK_ARG(o.tp_split >= -1 && o.tp_split <= static_cast<int>(TpSplit::kGateUp), "convert: unknown TP split %d",
                    o.tp_split);
-  SafetensorsFile f;
-  LOWBIT_RETURN_IF_ERROR(SafetensorsFile::open(o.in_path, &f));
+  SafetensorsCheckpoint f;
+  LOWBIT_RETURN_IF_ERROR(SafetensorsCheckpoint::open(o.in_path, &f));
+  summary->shards = f.shard_paths().size();
+  summary->config_path = o.config_path;
+  struct stat sb;
+  const bool whole_model = ::stat(o.in_path.c_str(), &sb) == 0 && (S_ISDIR(sb.st_mode) || ends_with(o.in_path, ".json"));
+  if (summary->config_path.empty() && whole_model) summary->config_path = find_config(f.directory());
   QuantConfig qc;
-  if (!o.config_path.empty()) LOWBIT_RETURN_IF_ERROR(parse_config(o.config_path, &qc));
+  if (!summary->config_path.empty()) LOWBIT_RETURN_IF_ERROR(parse_config(summary->config_path, &qc));
   if (o.format != CheckpointFormat::kUnknown) qc.format = o.format;
   if (o.group_size != 0) qc.group_size = o.group_size;
   if (o.symmetric != -1) qc.symmetric = o.symmetric;
@@ -365,97 +441,62 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
   summary->format = qc.format;
   summary->layers.clear();
 
-  OutTensors out;
-  std::map<std::string, std::string> meta{{"lowbit.format", "int4-packed-v1"}, {"lowbit.act", dtype_name(o.act)}};
-  if (o.tp_size > 1) meta["lowbit.tp"] = std::to_string(o.tp_rank) + "/" + std::to_string(o.tp_size);
-  const TensorDType sdt = o.act == DType::kF16 ? TensorDType::kF16 : TensorDType::kBF16;
-  struct Done {
-    ConvertedLayer L;
-    KPackedWeights w;
+  // Units of work, by name: MoE experts A.experts.<e>.B for e = 0..E-1 (E >= 2, every index
+  // present) are one unit, to be stacked into A.experts.B with E experts (the [E, N, K] layout
+  // fused_moe reads) when their shapes, groups and symmetry agree; every other layer is a unit
+  // of its own. A unit is converted, written and freed before the next one is read, so memory
+  // holds one unit (the largest MoE stack), not the checkpoint.
+  struct Unit {
+    std::vector<std::string> members;  // checkpoint prefixes, in expert order
+    std::string stacked;               // A.experts.B, or "" for a plain layer
   };
-  std::vector<Done> done;
-  for (const auto& p : prefixes) {
-    ConvertedLayer L;
-    L.prefix = p;
-    L.source = qc.format;
-    KPackedWeights w;
-    Status st;
-    const bool is_ct = f.has(p + ".weight_packed");
-    if (is_ct) {
-      L.source = CheckpointFormat::kCompressedTensors;
-      st = convert_ct(f, p, qc, o, &w, &L);
-    } else if (qc.format == CheckpointFormat::kAwq) {
-      st = convert_awq(f, p, qc, o, &w, &L);
-    } else if (qc.format == CheckpointFormat::kGptqV1 || qc.format == CheckpointFormat::kGptqV2) {
-      st = convert_gptq(f, p, qc, o, &w, &L);
-    } else {
-      st = make_status(StatusCode::kInvalidArgument, "format %s does not use .qweight", checkpoint_format_name(qc.format));
-    }
-    if (!st.ok()) {
-      const bool named = st.message().find("'" + p + "'") != std::string::npos;
-      return Status(st.code(), named ? "convert: " + st.message() : "convert: layer '" + p + "': " + st.message());
-    }
-    done.push_back({std::move(L), std::move(w)});
-  }
-
-  // MoE experts: layers named A.experts.<e>.B for e = 0..E-1 (E >= 2, all present, same
-  // shape / group / symmetry) become one packed weight A.experts.B with E experts (the
-  // [E, N, K] layout fused_moe reads); anything else stays one layer per checkpoint layer.
-  // Indices into done, in output order, each with its output name when stacked (A.experts.B).
-  std::vector<std::pair<std::vector<size_t>, std::string>> units;
+  std::vector<Unit> units;
   {
-    std::map<std::string, std::vector<std::pair<long, size_t>>> groups;
-    for (size_t i = 0; i < done.size(); ++i) {
+    std::map<std::string, std::vector<std::pair<long, std::string>>> groups;
+    for (const auto& p : prefixes) {
       ExpertName m;
-      if (split_expert_name(done[i].L.prefix, &m) && m.index.size() < 9)
-        groups[m.head + ".experts." + m.tail].push_back({std::stol(m.index), i});
+      if (split_expert_name(p, &m) && m.index.size() < 9) groups[m.head + ".experts." + m.tail].push_back({std::stol(m.index), p});
     }
-    std::vector<bool> grouped(done.size(), false);
+    std::map<std::string, bool> grouped;
     for (auto& [key, members] : groups) {
       std::sort(members.begin(), members.end());
       bool ok = members.size() >= 2;
-      for (size_t j = 0; ok && j < members.size(); ++j) {
-        const WeightShape& a = done[members[j].second].w.shape;
-        const WeightShape& b = done[members[0].second].w.shape;
-        ok = members[j].first == static_cast<long>(j) && a.n == b.n && a.k == b.k && a.group_size == b.group_size &&
-             a.symmetric == b.symmetric;
-      }
+      for (size_t j = 0; ok && j < members.size(); ++j) ok = members[j].first == static_cast<long>(j);
       if (!ok) continue;
-      std::vector<size_t> u;
+      Unit u{{}, key};
       for (const auto& mb : members) {
-        u.push_back(mb.second);
+        u.members.push_back(mb.second);
         grouped[mb.second] = true;
       }
-      units.push_back({std::move(u), key});
+      units.push_back(std::move(u));
     }
-    for (size_t i = 0; i < done.size(); ++i)
-      if (!grouped[i]) units.push_back({{i}, std::string()});
+    for (const auto& p : prefixes)
+      if (!grouped.count(p)) units.push_back({{p}, std::string()});
   }
+  // The header's room: per output layer up to 7 tensor entries (~100 bytes each past the
+  // name), its metadata entry (~300 bytes) and, for stacked experts, the list of their
+  // checkpoint layers. Experts that turn out not to stack, or a header that needs more for
+  // another reason, cost one copy of the data (SafetensorsWriter).
+  size_t reserve = 4096;
+  for (const auto& u : units) {
+    reserve += 8 * (std::max(u.members[0].size(), u.stacked.size()) + 112) + 320;
+    if (!u.stacked.empty())
+      for (const auto& m : u.members) reserve += m.size() + 4;
+  }
+  io::SafetensorsWriter out;
+  LOWBIT_RETURN_IF_ERROR(out.open(o.out_path, reserve));
+  std::map<std::string, std::string> meta{{"lowbit.format", "int4-packed-v1"}, {"lowbit.act", dtype_name(o.act)}};
+  if (o.tp_size > 1) meta["lowbit.tp"] = std::to_string(o.tp_rank) + "/" + std::to_string(o.tp_size);
 
-  for (const auto& [u, stacked_name] : units) {
-    ConvertedLayer L = done[u[0]].L;
-    KPackedWeights stacked;
-    const KPackedWeights* wp = &done[u[0]].w;
-    if (u.size() > 1) {
-      L.prefix = stacked_name;
-      std::vector<KPackedWeights> parts;
-      for (size_t i : u) {
-        parts.push_back(done[i].w);
-        if (i != u[0]) {
-          L.in_bytes += done[i].L.in_bytes;
-          L.report.scales_rounded += done[i].L.report.scales_rounded;
-          L.report.max_rel_scale_change = std::max(L.report.max_rel_scale_change, done[i].L.report.max_rel_scale_change);
-        }
-      }
-      LOWBIT_RETURN_IF_ERROR(stack_experts(parts, &stacked));
-      wp = &stacked;
-    }
-    L.checkpoint_group_size = wp->shape.group_size;
+  // Shards (tensor parallelism) and writes one output layer.
+  auto emit = [&](ConvertedLayer L, const KPackedWeights& whole, const std::vector<std::string>& expert_layers) {
+    L.checkpoint_group_size = whole.shape.group_size;
+    const KPackedWeights* wp = &whole;
     KPackedWeights shard;
     if (o.tp_size > 1) {  // this rank's shard of the (stacked) layer
       TpSplit split = TpSplit::kColumns;
       Status st = tp_split_for(L.prefix, o.tp_split, &split);
-      if (st.ok()) st = tp_shard(*wp, split, o.tp_rank, o.tp_size, &shard);
+      if (st.ok()) st = tp_shard(whole, split, o.tp_rank, o.tp_size, &shard);
       if (!st.ok())
         return Status(st.code(), "convert: " + (st.message().rfind("layer '", 0) == 0
                                                     ? st.message()
@@ -463,52 +504,42 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
       L.tp_split = static_cast<int>(split);
       wp = &shard;
     }
-    const KPackedWeights& w = *wp;
-    const std::string& p = L.prefix;
-    const WeightShape& s = w.shape;
-    L.experts = s.experts;
-    L.n = s.n;
-    L.k = s.k;
-    L.group_size = s.group_size;
-    L.symmetric = s.symmetric;
-    L.act_order = !w.k_perm.empty();
-    L.layout = layout_for(s);
-    const int64_t E = s.experts, N = s.n, K = s.k, NG = s.num_groups();
-    out.add(p + ".qweight_kpacked", TensorDType::kU8, {E, N, K / 2}, w.qweight);
-    out.add(p + ".scales_kpacked", sdt, {E, N, NG}, w.scales);
-    if (!s.symmetric) out.add(p + ".zeros_kpacked", TensorDType::kU8, {E, (N + 1) / 2, NG}, w.zeros);
-    if (L.act_order) out.add(p + ".k_perm", TensorDType::kI32, {E, K}, w.k_perm);
-    L.out_bytes = w.qweight.size() + 2 * w.scales.size() + w.zeros.size() + 4 * w.k_perm.size();
-    if (L.layout == WeightLayout::kNPacked) {
-      NPackedWeights np;
-      LOWBIT_RETURN_IF_ERROR(repack_to_npacked(w, &np));
-      out.add(p + ".qweight_npacked", TensorDType::kI32, {E, K, N / 8}, np.qweight);
-      out.add(p + ".scales_npacked", sdt, {E, NG, N}, np.scales);
-      if (!s.symmetric) out.add(p + ".zeros_npacked", sdt, {E, NG, N}, np.zeros);
-      L.out_bytes += 4 * np.qweight.size() + 2 * np.scales.size() + 2 * np.zeros.size();
+    LOWBIT_RETURN_IF_ERROR(write_layer(*wp, &L, &out, &meta, expert_layers));
+    summary->layers.push_back(std::move(L));
+    return Status::Ok();
+  };
+
+  for (const Unit& u : units) {
+    std::vector<ConvertedLayer> Ls(u.members.size());
+    std::vector<KPackedWeights> ws(u.members.size());
+    for (size_t i = 0; i < u.members.size(); ++i)
+      LOWBIT_RETURN_IF_ERROR(convert_layer(f, u.members[i], qc, o, &ws[i], &Ls[i]));
+    bool stack = !u.stacked.empty();
+    for (size_t i = 1; stack && i < ws.size(); ++i) {
+      const WeightShape& a = ws[i].shape;
+      const WeightShape& b = ws[0].shape;
+      stack = a.n == b.n && a.k == b.k && a.group_size == b.group_size && a.symmetric == b.symmetric;
     }
-    nlohmann::json lj = {{"source", checkpoint_format_name(L.source)},
-                         {"experts", L.experts},
-                         {"n", L.n},
-                         {"k", L.k},
-                         {"group_size", L.group_size},
-                         {"symmetric", L.symmetric},
-                         {"act_order", L.act_order},
-                         {"layout", weight_layout_name(L.layout)},
-                         {"scales_rounded", L.report.scales_rounded}};
-    if (L.tp_split >= 0) {
-      lj["tp_split"] = tp_split_name(static_cast<TpSplit>(L.tp_split));
-      lj["checkpoint_group_size"] = L.checkpoint_group_size;
+    if (!stack) {  // plain layers (or experts that do not share a shape: one layer each)
+      for (size_t i = 0; i < ws.size(); ++i) {
+        LOWBIT_RETURN_IF_ERROR(emit(std::move(Ls[i]), ws[i], {}));
+        ws[i] = KPackedWeights();
+      }
+      continue;
     }
-    if (u.size() > 1) {
-      nlohmann::json src = nlohmann::json::array();
-      for (size_t i : u) src.push_back(done[i].L.prefix);
-      lj["expert_layers"] = src;
+    ConvertedLayer L = Ls[0];
+    L.prefix = u.stacked;
+    for (size_t i = 1; i < Ls.size(); ++i) {
+      L.in_bytes += Ls[i].in_bytes;
+      L.report.scales_rounded += Ls[i].report.scales_rounded;
+      L.report.max_rel_scale_change = std::max(L.report.max_rel_scale_change, Ls[i].report.max_rel_scale_change);
     }
-    meta[p] = lj.dump();
-    summary->layers.push_back(L);
+    KPackedWeights stacked;
+    LOWBIT_RETURN_IF_ERROR(stack_experts(ws, &stacked));
+    ws.clear();
+    LOWBIT_RETURN_IF_ERROR(emit(std::move(L), stacked, u.members));
   }
-  return io::write_safetensors(o.out_path, out.list, meta);
+  return out.finish(meta);
 }
 
 Status load_converted_layer(const SafetensorsFile& f, const std::string& p, KPackedWeights* out) {

@@ -1,7 +1,10 @@
 // Whole-checkpoint conversion (what `lowbit convert` runs): find the INT4 linear layers of a
-// safetensors checkpoint (GPTQ v1/v2, AWQ, compressed-tensors pack-quantized), convert each
-// to the canonical K-packed layout and its load-time layout (N-packed when N % 8 == 0), and
-// write them to one safetensors file in lowbit's layout.
+// safetensors checkpoint (GPTQ v1/v2, AWQ, compressed-tensors pack-quantized; one file, or a
+// model directory / index of shards as Hugging Face stores them), convert each to the
+// canonical K-packed layout and its load-time layout (N-packed when N % 8 == 0), and write
+// them to one safetensors file in lowbit's layout. Input shards are memory-mapped and the
+// output is written layer by layer (io::SafetensorsWriter), so the host holds one layer (one
+// MoE layer's stacked experts) at a time, not the model.
 //
 // Output tensors per layer prefix P (E experts; E = 1 for a plain linear layer):
 //   P.qweight_kpacked  U8      [E, N, K/2]      canonical K-packed (weights.h)
@@ -34,8 +37,13 @@ enum class CheckpointFormat : uint8_t { kUnknown = 0, kGptqV1, kGptqV2, kAwq, kC
 const char* checkpoint_format_name(CheckpointFormat f);
 
 struct ConvertOptions {
+  // in_path: a .safetensors file, a shard index (*.safetensors.index.json) or a directory
+  // holding either (io::SafetensorsCheckpoint).
   std::string in_path, out_path;
-  std::string config_path;  // optional HF config.json with "quantization_config"
+  // Optional HF config.json with "quantization_config" (or AutoGPTQ's quantize_config.json).
+  // Empty with a directory or index input: the directory's config.json when it has a
+  // quantization_config, else its quantize_config.json, else none.
+  std::string config_path;
   CheckpointFormat format = CheckpointFormat::kUnknown;  // kUnknown: config, else auto-detect
   int group_size = 0;        // 0: from config, else inferred from the scale shape
   int symmetric = -1;        // -1: from config, else from the zeros (all z = 8: symmetric); 0/1 forced
@@ -65,6 +73,8 @@ struct ConvertedLayer {
 
 struct ConvertSummary {
   CheckpointFormat format = CheckpointFormat::kUnknown;
+  size_t shards = 0;        // safetensors files read
+  std::string config_path;  // the quantization config read ("" when none)
   std::vector<ConvertedLayer> layers;
 };
 

@@ -1,6 +1,7 @@
 // Whole-checkpoint conversion (the code behind `lowbit convert`): synthetic GPTQ / AWQ /
 // compressed-tensors checkpoints written with the format writers convert back bit-exactly.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -56,8 +57,10 @@ struct Ckpt {
   std::vector<std::pair<int, size_t>> idx;
 };
 
-void add_gptq(Ckpt* c, const std::string& p, const GptqLinear& g) {
+// The layer's qweight goes to c, its other tensors to rest (another shard) when given.
+void add_gptq(Ckpt* c, const std::string& p, const GptqLinear& g, Ckpt* rest = nullptr) {
   c->add_i32(p + ".qweight", {g.k / 8, g.n}, g.qweight);
+  if (rest != nullptr) c = rest;
   c->add_i32(p + ".qzeros", {static_cast<int64_t>(g.scales.size() / g.n), (g.n + 7) / 8}, g.qzeros);
   c->add_h(p + ".scales", TensorDType::kF16, {static_cast<int64_t>(g.scales.size() / g.n), g.n}, g.scales);
   std::vector<int32_t> gi = g.g_idx;
@@ -214,6 +217,109 @@ TEST(Convert, MoeExpertsStacked) {
   EXPECT_FALSE(f.has("model.layers.0.mlp.experts.0.gate_proj.qweight_kpacked"));
   std::remove(in.c_str());
   std::remove(out.c_str());
+}
+
+// A checkpoint stored as Hugging Face shards (an index, experts of one MoE layer in two
+// shards, one layer's tensors split between shards, the quantization config beside them)
+// converts to the same bytes as the same tensors in one file with the config named: opened
+// as the directory and as the index. The output appears only when complete.
+TEST(Convert, ShardedCheckpointSameAsOneFile) {
+  const std::string dir = tmp("shards"), one = tmp("one.safetensors"), cfg = tmp("one_config.json");
+  const std::string out_one = tmp("one_out.safetensors"), out_dir = tmp("dir_out.safetensors");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  Ckpt whole, s1, s2, s3;
+  std::vector<KPackedWeights> gate;
+  for (int e = 0; e < 3; ++e) {
+    gate.push_back(weight(64, 64, 32, false, DType::kF16, 60 + e, 1));
+    GptqLinear g;
+    ASSERT_TRUE(kpacked_to_gptq(gate.back(), 0, GptqVersion::kV1, &g).ok());
+    const std::string p = "model.layers.0.mlp.experts." + std::to_string(e) + ".gate_proj";
+    add_gptq(&whole, p, g);
+    add_gptq(e < 2 ? &s1 : &s2, p, g);
+  }
+  auto o_proj = weight(32, 128, 32, false, DType::kF16, 70, 1);
+  GptqLinear go;
+  ASSERT_TRUE(kpacked_to_gptq(o_proj, 0, GptqVersion::kV1, &go).ok());
+  add_gptq(&whole, "model.layers.0.self_attn.o_proj", go);
+  add_gptq(&s2, "model.layers.0.self_attn.o_proj", go, &s3);
+  ASSERT_TRUE(whole.write(one).ok());
+  const char* names[] = {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
+                         "model-00003-of-00003.safetensors"};
+  ASSERT_TRUE(s1.write(dir + "/" + names[0]).ok());
+  ASSERT_TRUE(s2.write(dir + "/" + names[1]).ok());
+  ASSERT_TRUE(s3.write(dir + "/" + names[2]).ok());
+  {
+    std::ofstream idx(dir + "/model.safetensors.index.json");
+    idx << "{\"metadata\": {}, \"weight_map\": {";
+    const Ckpt* shards[] = {&s1, &s2, &s3};
+    bool first = true;
+    for (int i = 0; i < 3; ++i)
+      for (const auto& t : shards[i]->list) {
+        idx << (first ? "" : ", ") << "\"" << t.name << "\": \"" << names[i] << "\"";
+        first = false;
+      }
+    idx << "}}";
+  }
+  const char* config = R"({"architectures": ["Qwen3MoeForCausalLM"], "quantization_config": {"quant_method": "gptq",
+      "bits": 4, "group_size": 32, "sym": false, "desc_act": false}})";
+  std::ofstream(dir + "/config.json") << config;
+  std::ofstream(cfg) << config;
+  ConvertOptions o;
+  o.in_path = one;
+  o.out_path = out_one;
+  o.config_path = cfg;
+  o.act = DType::kF16;
+  ConvertSummary sum_one;
+  Status st = convert_checkpoint(o, &sum_one);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(sum_one.shards, 1u);
+  const auto bytes = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  for (const std::string& in : {dir, dir + "/model.safetensors.index.json"}) {
+    o.in_path = in;
+    o.out_path = out_dir;
+    o.config_path.clear();  // found beside the shards
+    ConvertSummary sum;
+    st = convert_checkpoint(o, &sum);
+    ASSERT_TRUE(st.ok()) << in << ": " << st.to_string();
+    EXPECT_EQ(sum.shards, 3u);
+    EXPECT_EQ(sum.config_path, dir + "/config.json");
+    EXPECT_EQ(sum.format, CheckpointFormat::kGptqV1);
+    ASSERT_EQ(sum.layers.size(), 2u);
+    EXPECT_EQ(sum.layers[0].prefix, "model.layers.0.mlp.experts.gate_proj");
+    EXPECT_EQ(sum.layers[0].experts, 3);
+    EXPECT_TRUE(bytes(out_dir) == bytes(out_one)) << in;
+    std::remove(out_dir.c_str());
+  }
+  io::SafetensorsFile f;
+  ASSERT_TRUE(io::SafetensorsFile::open(out_one, &f).ok());
+  KPackedWeights want;
+  ASSERT_TRUE(stack_experts(gate, &want).ok());
+  expect_layer(f, "model.layers.0.mlp.experts.gate_proj", want);
+  expect_layer(f, "model.layers.0.self_attn.o_proj", o_proj);
+  // A conversion that fails midway (o_proj, after the experts were written: a NaN scale)
+  // leaves no output.
+  std::remove((dir + "/" + names[2]).c_str());
+  Ckpt qweight_only, s3_bad;
+  GptqLinear go_nan = go;
+  go_nan.scales[5] = 0x7E00;
+  add_gptq(&qweight_only, "model.layers.0.self_attn.o_proj", go_nan, &s3_bad);
+  ASSERT_TRUE(s3_bad.write(dir + "/" + names[2]).ok());
+  o.in_path = dir;
+  o.out_path = out_dir;
+  st = convert_checkpoint(o, &sum_one);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("model.layers.0.self_attn.o_proj"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("not finite"), std::string::npos) << st.message();
+  struct stat sb;
+  EXPECT_NE(::stat(out_dir.c_str(), &sb), 0) << "no output file after a failed conversion";
+  EXPECT_NE(::stat((out_dir + ".partial").c_str(), &sb), 0);
+  for (const char* n : names) std::remove((dir + "/" + n).c_str());
+  for (const char* n : {"/model.safetensors.index.json", "/config.json"}) std::remove((dir + n).c_str());
+  ::rmdir(dir.c_str());
+  for (const std::string& p : {one, cfg, out_one}) std::remove(p.c_str());
 }
 
 // Tensor-parallel conversion (--tp-size / --tp-rank): each rank's file holds tp_shard of every

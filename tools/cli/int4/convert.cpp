@@ -11,10 +11,13 @@
 namespace {
 
 const char* kUsage =
-    "usage: lowbit convert --in CHECKPOINT.safetensors --out PACKED.safetensors\n"
+    "usage: lowbit convert --in CHECKPOINT --out PACKED.safetensors\n"
     "         [--config config.json | --format gptq|gptq_v2|awq|ct [--group G] [--sym|--asym]]\n"
     "         [--layer PREFIX] [--act bf16|fp16] [--round-scales] [--tp-size T --tp-rank R [--tp-split S]]\n"
-    "  --config        HF config.json (quantization_config) or AutoGPTQ quantize_config.json\n"
+    "  --in            a .safetensors file, a model directory of shards, or its *.safetensors.index.json;\n"
+    "                  shards are memory-mapped and the output is written layer by layer\n"
+    "  --config        HF config.json (quantization_config) or AutoGPTQ quantize_config.json; default for a\n"
+    "                  directory or index: the config.json (with quantization_config) or quantize_config.json in it\n"
     "  --format        checkpoint format when there is no config (auto-detected when unambiguous)\n"
     "  --group         group size (-1 = per-channel); default: from the config or the scale shape\n"
     "  --sym/--asym    GPTQ symmetric flag (stored zeros are verified when symmetric)\n"
@@ -95,6 +98,7 @@ int run_convert(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "lowbit convert: %s\n", st.to_string().c_str());
     return 1;
   }
+  std::printf("%zu shard(s), config %s\n", sum.shards, sum.config_path.empty() ? "none" : sum.config_path.c_str());
   std::printf("format %s, %zu layer(s), activation dtype %s", checkpoint_format_name(sum.format), sum.layers.size(),
               act.c_str());
   if (o.tp_size > 1) std::printf(", tensor-parallel rank %d of %d", o.tp_rank, o.tp_size);
