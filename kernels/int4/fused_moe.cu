@@ -173,7 +173,14 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
                      "== 0, I %% 32 == 0; H=%d I=%d)",
                      w == &w13 ? "w13" : "w2", kernel_layout_name(w->kind), H, I);
   LOWBIT_CHECK_ARG(I % 8 == 0, "int4::fused_moe: I=%d must be a multiple of 8", I);
-  LOWBIT_CHECK_ARG(a.x && a.router_logits && a.y, "int4::fused_moe: x, router_logits or y is null");
+  LOWBIT_CHECK_ARG(a.x && a.y, "int4::fused_moe: x or y is null");
+  // Routing: the logits, or the caller's ids and weights (kernels.h), never both.
+  const bool routed = a.topk_ids != nullptr || a.topk_weights != nullptr;
+  LOWBIT_CHECK_ARG(!routed || (a.topk_ids != nullptr && a.topk_weights != nullptr),
+                   "int4::fused_moe: topk_ids and topk_weights come together (one of them is null)");
+  LOWBIT_CHECK_ARG(routed != (a.router_logits != nullptr),
+                   routed ? "int4::fused_moe: router_logits and topk_ids / topk_weights both given; pass one routing"
+                          : "int4::fused_moe: no routing: router_logits, or topk_ids and topk_weights, is null");
   LOWBIT_CHECK_ARG(a.m >= 1, "int4::fused_moe: m=%d must be >= 1", a.m);
   LOWBIT_CHECK_ARG(E <= 1024, "int4::fused_moe: E=%d above 1024", E);
   LOWBIT_CHECK_ARG(a.topk >= 1 && a.topk <= 32 && a.topk <= E, "int4::fused_moe: topk=%d outside [1, min(32, E=%d)]",
@@ -218,7 +225,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
   void* inter = ws + L.inter;
   auto* slots = reinterpret_cast<float*>(ws + L.slots);
-  if (a.m <= detail::moe_single_max_m(w13_elems) && bm == 8 && E <= 256 && tiled) {
+  if (!routed && a.m <= detail::moe_single_max_m(w13_elems) && bm == 8 && E <= 256 && tiled) {
     // Decode of a few tokens: a block per pick, routing inside both GEMMs, the slot sum inside
     // GEMM2 (internal.h).
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, a.m, a.topk, bm));
@@ -234,7 +241,15 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
     LOWBIT_CUDA_RETURN(detail::launch_moe_decode(false, inter, w2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, cst, &st));
     return Status::Ok();
   }
-  LOWBIT_RETURN_IF_ERROR(moe_route(a.router_logits, a.m, E, a.topk, a.renormalize, bm, ids, tw, sorted, eids, npp, stream));
+  if (routed) {  // the caller's top-k: align only (ids outside [0, E) get no rows)
+    tw = const_cast<float*>(a.topk_weights);  // read only below
+    LOWBIT_RETURN_IF_ERROR(moe_align(a.topk_ids, a.m, a.topk, E, bm, sorted, eids, npp, stream));
+  } else {
+    LOWBIT_RETURN_IF_ERROR(
+        moe_route(a.router_logits, a.m, E, a.topk, a.renormalize, bm, ids, tw, sorted, eids, npp, stream));
+  }
+  // The slot sum leaves out caller ids outside [0, E) (their slots were never written).
+  const int32_t* sum_ids = routed ? a.topk_ids : nullptr;
   // 128-row align blocks on the warp-specialized tile where the workspace has room for its
   // buffers (a workspace sized for another block_m runs the pipelined tile below).
   if (tiled && workspace_bytes >= L.total_ws &&
@@ -246,7 +261,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
     LOWBIT_CUDA_RETURN(detail::launch_moe_ws_layer(a.x, ws + L.xs, w13, w2, sorted, eids, npp, tw, a.m, a.topk,
                                                    ws + L.inter_sorted, slots, cst,
                                                    detail::moe_early_down_enabled(), &launched));
-    if (launched) return moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream);
+    if (launched) return moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream, sum_ids, E);
   }
   LOWBIT_RETURN_IF_ERROR(moe_gemm1(a.x, w13, sorted, eids, npp, a.m, a.topk, bm, inter, stream));
   // GEMM2 right after GEMM1: on the decode tile its weights may stream during GEMM1's tail
@@ -254,7 +269,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   // the routing before letting GEMM2 launch).
   LOWBIT_RETURN_IF_ERROR(
       detail::moe_gemm2_launch(inter, w2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, cst, tiled));
-  LOWBIT_RETURN_IF_ERROR(moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream));
+  LOWBIT_RETURN_IF_ERROR(moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream, sum_ids, E));
   return Status::Ok();
 }
 

@@ -97,8 +97,10 @@ __global__ void silu_mul_kernel(const float* __restrict__ h13, const int32_t* __
 
 // y[m, h] = act(sum_s tw[m*topk + s] * out2[pos[m*topk + s], h]), slots in order.
 template <typename T>
+// ids (caller routing): pairs whose expert is outside [0, E) had no row (no pos): skipped.
 __global__ void combine_kernel(const float* __restrict__ out2, const int32_t* __restrict__ pos,
-                               const float* __restrict__ tw, int M, int topk, int H, T* __restrict__ y) {
+                               const float* __restrict__ tw, int M, int topk, int H, T* __restrict__ y,
+                               const int32_t* __restrict__ ids, int E) {
   const size_t total = static_cast<size_t>(M) * H;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -106,6 +108,7 @@ __global__ void combine_kernel(const float* __restrict__ out2, const int32_t* __
     float s = 0.f;
     for (int t = 0; t < topk; ++t) {
       const size_t p = m * topk + t;
+      if (ids != nullptr && static_cast<unsigned>(__ldg(ids + p)) >= static_cast<unsigned>(E)) continue;
       s += tw[p] * out2[static_cast<size_t>(pos[p]) * H + h];
     }
     y[i] = Act<T>::from_float(s);
@@ -122,9 +125,9 @@ cudaError_t launch_silu(const void* h13, const int32_t* npp, int maxp, int I, vo
 }
 template <typename T>
 cudaError_t launch_combine(const float* out2, const int32_t* pos, const float* tw, int M, int topk, int H, void* y,
-                           cudaStream_t st) {
+                           const int32_t* ids, int E, cudaStream_t st) {
   combine_kernel<T><<<grid_for(static_cast<size_t>(M) * H), 256, 0, st>>>(out2, pos, tw, M, topk, H,
-                                                                          static_cast<T*>(y));
+                                                                          static_cast<T*>(y), ids, E);
   return cudaGetLastError();
 }
 
@@ -264,7 +267,14 @@ Status fused_moe_grouped(const MoeArgs& a, const KernelWeightsView& w13, const K
   auto* out2 = reinterpret_cast<float*>(base + L.out2);
   const bool f16 = w13.shape.act == DType::kF16;
 
-  LOWBIT_RETURN_IF_ERROR(moe_topk(a.router_logits, a.m, E, a.topk, a.renormalize, ids, tw, st));
+  // The caller's top-k (kernels.h) or the logits' softmax top-k.
+  const bool routed = a.topk_ids != nullptr;
+  if (routed) {
+    ids = const_cast<int32_t*>(a.topk_ids);  // read only below
+    tw = const_cast<float*>(a.topk_weights);
+  } else {
+    LOWBIT_RETURN_IF_ERROR(moe_topk(a.router_logits, a.m, E, a.topk, a.renormalize, ids, tw, st));
+  }
   LOWBIT_RETURN_IF_ERROR(moe_align(ids, a.m, a.topk, E, bm, sorted, eids, npp, st));
   LOWBIT_CUDA_RETURN(detail::launch_moe_gather_rows(a.x, sorted, npp, a.m, a.topk, H, maxp, xs, pos, st));
 
@@ -296,8 +306,9 @@ Status fused_moe_grouped(const MoeArgs& a, const KernelWeightsView& w13, const K
                          : kern::launch_silu<__nv_bfloat16>(h13, npp, maxp, I, inter, st));
   LOWBIT_RETURN_IF_ERROR(kern::grouped_gemm(lease, w2, runs, inter, I, reinterpret_cast<char*>(out2), H, true,
                                             base + L.slab, L.slab_bytes, base + L.cublas, st));
-  LOWBIT_CUDA_RETURN(f16 ? kern::launch_combine<__half>(out2, pos, tw, a.m, a.topk, H, a.y, st)
-                         : kern::launch_combine<__nv_bfloat16>(out2, pos, tw, a.m, a.topk, H, a.y, st));
+  const int32_t* skip_ids = routed ? a.topk_ids : nullptr;  // only caller ids can fall outside [0, E)
+  LOWBIT_CUDA_RETURN(f16 ? kern::launch_combine<__half>(out2, pos, tw, a.m, a.topk, H, a.y, skip_ids, E, st)
+                         : kern::launch_combine<__nv_bfloat16>(out2, pos, tw, a.m, a.topk, H, a.y, skip_ids, E, st));
   return Status::Ok();
 }
 

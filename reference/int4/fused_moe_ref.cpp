@@ -18,7 +18,7 @@ Status fused_moe_ref(const KPackedWeights& w13, const KPackedWeights& w2, const 
   LOWBIT_CHECK_ARG(a.m >= 0 && (a.m == 0 || (a.x && a.topk_ids && a.topk_weights)), "fused_moe_ref: null input");
   const DType act = s1.act;
   MoeAlignment al;
-  LOWBIT_RETURN_IF_ERROR(moe_align_ref(a.topk_ids, a.m, a.topk, E, a.block_m, &al));
+  LOWBIT_RETURN_IF_ERROR(moe_align_ref(a.topk_ids, a.m, a.topk, E, a.block_m, &al, a.skip_foreign_ids));
   std::vector<double> acc(static_cast<size_t>(a.m) * H, 0.0);
   std::vector<uint16_t> xrow(H), arow(I);
   std::vector<double> h64, o64;

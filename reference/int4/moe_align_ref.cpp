@@ -3,7 +3,8 @@
 
 namespace lowbit::int4 {
 
-Status moe_align_ref(const int32_t* topk_ids, int m, int topk, int num_experts, int block_m, MoeAlignment* out) {
+Status moe_align_ref(const int32_t* topk_ids, int m, int topk, int num_experts, int block_m, MoeAlignment* out,
+                     bool skip_foreign_ids) {
   LOWBIT_CHECK_ARG(out != nullptr, "moe_align_ref: out is null");
   LOWBIT_CHECK_ARG(m >= 0 && topk >= 1 && num_experts >= 1, "moe_align_ref: m=%d topk=%d experts=%d", m, topk,
                    num_experts);
@@ -14,6 +15,7 @@ Status moe_align_ref(const int32_t* topk_ids, int m, int topk, int num_experts, 
   std::vector<std::vector<int32_t>> per(num_experts);
   for (int64_t i = 0; i < pairs; ++i) {
     int32_t e = topk_ids[i];
+    if (skip_foreign_ids && (e < 0 || e >= num_experts)) continue;
     LOWBIT_CHECK_ARG(e >= 0 && e < num_experts, "moe_align_ref: topk_ids[%lld]=%d outside [0, %d)",
                      static_cast<long long>(i), e, num_experts);
     per[e].push_back(static_cast<int32_t>(i));

@@ -102,15 +102,26 @@ const char* moe_path_name(MoePath p);
 // captured (honours LOWBIT_INT4_MOE_PATH); under capture it is always kFused.
 MoePath moe_auto_path(int m, int topk, int experts, int hidden, int inter,
                       KernelLayoutKind layout = KernelLayoutKind::kMmaTiled);
+//
+// Routing: either router_logits (the layer takes softmax top-k, optionally renormalized, as
+// Mixtral, Qwen3 and DeepSeek-V2 route), or the caller's own top-k in topk_ids / topk_weights
+// (router_logits null), as engines pass it to vLLM's fused_experts: any scoring (sigmoid,
+// grouped top-k with a bias, a routed scaling factor folded into the weights, a shared
+// expert appended as expert E-1 with weight 1). A caller id outside [0, E) (e.g. -1 for an
+// expert held by another rank under expert parallelism) contributes nothing to its token.
+// Caller-routed calls skip the single-token path (routing inside the GEMMs at M <= 4): they
+// run align, GEMM1, GEMM2 and the sum as four launches at every M.
 struct MoeArgs {
   const void* x = nullptr;              // [M, H] activations
-  const float* router_logits = nullptr;  // [M, E] fp32
+  const float* router_logits = nullptr;  // [M, E] fp32, or null with topk_ids / topk_weights
   void* y = nullptr;                    // [M, H]
   int m = 0;
   int topk = 0;
-  bool renormalize = true;  // divide the top-k softmax weights by their sum
+  bool renormalize = true;  // divide the top-k softmax weights by their sum (router_logits only)
   int block_m = 0;          // 0: picked from M and the layout (fused_moe.cu; grouped path: 8)
   MoePath path = MoePath::kAuto;
+  const int32_t* topk_ids = nullptr;   // [M, topk] the caller's experts per token (device memory)
+  const float* topk_weights = nullptr;  // [M, topk] their weights (device memory)
 };
 int moe_default_block_m(int m, int topk, int experts);
 // Worst-case number of sorted slots: M*topk + E*(BM-1), rounded up to BM.
@@ -127,8 +138,8 @@ Status fused_moe(const MoeArgs& args, const KernelWeightsView& w13, const Kernel
 // weights = softmax probability (renormalized over the k chosen when renormalize).
 Status moe_topk(const float* logits, int m, int experts, int topk, bool renormalize, int32_t* topk_ids,
                 float* topk_weights, Stream stream);
-// Align: pairs p = m*topk + s sorted by (expert, p); each expert's run padded to a multiple
-// of block_m with the sentinel M*topk; expert_ids[b] the expert of block b (-1 for blocks at
+// Align: pairs p = m*topk + s sorted by (expert, p) (pairs whose id is outside [0, experts)
+// are left out); each expert's run padded to a multiple of block_m with the sentinel M*topk; expert_ids[b] the expert of block b (-1 for blocks at
 // or past num_post_padded); sorted_ids has moe_max_padded() entries, expert_ids that / block_m.
 Status moe_align(const int32_t* topk_ids, int m, int topk, int experts, int block_m, int32_t* sorted_ids,
                  int32_t* expert_ids, int32_t* num_post_padded, Stream stream);
@@ -144,7 +155,10 @@ Status moe_gemm1(const void* x, const KernelWeightsView& w13, const int32_t* sor
 Status moe_gemm2(const void* inter, const KernelWeightsView& w2, const int32_t* sorted_ids, const int32_t* expert_ids,
                  const int32_t* num_post_padded, const float* topk_weights, int m, int topk, int block_m,
                  float* slot_out, Stream stream);
-// y[m, h] = act(sum over s in slot order of slot_out[m*topk + s, h]).
-Status moe_sum(const float* slot_out, int m, int topk, int hidden, DType act, void* y, Stream stream);
+// y[m, h] = act(sum over s in slot order of slot_out[m*topk + s, h]); with topk_ids, the slots
+// whose id is outside [0, experts) are left out of the sum (align gave them no rows, so
+// GEMM2 never wrote them).
+Status moe_sum(const float* slot_out, int m, int topk, int hidden, DType act, void* y, Stream stream,
+               const int32_t* topk_ids = nullptr, int experts = 0);
 
 }  // namespace lowbit::int4

@@ -34,14 +34,17 @@ Status topk_softmax_ref(const float* logits, int m, int e, int topk, bool renorm
 //   sorted_token_ids: [num_tokens_post_pad]
 //   expert_ids:       [num_tokens_post_pad / block_m], the expert of each block
 // A GPU buffer needs at most M*topk + E*(block_m-1) entries (rounded up to block_m); entries
-// beyond num_tokens_post_pad are unspecified.
+// beyond num_tokens_post_pad are unspecified. An id outside [0, num_experts) is an error, or,
+// with skip_foreign_ids (caller routing under expert parallelism: -1 = held by another rank;
+// what the GPU align does), a pair that is left out.
 struct MoeAlignment {
   std::vector<int32_t> sorted_token_ids;
   std::vector<int32_t> expert_ids;
   int32_t num_tokens_post_pad = 0;
   int32_t sentinel = 0;  // M*topk
 };
-Status moe_align_ref(const int32_t* topk_ids, int m, int topk, int num_experts, int block_m, MoeAlignment* out);
+Status moe_align_ref(const int32_t* topk_ids, int m, int topk, int num_experts, int block_m, MoeAlignment* out,
+                     bool skip_foreign_ids = false);
 // Upper bound of num_tokens_post_pad, for sizing device buffers.
 inline int64_t moe_align_max_padded(int m, int topk, int num_experts, int block_m) {
   int64_t n = static_cast<int64_t>(m) * topk + static_cast<int64_t>(num_experts) * (block_m - 1);
@@ -65,6 +68,8 @@ struct FusedMoeArgs {
   const float* topk_weights = nullptr;  // [M, topk]
   int block_m = 16;
   bool round_intermediates = true;
+  // Pairs whose id is outside [0, E) contribute nothing (MoeArgs::topk_ids); else an error.
+  bool skip_foreign_ids = false;
 };
 Status fused_moe_ref(const KPackedWeights& w13, const KPackedWeights& w2, const FusedMoeArgs& args,
                      std::vector<double>* out64, std::vector<uint16_t>* out_act);

@@ -192,3 +192,75 @@ TEST(FusedMoeRef, MatchesBruteForce) {
       EXPECT_GT(maxabs, 0.1) << "test data must produce non-trivial outputs";
     }
 }
+
+// Caller routing under expert parallelism: ids outside [0, E) (-1: another rank's expert) are
+// left out of the alignment with skip_foreign_ids (the GPU align's rule) and refused without.
+TEST(MoeAlign, ForeignIdsSkippedWhenAsked) {
+  const int32_t ids[8] = {2, -1, 0, 7, 2, 1, -5, 0};  // E = 4: pairs 1, 3, 6 are foreign
+  MoeAlignment al;
+  const Status st = moe_align_ref(ids, 4, 2, 4, 4, &al);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("topk_ids[1]=-1"), std::string::npos) << st.message();
+  ASSERT_TRUE(moe_align_ref(ids, 4, 2, 4, 4, &al, /*skip_foreign_ids=*/true).ok());
+  EXPECT_EQ(al.sentinel, 8);
+  EXPECT_EQ(al.sorted_token_ids, (std::vector<int32_t>{2, 7, 8, 8, 5, 8, 8, 8, 0, 4, 8, 8}));
+  EXPECT_EQ(al.expert_ids, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(al.num_tokens_post_pad, 12);
+}
+
+// A foreign slot contributes exactly nothing: the layer with ids -1 / E equals, bit for bit in
+// fp64, the layer with those slots sent to a real expert at weight 0. Caller weights need not
+// be a softmax (here a sigmoid-like score times a routed scaling factor of 2.5).
+TEST(FusedMoeRef, ForeignIdsContributeNothing) {
+  const int E = 4, H = 32, I = 16, M = 5, topk = 3;
+  const DType act = DType::kBF16;
+  auto w13 = rand_w(E, 2 * I, H, 16, false, act, 41);
+  auto w2 = rand_w(E, H, I, 16, true, act, 42);
+  auto x = rand_x(M, H, act, 43);
+  std::vector<int32_t> ids = {0, 1, 2, -1, 3, 1, 2, 4, 0, 3, -1, -1, 1, 0, 2};
+  std::vector<float> wts(ids.size());
+  for (size_t i = 0; i < wts.size(); ++i) wts[i] = 2.5f / (1.f + std::exp(-0.3f * static_cast<float>(i)));
+  std::vector<int32_t> ids0 = ids;
+  std::vector<float> wts0 = wts;
+  int foreign = 0;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= E) {
+      ids0[i] = static_cast<int32_t>(i % E);
+      wts0[i] = 0.f;
+      ++foreign;
+    }
+  ASSERT_EQ(foreign, 4);
+  FusedMoeArgs a;
+  a.x = x.data();
+  a.m = M;
+  a.topk = topk;
+  a.topk_ids = ids.data();
+  a.topk_weights = wts.data();
+  a.block_m = 2;
+  std::vector<double> out, out0;
+  EXPECT_FALSE(fused_moe_ref(w13, w2, a, &out, nullptr).ok()) << "foreign ids refused unless skipped";
+  a.skip_foreign_ids = true;
+  ASSERT_TRUE(fused_moe_ref(w13, w2, a, &out, nullptr).ok());
+  a.topk_ids = ids0.data();
+  a.topk_weights = wts0.data();
+  ASSERT_TRUE(fused_moe_ref(w13, w2, a, &out0, nullptr).ok());
+  ASSERT_EQ(out.size(), out0.size());
+  double maxabs = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i], out0[i]) << i;
+    maxabs = std::max(maxabs, std::fabs(out[i]));
+  }
+  EXPECT_GT(maxabs, 0.1) << "test data must produce non-trivial outputs";
+  // Token 3 has a single real slot (expert 3, slot 0): its output is that expert's alone.
+  std::vector<int32_t> ids1 = {3};
+  std::vector<float> w1 = {wts[9]};
+  FusedMoeArgs b = a;
+  b.x = x.data() + 3 * H;
+  b.m = 1;
+  b.topk = 1;
+  b.topk_ids = ids1.data();
+  b.topk_weights = w1.data();
+  std::vector<double> one;
+  ASSERT_TRUE(fused_moe_ref(w13, w2, b, &one, nullptr).ok());
+  for (int n = 0; n < H; ++n) EXPECT_EQ(out[3 * H + n], one[n]) << n;
+}

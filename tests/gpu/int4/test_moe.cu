@@ -82,12 +82,11 @@ TEST(Int4MoeRouting, TopkAndAlignExact) {
 }
 
 // fp64 reference of the layer ([M, H]) on the canonical weights, with the GPU's rounding of
-// the silu(gate) * up intermediate to the activation dtype.
-std::vector<double> moe_reference(const std::vector<uint16_t>& x, const std::vector<float>& logits, int M, int E, int H,
-                                  int I, int topk, DType act, const KPackedWeights& k13, const KPackedWeights& k2) {
-  std::vector<int32_t> ids;
-  std::vector<float> rw;
-  cpu_topk(logits, M, E, topk, true, &ids, &rw);
+// the silu(gate) * up intermediate to the activation dtype, for given ids and weights (ids
+// outside [0, E) contribute nothing, as MoeArgs::topk_ids says).
+std::vector<double> moe_reference_routed(const std::vector<uint16_t>& x, const std::vector<int32_t>& ids,
+                                         const std::vector<float>& rw, int M, int E, int H, int I, int topk, DType act,
+                                         const KPackedWeights& k13, const KPackedWeights& k2) {
   auto deq = [&](const KPackedWeights& w, int e, int n, int k) {
     return static_cast<double>(half_bits_to_float(act, canon_dequant_bits(w, e, n, k)));
   };
@@ -95,6 +94,7 @@ std::vector<double> moe_reference(const std::vector<uint16_t>& x, const std::vec
   for (int m = 0; m < M; ++m)
     for (int s = 0; s < topk; ++s) {
       const int e = ids[m * topk + s];
+      if (e < 0 || e >= E) continue;
       for (int n = 0; n < I; ++n) {
         double g = 0, up = 0;
         for (int k = 0; k < H; ++k) {
@@ -112,6 +112,15 @@ std::vector<double> moe_reference(const std::vector<uint16_t>& x, const std::vec
       }
     }
   return ref;
+}
+
+// The same with the softmax top-k (renormalized) of the logits.
+std::vector<double> moe_reference(const std::vector<uint16_t>& x, const std::vector<float>& logits, int M, int E, int H,
+                                  int I, int topk, DType act, const KPackedWeights& k13, const KPackedWeights& k2) {
+  std::vector<int32_t> ids;
+  std::vector<float> rw;
+  cpu_topk(logits, M, E, topk, true, &ids, &rw);
+  return moe_reference_routed(x, ids, rw, M, E, H, I, topk, act, k13, k2);
 }
 
 // The layer's outputs against moe_reference: finite, relative RMS error within the tolerance.
@@ -171,6 +180,108 @@ TEST_P(Int4FusedMoe, MatchesReference) {
   for (size_t i = 0; i < y.size(); ++i) got[i] = half_bits_to_float(c.act, y[i]);
   expect_layer_close(got, moe_reference(x, logits, c.m, c.E, c.H, c.I, c.topk, c.act, k13, k2), c.act);
 }
+
+// Caller routing (MoeArgs::topk_ids / topk_weights): (1) the ids and weights moe_topk computes,
+// passed back in, give the same bits as router_logits (the single-token path at small M runs
+// as four launches then, which it matches bit for bit); (2) ids outside [0, E) (-1 and E + 2:
+// experts of other ranks) and weights that are no softmax (a sigmoid-like score times 2.5, as a
+// routed scaling factor) match the fp64 reference that leaves those slots out; a token whose
+// slots are all foreign comes out zero; (3) both routings, or ids without weights, are refused.
+struct RoutedCase {
+  int m, E, H, I, topk, g;
+  DType act;
+  MoePath path;
+  int layout = -1;
+};
+class Int4MoeCallerRouted : public ::testing::TestWithParam<RoutedCase> {};
+
+TEST_P(Int4MoeCallerRouted, SameBitsAsLogitsAndForeignIdsDropOut) {
+  const RoutedCase c = GetParam();
+  WeightShape s13{c.E, 2 * c.I, c.H, c.g, false, c.act}, s2{c.E, c.H, c.I, c.g, false, c.act};
+  KPackedWeights k13 = random_kpacked(s13, 303u + c.I, 0.05f), k2 = random_kpacked(s2, 404u + c.H, 0.05f);
+  KernelWeights w13, w2;
+  ASSERT_TRUE(repack_for_kernels(k13, &w13, c.layout).ok());
+  ASSERT_TRUE(repack_for_kernels(k2, &w2, c.layout).ok());
+  DevWeights d13(w13), d2(w2);
+  std::mt19937 rng(17u + c.m);
+  std::uniform_real_distribution<float> u(0.1f, 1.f);
+  std::vector<uint16_t> x(static_cast<size_t>(c.m) * c.H);
+  for (auto& v : x) v = float_to_half_bits(c.act, (rng() & 1) ? u(rng) : -u(rng));
+  const auto logits = random_logits(c.m, c.E, 29u + c.m, false);
+  const size_t P = static_cast<size_t>(c.m) * c.topk;
+  DevBuf dx = upload(x), dl = upload(logits), dy(x.size() * 2), dy2(x.size() * 2), dids(P * 4), dw(P * 4);
+  size_t wsb = 0;
+  ASSERT_TRUE(moe_workspace_size(c.m, c.topk, c.E, c.H, c.I, c.act, 0, &wsb, c.path).ok());
+  DevBuf ws(wsb);
+  for (DevBuf* b : {&dy, &dy2, &ws}) ASSERT_EQ(cudaMemset(b->p, 0xFF, b->bytes), cudaSuccess);
+  MoeArgs a = layer_args(dx, dl, dy, c.m, c.topk, 0, c.path);
+  Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  // (1) moe_topk's own ids and weights, routed by the caller.
+  ASSERT_TRUE(moe_topk(dl.as<float>(), c.m, c.E, c.topk, true, dids.as<int32_t>(), dw.as<float>(), nullptr).ok());
+  MoeArgs r = a;
+  r.router_logits = nullptr;
+  r.topk_ids = dids.as<int32_t>();
+  r.topk_weights = dw.as<float>();
+  r.y = dy2.p;
+  st = fused_moe(r, d13.view, d2.view, ws.p, wsb, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(download<uint16_t>(dy2.p, x.size()), download<uint16_t>(dy.p, x.size()))
+      << "caller routing with moe_topk's ids and weights must give router_logits' bits";
+  // (2) foreign ids and non-softmax weights.
+  std::vector<int32_t> ids = download<int32_t>(dids.p, P);
+  std::vector<float> wts(P);
+  for (size_t p = 0; p < P; ++p) {
+    wts[p] = 2.5f / (1.f + std::exp(-0.37f * static_cast<float>(p % 7) + 1.f));
+    if (p % 5 == 1) ids[p] = -1;
+    if (p % 7 == 3) ids[p] = c.E + 2;
+  }
+  for (int s = 0; s < c.topk; ++s) ids[static_cast<size_t>(c.m - 1) * c.topk + s] = -1;  // the last token: none here
+  ASSERT_EQ(cudaMemcpy(dids.p, ids.data(), P * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dw.p, wts.data(), P * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(dy2.p, 0xFF, dy2.bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(ws.p, 0xFF, wsb), cudaSuccess);
+  st = fused_moe(r, d13.view, d2.view, ws.p, wsb, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto y = download<uint16_t>(dy2.p, x.size());
+  std::vector<double> got(y.size());
+  for (size_t i = 0; i < y.size(); ++i) got[i] = half_bits_to_float(c.act, y[i]);
+  for (int h = 0; h < c.H; ++h)
+    ASSERT_EQ(got[static_cast<size_t>(c.m - 1) * c.H + h], 0.0) << "a token with no expert here sums to zero";
+  if (c.m > 1) expect_layer_close(got, moe_reference_routed(x, ids, wts, c.m, c.E, c.H, c.I, c.topk, c.act, k13, k2), c.act);
+  // (3) refusals.
+  MoeArgs both = r;
+  both.router_logits = dl.as<float>();
+  st = fused_moe(both, d13.view, d2.view, ws.p, wsb, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("both given"), std::string::npos) << st.message();
+  MoeArgs half = r;
+  half.topk_weights = nullptr;
+  st = fused_moe(half, d13.view, d2.view, ws.p, wsb, nullptr);
+  EXPECT_NE(st.message().find("come together"), std::string::npos) << st.message();
+  MoeArgs none = r;
+  none.topk_ids = nullptr;
+  none.topk_weights = nullptr;
+  st = fused_moe(none, d13.view, d2.view, ws.p, wsb, nullptr);
+  EXPECT_NE(st.message().find("no routing"), std::string::npos) << st.message();
+}
+
+// M = 1 / 2 / 4 (the logits' single-token path), 9 (the decode tile's four launches), 64 and 300
+// (the pipelined tile; 300 with I = 512: the warp-specialized layer), the grouped path, and the
+// N-packed experts (skinny tile).
+INSTANTIATE_TEST_SUITE_P(
+    Paths, Int4MoeCallerRouted,
+    ::testing::Values(RoutedCase{1, 16, 512, 384, 8, 128, DType::kBF16, MoePath::kAuto},
+                      RoutedCase{2, 8, 256, 128, 2, 64, DType::kF16, MoePath::kAuto},
+                      RoutedCase{4, 16, 256, 128, 4, 128, DType::kBF16, MoePath::kAuto},
+                      RoutedCase{9, 16, 512, 192, 4, 32, DType::kF16, MoePath::kFused},
+                      RoutedCase{64, 8, 256, 128, 2, 128, DType::kBF16, MoePath::kFused},
+                      RoutedCase{300, 4, 256, 512, 2, 64, DType::kBF16, MoePath::kFused},
+                      RoutedCase{40, 8, 256, 128, 2, kPerChannel, DType::kF16, MoePath::kGrouped},
+                      RoutedCase{5, 8, 256, 128, 2, 64, DType::kBF16, MoePath::kFused,
+                                 static_cast<int>(KernelLayoutKind::kNPackedInterleaved)}));
 
 // One MoE layer over TP ranks (shard.h): w13 split by its [gate; up] halves, w2 by rows, whose
 // per-rank K range cuts a scale group as DeepSeek-V2-Lite's does at TP 2 (I = 384 = 3 groups of
