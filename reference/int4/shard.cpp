@@ -2,6 +2,7 @@
 // and fused gate/up halves (include/lowbit/int4/shard.h).
 #include "lowbit/int4/shard.h"
 
+#include <climits>
 #include <cstring>
 #include <numeric>
 
@@ -72,6 +73,38 @@ Status shard_n(const KPackedWeights& w, int n0, int n, KPackedWeights* out) {
   kpacked_allocate(r, &o);
   copy_columns(w, n0, n, &o, 0);
   o.k_perm = w.k_perm;  // K untouched
+  *out = std::move(o);
+  return Status::Ok();
+}
+
+Status concat_n(const std::vector<KPackedWeights>& parts, KPackedWeights* out) {
+  LOWBIT_CHECK_ARG(out != nullptr, "concat_n: out is null");
+  LOWBIT_CHECK_ARG(!parts.empty(), "concat_n: no parts");
+  WeightShape r = parts[0].shape;
+  r.n = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    LOWBIT_RETURN_IF_ERROR(validate(parts[i]));
+    const WeightShape& p = parts[i].shape;
+    const WeightShape& s = parts[0].shape;
+    LOWBIT_CHECK_ARG(p.experts == s.experts && p.k == s.k && p.group_size == s.group_size &&
+                         p.symmetric == s.symmetric && p.act == s.act,
+                     "concat_n: part %zu has E=%d K=%d G=%d sym=%d act=%s, part 0 E=%d K=%d G=%d sym=%d act=%s", i,
+                     p.experts, p.k, p.group_size, p.symmetric, dtype_name(p.act), s.experts, s.k, s.group_size,
+                     s.symmetric, dtype_name(s.act));
+    LOWBIT_CHECK_ARG(parts[i].k_perm == parts[0].k_perm,
+                     "concat_n: part %zu's act-order permutation differs from part 0's; one weight has one K order",
+                     i);
+    LOWBIT_CHECK_ARG(r.n <= INT32_MAX - p.n, "concat_n: N overflows");
+    r.n += p.n;
+  }
+  KPackedWeights o;
+  kpacked_allocate(r, &o);
+  int d0 = 0;
+  for (const auto& p : parts) {
+    copy_columns(p, 0, p.shape.n, &o, d0);
+    d0 += p.shape.n;
+  }
+  o.k_perm = parts[0].k_perm;
   *out = std::move(o);
   return Status::Ok();
 }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include <sys/stat.h>
 
@@ -61,7 +62,7 @@ Status tp_split_for(const std::string& layer, int forced, TpSplit* out) {
       *out = TpSplit::kRows;
       return Status::Ok();
     }
-  if (last == "gate_up_proj") {
+  if (last == "gate_up_proj" || last == "w13") {
     *out = TpSplit::kGateUp;
     return Status::Ok();
   }
@@ -72,7 +73,7 @@ Status tp_split_for(const std::string& layer, int forced, TpSplit* out) {
     }
   return make_status(StatusCode::kInvalidArgument,
                      "layer '%s': no tensor-parallel split for '%s' (rows: o_proj, down_proj, out_proj, w2; columns: "
-                     "q/k/v_proj, gate_proj, up_proj, w1, w3; gate_up_proj: halves%s); force one with --tp-split or "
+                     "q/k/v_proj, gate_proj, up_proj, w1, w3; gate_up_proj, w13: halves%s); force one with --tp-split or "
                      "leave the layer out with --layer",
                      layer.c_str(), last.c_str(), last == "qkv_proj" ? "; fused qkv splits by heads" : "");
 }
@@ -335,7 +336,8 @@ std::string find_config(const std::string& dir) {
 // What the output file holds of one layer: its tensors, written as soon as the layer is
 // converted, and its metadata entry.
 Status write_layer(const KPackedWeights& w, ConvertedLayer* L, io::SafetensorsWriter* out,
-                   std::map<std::string, std::string>* meta, const std::vector<std::string>& expert_layers) {
+                   std::map<std::string, std::string>* meta, const std::vector<std::string>& expert_layers,
+                   const std::vector<std::string>& fused_from) {
   const std::string& p = L->prefix;
   const WeightShape& s = w.shape;
   L->experts = s.experts;
@@ -374,7 +376,8 @@ Status write_layer(const KPackedWeights& w, ConvertedLayer* L, io::SafetensorsWr
     lj["tp_split"] = tp_split_name(static_cast<TpSplit>(L->tp_split));
     lj["checkpoint_group_size"] = L->checkpoint_group_size;
   }
-  if (!expert_layers.empty()) lj["expert_layers"] = expert_layers;
+  if (!expert_layers.empty()) lj["expert_layers"] = expert_layers;  // a fused layer's: the gate's
+  if (!fused_from.empty()) lj["fused_from"] = fused_from;          // [gate layer, up layer]
   (*meta)[p] = lj.dump();
   return Status::Ok();
 }
@@ -489,7 +492,8 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
   if (o.tp_size > 1) meta["lowbit.tp"] = std::to_string(o.tp_rank) + "/" + std::to_string(o.tp_size);
 
   // Shards (tensor parallelism) and writes one output layer.
-  auto emit = [&](ConvertedLayer L, const KPackedWeights& whole, const std::vector<std::string>& expert_layers) {
+  auto emit = [&](ConvertedLayer L, const KPackedWeights& whole, const std::vector<std::string>& expert_layers,
+                  const std::vector<std::string>& fused_from) {
     L.checkpoint_group_size = whole.shape.group_size;
     const KPackedWeights* wp = &whole;
     KPackedWeights shard;
@@ -504,12 +508,19 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
       L.tp_split = static_cast<int>(split);
       wp = &shard;
     }
-    LOWBIT_RETURN_IF_ERROR(write_layer(*wp, &L, &out, &meta, expert_layers));
+    LOWBIT_RETURN_IF_ERROR(write_layer(*wp, &L, &out, &meta, expert_layers, fused_from));
     summary->layers.push_back(std::move(L));
     return Status::Ok();
   };
 
-  for (const Unit& u : units) {
+  // A unit converted: one piece (a plain layer, or its experts stacked), or one piece per
+  // member when the experts do not share a shape.
+  struct Piece {
+    ConvertedLayer L;
+    KPackedWeights w;
+    std::vector<std::string> expert_layers;
+  };
+  auto convert_unit = [&](const Unit& u, std::vector<Piece>* pieces) -> Status {
     std::vector<ConvertedLayer> Ls(u.members.size());
     std::vector<KPackedWeights> ws(u.members.size());
     for (size_t i = 0; i < u.members.size(); ++i)
@@ -520,24 +531,73 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
       const WeightShape& b = ws[0].shape;
       stack = a.n == b.n && a.k == b.k && a.group_size == b.group_size && a.symmetric == b.symmetric;
     }
+    pieces->clear();
     if (!stack) {  // plain layers (or experts that do not share a shape: one layer each)
-      for (size_t i = 0; i < ws.size(); ++i) {
-        LOWBIT_RETURN_IF_ERROR(emit(std::move(Ls[i]), ws[i], {}));
-        ws[i] = KPackedWeights();
+      for (size_t i = 0; i < ws.size(); ++i) pieces->push_back({std::move(Ls[i]), std::move(ws[i]), {}});
+      return Status::Ok();
+    }
+    Piece pc{Ls[0], {}, u.members};
+    pc.L.prefix = u.stacked;
+    for (size_t i = 1; i < Ls.size(); ++i) {
+      pc.L.in_bytes += Ls[i].in_bytes;
+      pc.L.report.scales_rounded += Ls[i].report.scales_rounded;
+      pc.L.report.max_rel_scale_change = std::max(pc.L.report.max_rel_scale_change, Ls[i].report.max_rel_scale_change);
+    }
+    LOWBIT_RETURN_IF_ERROR(stack_experts(ws, &pc.w));
+    pieces->push_back(std::move(pc));
+    return Status::Ok();
+  };
+
+  // fuse_gate_up: X.gate_proj with X.up_proj (X.w1 with X.w3, Mixtral's names) become one
+  // [gate; up] layer X.gate_up_proj (X.w13): fused_moe's w13, or one GEMM for a dense MLP.
+  std::map<std::string, size_t> unit_of;  // output name -> unit
+  auto out_name = [](const Unit& u) { return u.stacked.empty() ? u.members[0] : u.stacked; };
+  for (size_t i = 0; i < units.size(); ++i) unit_of[out_name(units[i])] = i;
+  std::vector<long> partner(units.size(), -1);  // gate unit -> its up unit
+  std::vector<bool> is_up(units.size(), false);
+  std::vector<std::string> fused_name(units.size());
+  if (o.fuse_gate_up)
+    for (size_t i = 0; i < units.size(); ++i) {
+      const std::string n = out_name(units[i]);
+      for (const auto& [g, up, fused] : {std::tuple<const char*, const char*, const char*>{".gate_proj", ".up_proj", ".gate_up_proj"},
+                                          {".w1", ".w3", ".w13"}}) {
+        if (!ends_with(n, g)) continue;
+        const std::string base = n.substr(0, n.size() - std::strlen(g));
+        auto it = unit_of.find(base + up);
+        if (it == unit_of.end()) continue;
+        partner[i] = static_cast<long>(it->second);
+        is_up[it->second] = true;
+        fused_name[i] = base + fused;
       }
+    }
+
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (is_up[i]) continue;  // written with its gate
+    std::vector<Piece> pieces;
+    LOWBIT_RETURN_IF_ERROR(convert_unit(units[i], &pieces));
+    if (partner[i] < 0) {
+      for (Piece& pc : pieces) LOWBIT_RETURN_IF_ERROR(emit(std::move(pc.L), pc.w, pc.expert_layers, {}));
       continue;
     }
-    ConvertedLayer L = Ls[0];
-    L.prefix = u.stacked;
-    for (size_t i = 1; i < Ls.size(); ++i) {
-      L.in_bytes += Ls[i].in_bytes;
-      L.report.scales_rounded += Ls[i].report.scales_rounded;
-      L.report.max_rel_scale_change = std::max(L.report.max_rel_scale_change, Ls[i].report.max_rel_scale_change);
-    }
-    KPackedWeights stacked;
-    LOWBIT_RETURN_IF_ERROR(stack_experts(ws, &stacked));
-    ws.clear();
-    LOWBIT_RETURN_IF_ERROR(emit(std::move(L), stacked, u.members));
+    std::vector<Piece> up;
+    LOWBIT_RETURN_IF_ERROR(convert_unit(units[static_cast<size_t>(partner[i])], &up));
+    const std::string gname = out_name(units[i]), uname = out_name(units[static_cast<size_t>(partner[i])]);
+    LOWBIT_CHECK_ARG(pieces.size() == 1 && up.size() == 1,
+                     "convert: cannot fuse '%s' and '%s': the experts of %s do not share one shape (convert without "
+                     "--fuse-gate-up)",
+                     gname.c_str(), uname.c_str(), pieces.size() != 1 ? gname.c_str() : uname.c_str());
+    KPackedWeights w13;
+    Status st = concat_n({pieces[0].w, up[0].w}, &w13);
+    if (!st.ok())
+      return Status(st.code(), "convert: cannot fuse '" + gname + "' and '" + uname + "': " + st.message());
+    pieces[0].w = KPackedWeights();
+    up[0].w = KPackedWeights();
+    ConvertedLayer L = pieces[0].L;
+    L.prefix = fused_name[i];
+    L.in_bytes += up[0].L.in_bytes;
+    L.report.scales_rounded += up[0].L.report.scales_rounded;
+    L.report.max_rel_scale_change = std::max(L.report.max_rel_scale_change, up[0].L.report.max_rel_scale_change);
+    LOWBIT_RETURN_IF_ERROR(emit(std::move(L), w13, pieces[0].expert_layers, {gname, uname}));
   }
   return out.finish(meta);
 }

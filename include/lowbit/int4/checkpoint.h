@@ -51,11 +51,16 @@ struct ConvertOptions {
   DType act = DType::kBF16;
   ScalePolicy scale_policy = ScalePolicy::kExact;
   // Tensor parallelism (shard.h): write rank tp_rank's shard of every layer, split by its
-  // name: o_proj / down_proj / w2 / out_proj by rows (K), gate_up_proj as [gate; up] halves,
+  // name: o_proj / down_proj / w2 / out_proj by rows (K), gate_up_proj and w13 as [gate; up] halves,
   // other q/k/v/gate/up/w1/w3 projections by columns (N); tp_split >= 0 (a TpSplit) forces
   // one rule for every selected layer. A layer the rules do not name is refused.
   int tp_rank = 0, tp_size = 1;
   int tp_split = -1;
+  // Write X.gate_proj and X.up_proj (Mixtral: X.w1 and X.w3) as one layer X.gate_up_proj
+  // (X.w13) = [gate; up] along N (concat_n): the w13 fused_moe takes, or one GEMM for a dense
+  // MLP's gate and up. Metadata "fused_from": [gate layer, up layer]. With TP, its shard is
+  // tp_shard(kGateUp). Parts that cannot be joined (shapes, act-order permutations) are an error.
+  bool fuse_gate_up = false;
 };
 
 struct ConvertedLayer {

@@ -1,4 +1,4 @@
-// Tensor-parallel shards of canonical INT4 weights (host code, exact).
+// Tensor-parallel shards of canonical INT4 weights, and column joins (host code, exact).
 //
 // Engines split a checkpoint over TP ranks: column-parallel layers (attention qkv, MLP gate /
 // up, MoE w13) by output features N, row-parallel layers (attention o, MLP down, MoE w2) by
@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "lowbit/int4/weights.h"
 #include "lowbit/status.h"
@@ -32,6 +33,12 @@ int shard_group_size(int group_size, int k0, int k);
 
 // Columns [n0, n0 + n) of N of every expert (column-parallel). Groups and k_perm unchanged.
 Status shard_n(const KPackedWeights& w, int n0, int n, KPackedWeights* out);
+
+// The parts side by side along N (the inverse of shard_n): MoE / MLP gate and up into one
+// [gate; up] weight (w13: one GEMM1 of 2I rows). Same E, K, group size, symmetry, activation
+// dtype and k_perm (act-order parts whose permutations differ cannot share one K order:
+// refused, naming the part).
+Status concat_n(const std::vector<KPackedWeights>& parts, KPackedWeights* out);
 
 // How a layer is split over TP ranks (tp_shard).
 enum class TpSplit : uint8_t {

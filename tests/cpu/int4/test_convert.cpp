@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -320,6 +321,103 @@ TEST(Convert, ShardedCheckpointSameAsOneFile) {
   for (const char* n : {"/model.safetensors.index.json", "/config.json"}) std::remove((dir + n).c_str());
   ::rmdir(dir.c_str());
   for (const std::string& p : {one, cfg, out_one}) std::remove(p.c_str());
+}
+
+// --fuse-gate-up: X.gate_proj + X.up_proj -> X.gate_up_proj and Mixtral's X.w1 + X.w3 -> X.w13,
+// for stacked experts (fused_moe's w13: [E, 2I, H]) and dense MLPs alike, bit for bit
+// concat_n of the parts; a TP rank's fused shard is tp_shard(kGateUp) of the whole fused
+// weight; gate and up that cannot be joined are named.
+TEST(Convert, FusesGateAndUp) {
+  const std::string in = tmp("fuse.safetensors"), out = tmp("fuse_out.safetensors");
+  Ckpt c;
+  std::vector<KPackedWeights> gate, up, w1, w3;
+  auto add = [&](const std::string& p, const KPackedWeights& w) {
+    GptqLinear g;
+    ASSERT_TRUE(kpacked_to_gptq(w, 0, GptqVersion::kV1, &g).ok());
+    add_gptq(&c, p, g);
+  };
+  for (int e = 0; e < 2; ++e) {
+    const std::string q = "model.layers.0.mlp.experts." + std::to_string(e);
+    gate.push_back(weight(32, 64, 32, false, DType::kF16, 90 + e, 1));
+    up.push_back(weight(32, 64, 32, false, DType::kF16, 92 + e, 1));
+    add(q + ".gate_proj", gate.back());
+    add(q + ".up_proj", up.back());
+    add(q + ".down_proj", weight(64, 32, 32, false, DType::kF16, 94 + e, 1));
+    const std::string x = "model.layers.0.block_sparse_moe.experts." + std::to_string(e);
+    w1.push_back(weight(16, 64, 32, false, DType::kF16, 96 + e, 1));
+    w3.push_back(weight(16, 64, 32, false, DType::kF16, 98 + e, 1));
+    add(x + ".w1", w1.back());
+    add(x + ".w3", w3.back());
+  }
+  const auto dgate = weight(24, 64, 32, false, DType::kF16, 100, 1), dup = weight(24, 64, 32, false, DType::kF16, 101, 1);
+  add("model.layers.1.mlp.gate_proj", dgate);
+  add("model.layers.1.mlp.up_proj", dup);
+  ASSERT_TRUE(c.write(in).ok());
+  auto joined = [](const std::vector<KPackedWeights>& g, const std::vector<KPackedWeights>& u) {
+    KPackedWeights sg, su, j;
+    EXPECT_TRUE(stack_experts(g, &sg).ok());
+    EXPECT_TRUE(stack_experts(u, &su).ok());
+    EXPECT_TRUE(concat_n({sg, su}, &j).ok());
+    return j;
+  };
+  const KPackedWeights want13 = joined(gate, up), want_w13 = joined(w1, w3), want_dense = joined({dgate}, {dup});
+  ConvertOptions o = gptq_asym_f16_options(in, out);
+  o.fuse_gate_up = true;
+  ConvertSummary sum;
+  Status st = convert_checkpoint(o, &sum);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  std::vector<std::string> names;
+  for (const auto& L : sum.layers) names.push_back(L.prefix);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"model.layers.0.block_sparse_moe.experts.w13",
+                                             "model.layers.0.mlp.experts.down_proj",
+                                             "model.layers.0.mlp.experts.gate_up_proj",
+                                             "model.layers.1.mlp.gate_up_proj"}));
+  {
+    io::SafetensorsFile f;
+    ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
+    expect_layer(f, "model.layers.0.mlp.experts.gate_up_proj", want13);
+    expect_layer(f, "model.layers.0.block_sparse_moe.experts.w13", want_w13);
+    expect_layer(f, "model.layers.1.mlp.gate_up_proj", want_dense);
+    const std::string meta = f.metadata().at("model.layers.0.mlp.experts.gate_up_proj");
+    EXPECT_NE(meta.find(R"("fused_from":["model.layers.0.mlp.experts.gate_proj","model.layers.0.mlp.experts.up_proj"])"),
+              std::string::npos)
+        << meta;
+  }
+  // TP 2, rank 1: the fused layers split as [gate; up] halves.
+  o.tp_size = 2;
+  o.tp_rank = 1;
+  st = convert_checkpoint(o, &sum);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  {
+    io::SafetensorsFile f;
+    ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
+    KPackedWeights r13, rw13;
+    ASSERT_TRUE(tp_shard(want13, TpSplit::kGateUp, 1, 2, &r13).ok());
+    ASSERT_TRUE(tp_shard(want_w13, TpSplit::kGateUp, 1, 2, &rw13).ok());
+    expect_layer(f, "model.layers.0.mlp.experts.gate_up_proj", r13);
+    expect_layer(f, "model.layers.0.block_sparse_moe.experts.w13", rw13);
+  }
+  // Without the option the parts stay separate layers.
+  o.tp_size = 1;
+  o.tp_rank = 0;
+  o.fuse_gate_up = false;
+  ASSERT_TRUE(convert_checkpoint(o, &sum).ok());
+  EXPECT_EQ(sum.layers.size(), 7u);
+  // Gate and up of different K cannot be joined.
+  Ckpt bad;
+  GptqLinear g1, g2;
+  ASSERT_TRUE(kpacked_to_gptq(weight(16, 64, 32, false, DType::kF16, 102, 1), 0, GptqVersion::kV1, &g1).ok());
+  ASSERT_TRUE(kpacked_to_gptq(weight(16, 128, 32, false, DType::kF16, 103, 1), 0, GptqVersion::kV1, &g2).ok());
+  add_gptq(&bad, "m.gate_proj", g1);
+  add_gptq(&bad, "m.up_proj", g2);
+  ASSERT_TRUE(bad.write(in).ok());
+  o.fuse_gate_up = true;
+  st = convert_checkpoint(o, &sum);
+  EXPECT_NE(st.message().find("cannot fuse 'm.gate_proj' and 'm.up_proj'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("K=128"), std::string::npos) << st.message();
+  std::remove(in.c_str());
+  std::remove(out.c_str());
 }
 
 // Tensor-parallel conversion (--tp-size / --tp-rank): each rank's file holds tp_shard of every

@@ -191,3 +191,56 @@ TEST(Int4Shard, RefusesBadRangesActOrderAndUnevenSplits) {
   corrupt.scales.pop_back();
   EXPECT_TRUE(refused(shard_k(corrupt, 0, 128, &out), "scales"));
 }
+
+// concat_n joins gate and up into one [gate; up] weight: bit for bit the parts' columns (odd N:
+// the zero points' row pairs re-paired), so that tp_shard(kGateUp) of the join equals the join
+// of the parts' column shards; mismatched parts and differing act-order permutations refused.
+TEST(Int4Shard, ConcatNJoinsGateAndUp) {
+  for (bool sym : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "sym=" << sym);
+    const WeightShape sg{3, 7, 128, 32, sym, DType::kBF16}, su{3, 5, 128, 32, sym, DType::kBF16};
+    const KPackedWeights gate = random_kpacked(sg, 61u + sym, 0.05f), up = random_kpacked(su, 71u + sym, 0.05f);
+    KPackedWeights j;
+    ASSERT_TRUE(concat_n({gate, up}, &j).ok());
+    ASSERT_TRUE(validate(j).ok());
+    ASSERT_EQ(j.shape.n, 12);
+    const auto dj = dequant(j), dg = dequant(gate), du = dequant(up);
+    int diff = 0;
+    for (int e = 0; e < 3; ++e)
+      for (int n = 0; n < 12; ++n)
+        for (int k = 0; k < 128; ++k)
+          diff += at(dj, j.shape, e, n, k) != (n < 7 ? at(dg, sg, e, n, k) : at(du, su, e, n - 7, k));
+    EXPECT_EQ(diff, 0);
+    KPackedWeights back;
+    ASSERT_TRUE(shard_n(j, 7, 5, &back).ok());
+    EXPECT_TRUE(back.qweight == up.qweight && back.scales == up.scales && back.zeros == up.zeros);
+  }
+  // TP: rank r of the joined [gate; up] = the join of rank r's gate and up column shards.
+  const WeightShape s{2, 16, 64, 32, false, DType::kF16};
+  const KPackedWeights gate = random_kpacked(s, 81u, 0.05f), up = random_kpacked(s, 82u, 0.05f);
+  KPackedWeights j, rank1, g1, u1, j1;
+  ASSERT_TRUE(concat_n({gate, up}, &j).ok());
+  ASSERT_TRUE(tp_shard(j, TpSplit::kGateUp, 1, 4, &rank1).ok());
+  ASSERT_TRUE(tp_shard(gate, TpSplit::kColumns, 1, 4, &g1).ok());
+  ASSERT_TRUE(tp_shard(up, TpSplit::kColumns, 1, 4, &u1).ok());
+  ASSERT_TRUE(concat_n({g1, u1}, &j1).ok());
+  EXPECT_TRUE(rank1.qweight == j1.qweight && rank1.scales == j1.scales && rank1.zeros == j1.zeros);
+  // Refusals.
+  auto refused = [](const Status& st, const char* words) {
+    return !st.ok() && st.to_string().find(words) != std::string::npos;
+  };
+  KPackedWeights out;
+  EXPECT_TRUE(refused(concat_n({}, &out), "no parts"));
+  EXPECT_TRUE(refused(concat_n({gate, random_kpacked({2, 16, 64, 64, false, DType::kF16}, 83u)}, &out), "G=64"));
+  EXPECT_TRUE(refused(concat_n({gate, random_kpacked({2, 16, 64, 32, true, DType::kF16}, 84u)}, &out), "sym=1"));
+  EXPECT_TRUE(refused(concat_n({gate, random_kpacked({1, 16, 64, 32, false, DType::kF16}, 85u)}, &out), "E=1"));
+  KPackedWeights pg = gate, pu = up;
+  pg.k_perm.resize(2 * 64);
+  pu.k_perm.resize(2 * 64);
+  for (int i = 0; i < 128; ++i) pg.k_perm[i] = pu.k_perm[i] = 63 - i % 64;
+  ASSERT_TRUE(concat_n({pg, pu}, &out).ok()) << "one shared permutation joins";
+  EXPECT_EQ(out.k_perm, pg.k_perm);
+  pu.k_perm[3] = 59;  // entries 3 and 4 swapped
+  pu.k_perm[4] = 60;
+  EXPECT_TRUE(refused(concat_n({pg, pu}, &out), "permutation differs"));
+}

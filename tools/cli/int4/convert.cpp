@@ -13,7 +13,8 @@ namespace {
 const char* kUsage =
     "usage: lowbit convert --in CHECKPOINT --out PACKED.safetensors\n"
     "         [--config config.json | --format gptq|gptq_v2|awq|ct [--group G] [--sym|--asym]]\n"
-    "         [--layer PREFIX] [--act bf16|fp16] [--round-scales] [--tp-size T --tp-rank R [--tp-split S]]\n"
+    "         [--layer PREFIX] [--act bf16|fp16] [--round-scales] [--fuse-gate-up]\n"
+    "         [--tp-size T --tp-rank R [--tp-split S]]\n"
     "  --in            a .safetensors file, a model directory of shards, or its *.safetensors.index.json;\n"
     "                  shards are memory-mapped and the output is written layer by layer\n"
     "  --config        HF config.json (quantization_config) or AutoGPTQ quantize_config.json; default for a\n"
@@ -24,7 +25,8 @@ const char* kUsage =
     "  --layer         only layers whose name starts with PREFIX\n"
     "  MoE experts A.experts.<e>.B (e = 0..E-1, same shape) are stacked into one E-expert weight A.experts.B\n"
     "  --act           activation dtype the scales are stored in (default bf16)\n"
-    "  --round-scales  accept fp16 scales that round when stored as bf16 (default: refuse)\n"
+    "  --round-scales  accept fp16 scales that round when stored as bf16 (default: refuse)\n"    "  --fuse-gate-up  write X.gate_proj + X.up_proj (X.w1 + X.w3) as one [gate; up] layer X.gate_up_proj (X.w13):\n"
+    "                  fused_moe's w13 for stacked experts, one GEMM for a dense MLP\n"
     "  --tp-size/--tp-rank  write tensor-parallel rank R's shard of every layer (of T ranks): o_proj, down_proj,\n"
     "                  out_proj, w2 split K (a K range that cuts a scale group gets the exact finer group\n"
     "                  gcd(G, k0, k), column G); gate_up_proj its two halves; q/k/v_proj, gate/up_proj, w1, w3 split N\n"
@@ -32,7 +34,7 @@ const char* kUsage =
 
 int run_convert(const std::vector<std::string>& argv) {
   lowbit::cli::Args a(argv, {"in", "out", "config", "format", "group", "layer", "act", "tp-size", "tp-rank", "tp-split"},
-                      {"sym", "asym", "round-scales", "help"});
+                      {"sym", "asym", "round-scales", "fuse-gate-up", "help"});
   if (a.has("help")) {
     std::printf("%s", kUsage);
     return 0;
@@ -74,6 +76,7 @@ int run_convert(const std::vector<std::string>& argv) {
   }
   o.act = act == "fp16" ? lowbit::DType::kF16 : lowbit::DType::kBF16;
   o.scale_policy = a.has("round-scales") ? ScalePolicy::kRound : ScalePolicy::kExact;
+  o.fuse_gate_up = a.has("fuse-gate-up");
   o.tp_size = static_cast<int>(a.get_int("tp-size", 1));
   o.tp_rank = static_cast<int>(a.get_int("tp-rank", 0));
   if (o.tp_size < 1 || o.tp_rank < 0 || o.tp_rank >= o.tp_size) {
