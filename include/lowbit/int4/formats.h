@@ -52,8 +52,9 @@ struct GptqLinear {
 
 Status gptq_to_kpacked(const GptqLinear& in, DType act, ScalePolicy policy, KPackedWeights* out,
                        ConvertReport* report = nullptr);
-// Writes expert `expert` of `w` as a GPTQ layer (scales as fp16; w.shape.act must be fp16,
-// or bf16 scales that are exact in fp16). v1 cannot store z = 0: refused. k_perm becomes g_idx.
+// Writes expert `expert` of `w` as a GPTQ layer, its scales in w's activation dtype
+// (scale_source kF16 or kBF16: write the scales tensor in that dtype). v1 cannot store z = 0:
+// refused. k_perm becomes g_idx.
 Status kpacked_to_gptq(const KPackedWeights& w, int expert, GptqVersion version, GptqLinear* out);
 
 // ---- AWQ (GEMM variant) -----------------------------------------------------------------
