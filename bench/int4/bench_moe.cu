@@ -48,13 +48,15 @@ struct MoeShape {
 };
 
 int run_bench_moe(const std::vector<std::string>& argv) {
-  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "path", "shapes", "layout", "block-m"}, {"quick", "asym", "help"});
+  cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "path", "shapes", "layout", "block-m", "routing"},
+                 {"quick", "asym", "help"});
   if (!args.ok() || args.has("help")) {
     if (!args.ok()) std::fprintf(stderr, "bench moe: %s\n", args.error().c_str());
     std::fprintf(stderr,
                  "usage: lowbit bench moe [--m 1,8,16,32,128,512,2048,8192] [--quick] [--shapes qwen3-30b-a3b.tp1,...]\n"
                  "       [--path auto,fused,grouped] [--layout auto|npacked] [--dtype bf16|fp16] [--group 32|64|128|-1]\n"
-                 "       [--asym] [--block-m 0|8|16|32|64|128] [--reps 10] [--out docs/benchmarks/moe]\n");
+                 "       [--asym] [--block-m 0|8|16|32|64|128] [--routing logits|caller] [--reps 10]\n"
+                 "       [--out docs/benchmarks/moe]\n");
     return args.ok() ? 0 : 2;
   }
   const bool quick = args.has("quick");
@@ -75,6 +77,16 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   // --layout auto|npacked: the experts' kernel layout (auto: the shape's default, MMA-tiled
   // for these shapes; npacked: the same random words read as N-packed, the skinny MoE tile).
   const std::string layout = args.get("layout", "auto");
+  // --routing logits|caller: fused_moe routes the logits (softmax top-k inside the layer), or
+  // takes the same top-k as the caller's ids and weights (MoeArgs::topk_ids / topk_weights, as
+  // engines with their own routing call it; vLLM's layer then aligns those ids instead of
+  // routing, too). Same ids, weights and reference either way.
+  const std::string routing = args.get("routing", "logits");
+  if (routing != "logits" && routing != "caller") {
+    std::fprintf(stderr, "bench moe: unknown --routing %s (logits, caller)\n", routing.c_str());
+    return 2;
+  }
+  const bool caller_routing = routing == "caller";
   if (layout != "auto" && layout != "npacked") {
     std::fprintf(stderr, "bench moe: unknown --layout %s (auto, npacked)\n", layout.c_str());
     return 2;
@@ -109,10 +121,10 @@ int run_bench_moe(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "bench moe: %s\n", st.to_string().c_str());
     return 1;
   }
-  std::printf("# %s\n# copy bandwidth %.0f GB/s (read-only stream %.0f GB/s); %s, G=%d, %s; times are CUDA-graph "
-              "medians\n",
+  std::printf("# %s\n# copy bandwidth %.0f GB/s (read-only stream %.0f GB/s); %s, G=%d, %s, routing %s; times are "
+              "CUDA-graph medians\n",
               lowbit::bench::machine_description().c_str(), copy_gbps, read_gbps, dtype_name(act), group,
-              sym ? "sym" : "asym");
+              sym ? "sym" : "asym", routing.c_str());
   cublasHandle_t handle;
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "bench moe: cublasCreate failed\n");
@@ -210,6 +222,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
       for (int c : count) touched += c > 0;
       const int P = m * sh.topk;
       DevBuf dl = upload(logits), x(static_cast<size_t>(m) * sh.H * 2), y(static_cast<size_t>(m) * sh.H * 2);
+      DevBuf dids = upload(ids), drw = upload(rw);  // --routing caller: the layer's top-k, given
       fill_act(x.p, static_cast<size_t>(m) * sh.H, 5u + m, act, 0.1f, 1.f);
       // cuBLAS buffers: tokens already grouped by expert (gather not timed).
       DevBuf bx(static_cast<size_t>(P) * sh.H * 2), bh(static_cast<size_t>(P) * 2 * sh.I * 2),
@@ -244,7 +257,12 @@ int run_bench_moe(const std::vector<std::string>& argv) {
           m_eids(static_cast<size_t>(mmaxp / mbm) * 4), m_npp(4), m_h(static_cast<size_t>(P) * 2 * sh.I * 2),
           m_a(static_cast<size_t>(P) * sh.I * 2), m_c(static_cast<size_t>(P) * sh.H * 2), m_y(static_cast<size_t>(m) * sh.H * 2);
       int mcall = 0;
+      if (caller_routing)  // the caller's weights, read by Marlin's GEMM2
+        LOWBIT_BENCH_CUDA(cudaMemcpy(m_w.p, drw.p, static_cast<size_t>(P) * 4, cudaMemcpyDeviceToDevice));
       auto marlin_route = [&](cudaStream_t s) {
+        if (caller_routing)  // vLLM with the caller's topk_ids: moe_align_block_size only
+          return moe_align(dids.as<int32_t>(), m, sh.topk, sh.E, mbm, m_sorted.as<int32_t>(), m_eids.as<int32_t>(),
+                           m_npp.as<int32_t>(), s);
         return moe_route(dl.as<float>(), m, sh.E, sh.topk, true, mbm, m_ids.as<int32_t>(), m_w.as<float>(),
                          m_sorted.as<int32_t>(), m_eids.as<int32_t>(), m_npp.as<int32_t>(), s);
       };
@@ -296,7 +314,9 @@ int run_bench_moe(const std::vector<std::string>& argv) {
         auto run_int4 = [&](cudaStream_t s) {
           MoeArgs a;
           a.x = x.p;
-          a.router_logits = dl.as<float>();
+          a.router_logits = caller_routing ? nullptr : dl.as<float>();
+          a.topk_ids = caller_routing ? dids.as<int32_t>() : nullptr;
+          a.topk_weights = caller_routing ? drw.as<float>() : nullptr;
           a.y = y.p;
           a.m = m;
           a.topk = sh.topk;
@@ -462,7 +482,8 @@ int run_bench_moe(const std::vector<std::string>& argv) {
                         {"experts_touched", touched}, {"time_us", t4.median_us}, {"min_us", t4.min_us},
                         {"tflops", tflops}, {"tbps", tbs}, {"pct_floor", pct}, {"floor_us", floor_us},
                         {"pct_read_bw", rdbw}, {"cublas_us", tb.median_us}, {"cublas_tflops", flops / (tb.median_us * 1e6)}, {"speedup", speedup},
-                        {"wrong", wrong}, {"dtype", dtype_name(act)}, {"group", group}, {"group_w2", group2}, {"sym", sym}});
+                        {"wrong", wrong}, {"dtype", dtype_name(act)}, {"group", group}, {"group_w2", group2}, {"sym", sym},
+                        {"routing", routing}});
 #ifdef LOWBIT_HAVE_VLLM_MARLIN
         if (have_tm) {
           rows.back()["marlin_gemm_us"] = tmg.median_us;
@@ -490,8 +511,9 @@ int run_bench_moe(const std::vector<std::string>& argv) {
 #ifdef LOWBIT_HAVE_VLLM_MARLIN
   rec["marlin"] = std::string(vm::kMarlinSource) +
                   ": fused_marlin_moe's steps on the same experts (uint4b8, permuted scales, vLLM's block size rule); "
-                  "marlin_gemm_us = its two Marlin GEMMs alone, marlin_layer_us = lowbit's moe_route + GEMM1 + "
-                  "silu_and_mul + GEMM2 + top-k sum; x_marlin_* = those over time_us";
+                  "marlin_gemm_us = its two Marlin GEMMs alone, marlin_layer_us = lowbit's moe_route (--routing "
+                  "caller: moe_align of the given ids) + GEMM1 + silu_and_mul + GEMM2 + top-k sum; x_marlin_* = "
+                  "those over time_us";
   plot["y"] = "x_marlin_gemm";
   plot["title"] = "vLLM Marlin MoE GEMMs alone / lowbit layer (> 1: lowbit faster)";
 #endif
