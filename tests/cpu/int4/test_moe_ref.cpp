@@ -29,6 +29,18 @@ std::vector<uint16_t> rand_x(int m, int k, DType act, uint32_t seed) {
   for (auto& v : x) v = float_to_half_bits(act, static_cast<float>(static_cast<int>(rng() % 9) - 4) * 0.25f);
   return x;
 }
+// The reference's arguments for M tokens with top-k ids and weights.
+FusedMoeArgs moe_args(const std::vector<uint16_t>& x, int m, int topk, const std::vector<int32_t>& ids,
+                      const std::vector<float>& wts, int block_m) {
+  FusedMoeArgs a;
+  a.x = x.data();
+  a.m = m;
+  a.topk = topk;
+  a.topk_ids = ids.data();
+  a.topk_weights = wts.data();
+  a.block_m = block_m;
+  return a;
+}
 }  // namespace
 
 TEST(GemmRef, ExactOnSmallIntegersAndAppliesPerm) {
@@ -146,13 +158,7 @@ TEST(FusedMoeRef, MatchesBruteForce) {
       std::vector<int32_t> ids;
       std::vector<float> wts;
       ASSERT_TRUE(topk_softmax_ref(logits.data(), M, E, topk, true, &ids, &wts).ok());
-      FusedMoeArgs a;
-      a.x = x.data();
-      a.m = M;
-      a.topk = topk;
-      a.topk_ids = ids.data();
-      a.topk_weights = wts.data();
-      a.block_m = 4;
+      FusedMoeArgs a = moe_args(x, M, topk, ids, wts, 4);
       a.round_intermediates = round_mid;
       std::vector<double> out;
       std::vector<uint16_t> outb;
@@ -230,13 +236,7 @@ TEST(FusedMoeRef, ForeignIdsContributeNothing) {
       ++foreign;
     }
   ASSERT_EQ(foreign, 4);
-  FusedMoeArgs a;
-  a.x = x.data();
-  a.m = M;
-  a.topk = topk;
-  a.topk_ids = ids.data();
-  a.topk_weights = wts.data();
-  a.block_m = 2;
+  FusedMoeArgs a = moe_args(x, M, topk, ids, wts, 2);
   std::vector<double> out, out0;
   EXPECT_FALSE(fused_moe_ref(w13, w2, a, &out, nullptr).ok()) << "foreign ids refused unless skipped";
   a.skip_foreign_ids = true;
@@ -252,14 +252,11 @@ TEST(FusedMoeRef, ForeignIdsContributeNothing) {
   }
   EXPECT_GT(maxabs, 0.1) << "test data must produce non-trivial outputs";
   // Token 3 has a single real slot (expert 3, slot 0): its output is that expert's alone.
-  std::vector<int32_t> ids1 = {3};
-  std::vector<float> w1 = {wts[9]};
-  FusedMoeArgs b = a;
-  b.x = x.data() + 3 * H;
-  b.m = 1;
-  b.topk = 1;
-  b.topk_ids = ids1.data();
-  b.topk_weights = w1.data();
+  const std::vector<int32_t> ids1 = {3};
+  const std::vector<float> w1 = {wts[9]};
+  const std::vector<uint16_t> x3(x.begin() + 3 * H, x.begin() + 4 * H);
+  FusedMoeArgs b = moe_args(x3, 1, 1, ids1, w1, 2);
+  b.skip_foreign_ids = true;
   std::vector<double> one;
   ASSERT_TRUE(fused_moe_ref(w13, w2, b, &one, nullptr).ok());
   for (int n = 0; n < H; ++n) EXPECT_EQ(out[3 * H + n], one[n]) << n;
