@@ -95,9 +95,9 @@ __global__ void silu_mul_kernel(const float* __restrict__ h13, const int32_t* __
   }
 }
 
-// y[m, h] = act(sum_s tw[m*topk + s] * out2[pos[m*topk + s], h]), slots in order.
+// y[m, h] = act(sum_s tw[m*topk + s] * out2[pos[m*topk + s], h]), slots in order. ids (caller
+// routing): pairs whose expert is outside [0, E) had no row (no pos) and are skipped.
 template <typename T>
-// ids (caller routing): pairs whose expert is outside [0, E) had no row (no pos): skipped.
 __global__ void combine_kernel(const float* __restrict__ out2, const int32_t* __restrict__ pos,
                                const float* __restrict__ tw, int M, int topk, int H, T* __restrict__ y,
                                const int32_t* __restrict__ ids, int E) {
