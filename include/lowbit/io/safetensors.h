@@ -18,7 +18,13 @@
 
 namespace lowbit::io {
 
-enum class TensorDType { kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool, kU16, kU32, kU64 };
+// The byte-sized dtypes of the format. FP8 tensors (F8_E4M3, F8_E5M2, F8_E8M0) and complex64
+// (C64) are read as bytes, so that a checkpoint holding them next to the INT4 layers (FP8 KV
+// scales, MX block scales, an FP8 MTP layer) opens; sub-byte dtypes (F4, F6_*) are refused.
+enum class TensorDType {
+  kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool, kU16, kU32, kU64,
+  kF8E4M3, kF8E5M2, kF8E8M0, kC64
+};
 
 const char* tensor_dtype_name(TensorDType t);
 size_t tensor_dtype_size(TensorDType t);

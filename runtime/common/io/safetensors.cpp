@@ -40,7 +40,8 @@ constexpr DTypeEntry kDTypes[] = {
     {"BF16", TensorDType::kBF16, 2}, {"I64", TensorDType::kI64, 8},   {"I32", TensorDType::kI32, 4},
     {"I16", TensorDType::kI16, 2},   {"I8", TensorDType::kI8, 1},     {"U8", TensorDType::kU8, 1},
     {"BOOL", TensorDType::kBool, 1}, {"U16", TensorDType::kU16, 2},   {"U32", TensorDType::kU32, 4},
-    {"U64", TensorDType::kU64, 8},
+    {"U64", TensorDType::kU64, 8},   {"F8_E4M3", TensorDType::kF8E4M3, 1}, {"F8_E5M2", TensorDType::kF8E5M2, 1},
+    {"F8_E8M0", TensorDType::kF8E8M0, 1}, {"C64", TensorDType::kC64, 8},
 };
 
 bool dtype_from_name(const std::string& s, TensorDType* out) {

@@ -111,7 +111,8 @@ TEST(Safetensors, AllDTypesRoundTrip) {
   const TensorDType all[] = {TensorDType::kF64, TensorDType::kF32, TensorDType::kF16, TensorDType::kBF16,
                              TensorDType::kI64, TensorDType::kI32, TensorDType::kI16, TensorDType::kI8,
                              TensorDType::kU8,  TensorDType::kBool, TensorDType::kU16, TensorDType::kU32,
-                             TensorDType::kU64};
+                             TensorDType::kU64, TensorDType::kF8E4M3, TensorDType::kF8E5M2, TensorDType::kF8E8M0,
+                             TensorDType::kC64};
   std::vector<uint8_t> buf(64);
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 3 + 1);
   std::vector<TensorToWrite> list;
@@ -183,6 +184,7 @@ TEST(Safetensors, BadJson) {
 TEST(Safetensors, WrongDtype) {
   expect_corrupt(parse_header(R"({"x":{"dtype":"F8","shape":[2],"data_offsets":[0,2]}})", 2), "unsupported dtype");
   expect_corrupt(parse_header(R"({"x":{"dtype":"f32","shape":[2],"data_offsets":[0,8]}})", 8), "unsupported dtype");
+  expect_corrupt(parse_header(R"({"x":{"dtype":"F4","shape":[4],"data_offsets":[0,2]}})", 2), "unsupported dtype");
   expect_corrupt(parse_header(R"({"x":{"dtype":7,"shape":[2],"data_offsets":[0,2]}})", 2), "not a string");
 }
 

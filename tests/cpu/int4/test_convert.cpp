@@ -50,11 +50,21 @@ struct Ckpt {
     list.push_back({name, dt, shape, nullptr});
     idx.push_back({1, h.size() - 1});
   }
+  void add_bytes(const std::string& name, TensorDType dt, std::vector<int64_t> shape, const std::vector<uint8_t>& v) {
+    b.push_back(v);
+    list.push_back({name, dt, shape, nullptr});
+    idx.push_back({2, b.size() - 1});
+  }
   Status write(const std::string& path) {
-    for (size_t i = 0; i < list.size(); ++i)
-      list[i].data = idx[i].first == 0 ? static_cast<const void*>(i32[idx[i].second].data()) : h[idx[i].second].data();
+    for (size_t i = 0; i < list.size(); ++i) {
+      const size_t j = idx[i].second;
+      list[i].data = idx[i].first == 0   ? static_cast<const void*>(i32[j].data())
+                     : idx[i].first == 1 ? static_cast<const void*>(h[j].data())
+                                         : static_cast<const void*>(b[j].data());
+    }
     return io::write_safetensors(path, list);
   }
+  std::vector<std::vector<uint8_t>> b;
   std::vector<std::pair<int, size_t>> idx;
 };
 
@@ -416,6 +426,30 @@ TEST(Convert, FusesGateAndUp) {
   st = convert_checkpoint(o, &sum);
   EXPECT_NE(st.message().find("cannot fuse 'm.gate_proj' and 'm.up_proj'"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("K=128"), std::string::npos) << st.message();
+  std::remove(in.c_str());
+  std::remove(out.c_str());
+}
+
+// A checkpoint that also holds FP8 tensors (an FP8 layer, MX block scales) converts its INT4
+// layers; the others are read past, not refused.
+TEST(Convert, Fp8TensorsBesideTheLayersAreReadPast) {
+  const std::string in = tmp("fp8.safetensors"), out = tmp("fp8_out.safetensors");
+  Ckpt c;
+  const auto w = weight(16, 64, 32, false, DType::kF16, 110, 1);
+  GptqLinear g;
+  ASSERT_TRUE(kpacked_to_gptq(w, 0, GptqVersion::kV1, &g).ok());
+  add_gptq(&c, "model.layers.0.mlp.down_proj", g);
+  c.add_bytes("model.layers.1.self_attn.q_proj.weight", TensorDType::kF8E4M3, {8, 8}, std::vector<uint8_t>(64, 0x38));
+  c.add_bytes("model.layers.1.mlp.experts.w1.scale", TensorDType::kF8E8M0, {8}, std::vector<uint8_t>(8, 127));
+  ASSERT_TRUE(c.write(in).ok());
+  ConvertOptions o = gptq_asym_f16_options(in, out);
+  ConvertSummary sum;
+  const Status st = convert_checkpoint(o, &sum);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(sum.layers.size(), 1u);
+  io::SafetensorsFile f;
+  ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
+  expect_layer(f, "model.layers.0.mlp.down_proj", w);
   std::remove(in.c_str());
   std::remove(out.c_str());
 }
