@@ -88,9 +88,23 @@ Status gptq_to_kpacked(const GptqLinear& in, DType act, ScalePolicy policy, KPac
   KPackedWeights r;
   kpacked_allocate(s, &r);
   if (act_order) r.k_perm = perm;
-  for (int j = 0; j < K; ++j) {
-    const int k = perm[j];
-    for (int n = 0; n < N; ++n) kpacked_set_q(&r, 0, n, j, nib(in.qweight[static_cast<size_t>(k / 8) * N + n], k % 8));
+  if (!act_order) {
+    // Checkpoint order: word (k/8, n) holds rows 8(k/8)..+7 of column n at bits 4(k%8), which
+    // are, byte for byte (little-endian), the four K-packed bytes of row n at 4(k/8) (low
+    // nibble = even k). A transpose of 32-bit words, not a loop over nibbles.
+    const int KW = K / 8;
+    for (int n = 0; n < N; ++n) {
+      uint8_t* row = r.qweight.data() + static_cast<size_t>(n) * (K / 2);
+      for (int kw = 0; kw < KW; ++kw) {
+        const uint32_t w = static_cast<uint32_t>(in.qweight[static_cast<size_t>(kw) * N + n]);
+        for (int b = 0; b < 4; ++b) row[4 * kw + b] = static_cast<uint8_t>(w >> (8 * b));
+      }
+    }
+  } else {
+    for (int j = 0; j < K; ++j) {
+      const int k = perm[j];
+      for (int n = 0; n < N; ++n) kpacked_set_q(&r, 0, n, j, nib(in.qweight[static_cast<size_t>(k / 8) * N + n], k % 8));
+    }
   }
   for (int g = 0; g < NG; ++g)
     for (int n = 0; n < N; ++n) {

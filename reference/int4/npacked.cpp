@@ -21,12 +21,22 @@ Status repack_to_npacked(const KPackedWeights& in, NPackedWeights* out) {
   r.scales.resize(static_cast<size_t>(E) * NG * N);
   if (!s.symmetric) r.zeros.resize(static_cast<size_t>(E) * NG * N);
   for (int e = 0; e < E; ++e) {
-    for (int n = 0; n < N; ++n)
-      for (int k = 0; k < K; ++k) {
-        uint32_t q = static_cast<uint32_t>(kpacked_q(in, e, n, k));
-        int32_t& word = r.qweight[(static_cast<size_t>(e) * K + k) * (N / 8) + n / 8];
-        word = static_cast<int32_t>(static_cast<uint32_t>(word) | (q << (4 * (n % 8))));
+    // Word (k, c) = nibble k of columns 8c..8c+7; one byte of each of the 8 rows gives the
+    // words of rows k and k + 1 (low and high nibbles).
+    for (int c = 0; c < N / 8; ++c) {
+      const uint8_t* rows = in.qweight.data() + (static_cast<size_t>(e) * N + 8 * c) * (K / 2);
+      int32_t* col = r.qweight.data() + static_cast<size_t>(e) * K * (N / 8) + c;
+      for (int kb = 0; kb < K / 2; ++kb) {
+        uint32_t lo = 0, hi = 0;
+        for (int i = 0; i < 8; ++i) {
+          const uint32_t b = rows[static_cast<size_t>(i) * (K / 2) + kb];
+          lo |= (b & 0xFu) << (4 * i);
+          hi |= (b >> 4) << (4 * i);
+        }
+        col[static_cast<size_t>(2 * kb) * (N / 8)] = static_cast<int32_t>(lo);
+        col[static_cast<size_t>(2 * kb + 1) * (N / 8)] = static_cast<int32_t>(hi);
       }
+    }
     for (int g = 0; g < NG; ++g)
       for (int n = 0; n < N; ++n) {
         size_t o = (static_cast<size_t>(e) * NG + g) * N + n;

@@ -93,27 +93,47 @@ Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind
   if (kind == KernelLayoutKind::kKPacked) {
     out->qweight_k = in.qweight;
   } else if (kind == KernelLayoutKind::kMmaTiled) {
+    // Word by word, in output order: word j of lane 4g + t in tile (c, s) holds, in slots p and
+    // p + 4, the nibbles k and k + 1 of (n, k) = (64c + 16j + g + 8(p % 2), 16s + 2t + 8(p / 2))
+    // (mma_tiled_pos; k even, so both are one K-packed byte: low nibble -> slot p, high ->
+    // slot p + 4). Four byte loads per word instead of eight nibble placements.
     const size_t per_expert = static_cast<size_t>(K) * (N / 8);
-    out->qweight_n.assign(static_cast<size_t>(E) * per_expert, 0u);
-    for (int e = 0; e < E; ++e)
-      for (int n = 0; n < N; ++n) {
-        const uint8_t* row = in.qweight.data() + (static_cast<size_t>(e) * N + n) * (K / 2);
-        uint32_t* dst = out->qweight_n.data() + e * per_expert;
-        for (int k = 0; k < K; ++k) {
-          const MmaTiledPos pos = mma_tiled_pos(n, k, K);
-          dst[pos.word] |= ((row[k / 2] >> (4 * (k & 1))) & 0xFu) << (4 * pos.slot);
-        }
-      }
+    const size_t row_bytes = static_cast<size_t>(K) / 2;
+    const int steps = K / kMmaTileK;
+    out->qweight_n.resize(static_cast<size_t>(E) * per_expert);
+    for (int e = 0; e < E; ++e) {
+      const uint8_t* ex = in.qweight.data() + static_cast<size_t>(e) * N * row_bytes;
+      uint32_t* dst = out->qweight_n.data() + e * per_expert;
+      for (int c = 0; c < N / kMmaTileCols; ++c)
+        for (int st = 0; st < steps; ++st)
+          for (int lane = 0; lane < 32; ++lane)
+            for (int j = 0; j < 4; ++j) {
+              const int n0 = kMmaTileCols * c + 16 * j + lane / 4, kb0 = (kMmaTileK * st + 2 * (lane % 4)) / 2;
+              const uint8_t* r0 = ex + static_cast<size_t>(n0) * row_bytes + kb0;
+              const uint8_t* r8 = r0 + 8 * row_bytes;  // column n0 + 8
+              const uint32_t b[4] = {r0[0], r8[0], r0[4], r8[4]};  // p = 0..3: (hi, kh) = (0,0) (1,0) (0,1) (1,1)
+              uint32_t w = 0;
+              for (int p = 0; p < 4; ++p) w |= (b[p] & 0xFu) << (4 * p) | (b[p] >> 4) << (4 * (p + 4));
+              dst[((static_cast<size_t>(c) * steps + st) * 32 + lane) * 4 + j] = w;
+            }
+    }
   } else {
-    out->qweight_n.assign(static_cast<size_t>(E) * K * (N / 8), 0u);
+    // Word (k, c): column 8c + i in slot kNibbleSlotOfColumn[i]; one byte of each of the 8 rows
+    // gives the words of rows k and k + 1.
+    out->qweight_n.resize(static_cast<size_t>(E) * K * (N / 8));
     for (int e = 0; e < E; ++e)
-      for (int n = 0; n < N; ++n) {
-        const uint8_t* row = in.qweight.data() + (static_cast<size_t>(e) * N + n) * (K / 2);
-        const int c = n / 8, slot = kNibbleSlotOfColumn[n % 8];
+      for (int c = 0; c < N / 8; ++c) {
+        const uint8_t* rows = in.qweight.data() + (static_cast<size_t>(e) * N + 8 * c) * (K / 2);
         uint32_t* col = out->qweight_n.data() + static_cast<size_t>(e) * K * (N / 8) + c;
-        for (int k = 0; k < K; ++k) {
-          uint32_t q = (row[k / 2] >> (4 * (k & 1))) & 0xFu;
-          col[static_cast<size_t>(k) * (N / 8)] |= q << (4 * slot);
+        for (int kb = 0; kb < K / 2; ++kb) {
+          uint32_t lo = 0, hi = 0;
+          for (int i = 0; i < 8; ++i) {
+            const uint32_t b = rows[static_cast<size_t>(i) * (K / 2) + kb];
+            lo |= (b & 0xFu) << (4 * kNibbleSlotOfColumn[i]);
+            hi |= (b >> 4) << (4 * kNibbleSlotOfColumn[i]);
+          }
+          col[static_cast<size_t>(2 * kb) * (N / 8)] = lo;
+          col[static_cast<size_t>(2 * kb + 1) * (N / 8)] = hi;
         }
       }
   }
