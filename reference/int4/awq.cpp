@@ -32,10 +32,16 @@ Status awq_to_kpacked(const AwqLinear& in, DType act, ScalePolicy policy, KPacke
   s.act = act;
   KPackedWeights r;
   kpacked_allocate(s, &r);
-  for (int k = 0; k < K; ++k)
+  // Rows k and k + 1 of word column c: slot i of each is column 8c + kAwqOrder[i], whose
+  // K-packed byte k / 2 takes row k's nibble low and row k + 1's high.
+  const size_t row_bytes = static_cast<size_t>(K) / 2;
+  for (int k = 0; k < K; k += 2)  // K is even (checked above)
     for (int c = 0; c < NW; ++c) {
-      int32_t word = in.qweight[static_cast<size_t>(k) * NW + c];
-      for (int i = 0; i < 8; ++i) kpacked_set_q(&r, 0, 8 * c + kAwqOrder[i], k, nib(word, i));
+      const uint32_t w0 = static_cast<uint32_t>(in.qweight[static_cast<size_t>(k) * NW + c]);
+      const uint32_t w1 = static_cast<uint32_t>(in.qweight[static_cast<size_t>(k + 1) * NW + c]);
+      for (int i = 0; i < 8; ++i)
+        r.qweight[static_cast<size_t>(8 * c + kAwqOrder[i]) * row_bytes + k / 2] =
+            static_cast<uint8_t>(((w0 >> (4 * i)) & 0xFu) | (((w1 >> (4 * i)) & 0xFu) << 4));
     }
   for (int g = 0; g < NG; ++g) {
     for (int n = 0; n < N; ++n) {

@@ -36,7 +36,12 @@ Status ct_to_kpacked(const CtLinear& in, DType act, ScalePolicy policy, KPackedW
   KPackedWeights r;
   kpacked_allocate(s, &r);
   for (int n = 0; n < N; ++n) {
-    for (int k = 0; k < K; ++k) kpacked_set_q(&r, 0, n, k, nib(in.weight_packed[static_cast<size_t>(n) * KW + k / 8], k % 8));
+    // Row n's words hold k at bits 4(k % 8): little-endian, they are the K-packed bytes of the
+    // row (low nibble = even k), cut at K / 2 bytes (K's padding to a multiple of 8 dropped).
+    uint8_t* row = r.qweight.data() + static_cast<size_t>(n) * (K / 2);
+    for (int b = 0; b < K / 2; ++b)
+      row[b] = static_cast<uint8_t>(static_cast<uint32_t>(in.weight_packed[static_cast<size_t>(n) * KW + b / 4]) >>
+                                    (8 * (b % 4)));
     for (int g = 0; g < NG; ++g) {
       size_t i = static_cast<size_t>(n) * NG + g;
       uint32_t bits = in.scale_source == ScaleSource::kF32 ? float_as_bits(in.weight_scale_f32[i]) : in.weight_scale[i];
