@@ -335,7 +335,7 @@ std::string find_config(const std::string& dir) {
 
 // What the output file holds of one layer: its tensors, written as soon as the layer is
 // converted, and its metadata entry.
-Status write_layer(const KPackedWeights& w, ConvertedLayer* L, io::SafetensorsWriter* out,
+Status write_layer(const KPackedWeights& w, bool npacked_copy, ConvertedLayer* L, io::SafetensorsWriter* out,
                    std::map<std::string, std::string>* meta, const std::vector<std::string>& expert_layers,
                    const std::vector<std::string>& fused_from) {
   const std::string& p = L->prefix;
@@ -346,7 +346,7 @@ Status write_layer(const KPackedWeights& w, ConvertedLayer* L, io::SafetensorsWr
   L->group_size = s.group_size;
   L->symmetric = s.symmetric;
   L->act_order = !w.k_perm.empty();
-  L->layout = layout_for(s);
+  L->layout = npacked_copy ? layout_for(s) : WeightLayout::kKPacked;
   const TensorDType sdt = s.act == DType::kF16 ? TensorDType::kF16 : TensorDType::kBF16;
   const int64_t E = s.experts, N = s.n, K = s.k, NG = s.num_groups();
   LOWBIT_RETURN_IF_ERROR(out->add({p + ".qweight_kpacked", TensorDType::kU8, {E, N, K / 2}, w.qweight.data()}));
@@ -508,7 +508,7 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
       L.tp_split = static_cast<int>(split);
       wp = &shard;
     }
-    LOWBIT_RETURN_IF_ERROR(write_layer(*wp, &L, &out, &meta, expert_layers, fused_from));
+    LOWBIT_RETURN_IF_ERROR(write_layer(*wp, o.write_npacked, &L, &out, &meta, expert_layers, fused_from));
     summary->layers.push_back(std::move(L));
     return Status::Ok();
   };

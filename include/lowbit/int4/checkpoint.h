@@ -11,7 +11,7 @@
 //   P.scales_kpacked   F16/BF16 [E, N, NG]
 //   P.zeros_kpacked    U8      [E, ceil(N/2), NG]  asymmetric only
 //   P.k_perm           I32     [E, K]           act-order only (x' = x[:, k_perm])
-//   P.qweight_npacked  I32     [E, K, N/8]      when N % 8 == 0 (NPackedWeights)
+//   P.qweight_npacked  I32     [E, K, N/8]      when N % 8 == 0 (NPackedWeights), unless !write_npacked
 //   P.scales_npacked   F16/BF16 [E, NG, N]
 //   P.zeros_npacked    F16/BF16 [E, NG, N]      asymmetric only
 // MoE experts: checkpoint layers A.experts.<e>.B for e = 0..E-1 (E >= 2, every index
@@ -61,6 +61,9 @@ struct ConvertOptions {
   // MLP's gate and up. Metadata "fused_from": [gate layer, up layer]. With TP, its shard is
   // tp_shard(kGateUp). Parts that cannot be joined (shapes, act-order permutations) are an error.
   bool fuse_gate_up = false;
+  // Also write each layer's N-packed copy (when N % 8 == 0). false: the canonical K-packed
+  // layout only, about half the file; repack_for_kernels at load time reads only that.
+  bool write_npacked = true;
 };
 
 struct ConvertedLayer {

@@ -408,6 +408,21 @@ TEST(Convert, FusesGateAndUp) {
     expect_layer(f, "model.layers.0.mlp.experts.gate_up_proj", r13);
     expect_layer(f, "model.layers.0.block_sparse_moe.experts.w13", rw13);
   }
+  // K-packed only: no N-packed tensors, the layers load the same.
+  o.tp_size = 1;
+  o.tp_rank = 0;
+  o.write_npacked = false;
+  ASSERT_TRUE(convert_checkpoint(o, &sum).ok());
+  {
+    io::SafetensorsFile f;
+    ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
+    for (const auto& [name, t] : f.tensors()) EXPECT_EQ(name.find("npacked"), std::string::npos) << name;
+    for (const auto& L : sum.layers) EXPECT_EQ(L.layout, WeightLayout::kKPacked) << L.prefix;
+    KPackedWeights got;
+    ASSERT_TRUE(load_converted_layer(f, "model.layers.0.mlp.experts.gate_up_proj", &got).ok());
+    EXPECT_TRUE(got.qweight == want13.qweight && got.scales == want13.scales && got.zeros == want13.zeros);
+  }
+  o.write_npacked = true;
   // Without the option the parts stay separate layers.
   o.tp_size = 1;
   o.tp_rank = 0;

@@ -13,7 +13,7 @@ namespace {
 const char* kUsage =
     "usage: lowbit convert --in CHECKPOINT --out PACKED.safetensors\n"
     "         [--config config.json | --format gptq|gptq_v2|awq|ct [--group G] [--sym|--asym]]\n"
-    "         [--layer PREFIX] [--act bf16|fp16] [--round-scales] [--fuse-gate-up]\n"
+    "         [--layer PREFIX] [--act bf16|fp16] [--round-scales] [--fuse-gate-up] [--no-npacked]\n"
     "         [--tp-size T --tp-rank R [--tp-split S]]\n"
     "  --in            a .safetensors file, a model directory of shards, or its *.safetensors.index.json;\n"
     "                  shards are memory-mapped and the output is written layer by layer\n"
@@ -26,7 +26,8 @@ const char* kUsage =
     "  MoE experts A.experts.<e>.B (e = 0..E-1, same shape) are stacked into one E-expert weight A.experts.B\n"
     "  --act           activation dtype the scales are stored in (default bf16)\n"
     "  --round-scales  accept fp16 scales that round when stored as bf16 (default: refuse)\n"    "  --fuse-gate-up  write X.gate_proj + X.up_proj (X.w1 + X.w3) as one [gate; up] layer X.gate_up_proj (X.w13):\n"
-    "                  fused_moe's w13 for stacked experts, one GEMM for a dense MLP\n"
+    "                  fused_moe's w13 for stacked experts, one GEMM for a dense MLP\n"    "  --no-npacked    write the canonical K-packed layout only (no N-packed copy: about half the file;\n"
+    "                  repack_for_kernels at load time reads only K-packed)\n"
     "  --tp-size/--tp-rank  write tensor-parallel rank R's shard of every layer (of T ranks): o_proj, down_proj,\n"
     "                  out_proj, w2 split K (a K range that cuts a scale group gets the exact finer group\n"
     "                  gcd(G, k0, k), column G); gate_up_proj its two halves; q/k/v_proj, gate/up_proj, w1, w3 split N\n"
@@ -34,7 +35,7 @@ const char* kUsage =
 
 int run_convert(const std::vector<std::string>& argv) {
   lowbit::cli::Args a(argv, {"in", "out", "config", "format", "group", "layer", "act", "tp-size", "tp-rank", "tp-split"},
-                      {"sym", "asym", "round-scales", "fuse-gate-up", "help"});
+                      {"sym", "asym", "round-scales", "fuse-gate-up", "no-npacked", "help"});
   if (a.has("help")) {
     std::printf("%s", kUsage);
     return 0;
@@ -77,6 +78,7 @@ int run_convert(const std::vector<std::string>& argv) {
   o.act = act == "fp16" ? lowbit::DType::kF16 : lowbit::DType::kBF16;
   o.scale_policy = a.has("round-scales") ? ScalePolicy::kRound : ScalePolicy::kExact;
   o.fuse_gate_up = a.has("fuse-gate-up");
+  o.write_npacked = !a.has("no-npacked");
   o.tp_size = static_cast<int>(a.get_int("tp-size", 1));
   o.tp_rank = static_cast<int>(a.get_int("tp-rank", 0));
   if (o.tp_size < 1 || o.tp_rank < 0 || o.tp_rank >= o.tp_size) {
@@ -128,7 +130,8 @@ int run_convert(const std::vector<std::string>& argv) {
     tin += L.in_bytes;
     tout += L.out_bytes;
   }
-  std::printf("total: %zu bytes in, %zu bytes out (K-packed + N-packed copies)\n", tin, tout);
+  std::printf("total: %zu bytes in, %zu bytes out (%s)\n", tin, tout,
+              o.write_npacked ? "K-packed + N-packed copies" : "K-packed only");
   return 0;
 }
 
