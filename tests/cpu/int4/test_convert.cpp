@@ -82,6 +82,14 @@ void add_gptq(Ckpt* c, const std::string& p, const GptqLinear& g, Ckpt* rest = n
   c->add_i32(p + ".g_idx", {g.k}, gi);
 }
 
+// A canonical weight written into the checkpoint as a GPTQ v1 layer.
+Status add_weight(Ckpt* c, const std::string& p, const KPackedWeights& w, Ckpt* rest = nullptr) {
+  GptqLinear g;
+  LOWBIT_RETURN_IF_ERROR(kpacked_to_gptq(w, 0, GptqVersion::kV1, &g));
+  add_gptq(c, p, g, rest);
+  return Status::Ok();
+}
+
 void expect_layer(const io::SafetensorsFile& f, const std::string& p, const KPackedWeights& want) {
   KPackedWeights got;
   Status st = load_converted_layer(f, p, &got);
@@ -242,11 +250,9 @@ TEST(Convert, ShardedCheckpointSameAsOneFile) {
   std::vector<KPackedWeights> gate;
   for (int e = 0; e < 3; ++e) {
     gate.push_back(weight(64, 64, 32, false, DType::kF16, 60 + e, 1));
-    GptqLinear g;
-    ASSERT_TRUE(kpacked_to_gptq(gate.back(), 0, GptqVersion::kV1, &g).ok());
     const std::string p = "model.layers.0.mlp.experts." + std::to_string(e) + ".gate_proj";
-    add_gptq(&whole, p, g);
-    add_gptq(e < 2 ? &s1 : &s2, p, g);
+    ASSERT_TRUE(add_weight(&whole, p, gate.back()).ok());
+    ASSERT_TRUE(add_weight(e < 2 ? &s1 : &s2, p, gate.back()).ok());
   }
   auto o_proj = weight(32, 128, 32, false, DType::kF16, 70, 1);
   GptqLinear go;
@@ -341,11 +347,7 @@ TEST(Convert, FusesGateAndUp) {
   const std::string in = tmp("fuse.safetensors"), out = tmp("fuse_out.safetensors");
   Ckpt c;
   std::vector<KPackedWeights> gate, up, w1, w3;
-  auto add = [&](const std::string& p, const KPackedWeights& w) {
-    GptqLinear g;
-    ASSERT_TRUE(kpacked_to_gptq(w, 0, GptqVersion::kV1, &g).ok());
-    add_gptq(&c, p, g);
-  };
+  auto add = [&](const std::string& p, const KPackedWeights& w) { ASSERT_TRUE(add_weight(&c, p, w).ok()); };
   for (int e = 0; e < 2; ++e) {
     const std::string q = "model.layers.0.mlp.experts." + std::to_string(e);
     gate.push_back(weight(32, 64, 32, false, DType::kF16, 90 + e, 1));
@@ -431,11 +433,8 @@ TEST(Convert, FusesGateAndUp) {
   EXPECT_EQ(sum.layers.size(), 7u);
   // Gate and up of different K cannot be joined.
   Ckpt bad;
-  GptqLinear g1, g2;
-  ASSERT_TRUE(kpacked_to_gptq(weight(16, 64, 32, false, DType::kF16, 102, 1), 0, GptqVersion::kV1, &g1).ok());
-  ASSERT_TRUE(kpacked_to_gptq(weight(16, 128, 32, false, DType::kF16, 103, 1), 0, GptqVersion::kV1, &g2).ok());
-  add_gptq(&bad, "m.gate_proj", g1);
-  add_gptq(&bad, "m.up_proj", g2);
+  ASSERT_TRUE(add_weight(&bad, "m.gate_proj", weight(16, 64, 32, false, DType::kF16, 102, 1)).ok());
+  ASSERT_TRUE(add_weight(&bad, "m.up_proj", weight(16, 128, 32, false, DType::kF16, 103, 1)).ok());
   ASSERT_TRUE(bad.write(in).ok());
   o.fuse_gate_up = true;
   st = convert_checkpoint(o, &sum);
@@ -451,9 +450,7 @@ TEST(Convert, Fp8TensorsBesideTheLayersAreReadPast) {
   const std::string in = tmp("fp8.safetensors"), out = tmp("fp8_out.safetensors");
   Ckpt c;
   const auto w = weight(16, 64, 32, false, DType::kF16, 110, 1);
-  GptqLinear g;
-  ASSERT_TRUE(kpacked_to_gptq(w, 0, GptqVersion::kV1, &g).ok());
-  add_gptq(&c, "model.layers.0.mlp.down_proj", g);
+  ASSERT_TRUE(add_weight(&c, "model.layers.0.mlp.down_proj", w).ok());
   c.add_bytes("model.layers.1.self_attn.q_proj.weight", TensorDType::kF8E4M3, {8, 8}, std::vector<uint8_t>(64, 0x38));
   c.add_bytes("model.layers.1.mlp.experts.w1.scale", TensorDType::kF8E8M0, {8}, std::vector<uint8_t>(8, 127));
   ASSERT_TRUE(c.write(in).ok());
