@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -397,8 +398,13 @@ const char* checkpoint_format_name(CheckpointFormat f) {
 Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
   LOWBIT_CHECK_ARG(summary != nullptr, "convert_checkpoint: summary is null");
   LOWBIT_CHECK_ARG(!o.in_path.empty() && !o.out_path.empty(), "convert: --in and --out are required");
-  LOWBIT_CHECK_ARG(o.tp_size >= 1 && o.tp_rank >= 0 && o.tp_rank < o.tp_size,
-                   "convert: TP rank %d outside [0, size %d)", o.tp_rank, o.tp_size);
+  const bool all_ranks = o.tp_rank == kAllTpRanks;
+  LOWBIT_CHECK_ARG(o.tp_size >= 1 && (all_ranks ? o.tp_size > 1 : o.tp_rank >= 0 && o.tp_rank < o.tp_size),
+                   "convert: TP rank %d outside [0, size %d)%s", o.tp_rank, o.tp_size,
+                   all_ranks ? " (all ranks need a TP size > 1)" : "");
+  LOWBIT_CHECK_ARG(!all_ranks || o.out_path.find("{rank}") != std::string::npos,
+                   "convert: writing all %d TP ranks needs '{rank}' in the output path (got '%s')", o.tp_size,
+                   o.out_path.c_str());
   LOWBIT_CHECK_ARG(o.tp_split >= -1 && o.tp_split <= static_cast<int>(TpSplit::kGateUp), "convert: unknown TP split %d",
                    o.tp_split);
   SafetensorsCheckpoint f;
@@ -486,30 +492,50 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
     if (!u.stacked.empty())
       for (const auto& m : u.members) reserve += m.size() + 4;
   }
-  io::SafetensorsWriter out;
-  LOWBIT_RETURN_IF_ERROR(out.open(o.out_path, reserve));
-  std::map<std::string, std::string> meta{{"lowbit.format", "int4-packed-v1"}, {"lowbit.act", dtype_name(o.act)}};
-  if (o.tp_size > 1) meta["lowbit.tp"] = std::to_string(o.tp_rank) + "/" + std::to_string(o.tp_size);
+  // One output file per rank written (all ranks in one pass: every unit is read and converted
+  // once, then cut T ways).
+  std::vector<int> ranks;
+  if (all_ranks)
+    for (int r = 0; r < o.tp_size; ++r) ranks.push_back(r);
+  else
+    ranks.push_back(o.tp_rank);
+  std::vector<std::unique_ptr<io::SafetensorsWriter>> outs;
+  std::vector<std::map<std::string, std::string>> metas;
+  summary->out_paths.clear();
+  for (int r : ranks) {
+    std::string path = o.out_path;
+    for (size_t at = path.find("{rank}"); at != std::string::npos; at = path.find("{rank}"))
+      path.replace(at, 6, std::to_string(r));
+    summary->out_paths.push_back(path);
+    outs.push_back(std::make_unique<io::SafetensorsWriter>());
+    LOWBIT_RETURN_IF_ERROR(outs.back()->open(path, reserve));
+    metas.push_back({{"lowbit.format", "int4-packed-v1"}, {"lowbit.act", dtype_name(o.act)}});
+    if (o.tp_size > 1) metas.back()["lowbit.tp"] = std::to_string(r) + "/" + std::to_string(o.tp_size);
+  }
 
-  // Shards (tensor parallelism) and writes one output layer.
+  // Shards (tensor parallelism) and writes one output layer to every rank's file.
   auto emit = [&](ConvertedLayer L, const KPackedWeights& whole, const std::vector<std::string>& expert_layers,
                   const std::vector<std::string>& fused_from) {
     L.checkpoint_group_size = whole.shape.group_size;
-    const KPackedWeights* wp = &whole;
-    KPackedWeights shard;
-    if (o.tp_size > 1) {  // this rank's shard of the (stacked) layer
-      TpSplit split = TpSplit::kColumns;
-      Status st = tp_split_for(L.prefix, o.tp_split, &split);
-      if (st.ok()) st = tp_shard(whole, split, o.tp_rank, o.tp_size, &shard);
-      if (!st.ok())
-        return Status(st.code(), "convert: " + (st.message().rfind("layer '", 0) == 0
-                                                    ? st.message()
-                                                    : "layer '" + L.prefix + "': " + st.message()));
-      L.tp_split = static_cast<int>(split);
-      wp = &shard;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      ConvertedLayer Lr = L;
+      const KPackedWeights* wp = &whole;
+      KPackedWeights shard;
+      if (o.tp_size > 1) {  // this rank's shard of the (stacked) layer
+        TpSplit split = TpSplit::kColumns;
+        Status st = tp_split_for(L.prefix, o.tp_split, &split);
+        if (st.ok()) st = tp_shard(whole, split, ranks[i], o.tp_size, &shard);
+        if (!st.ok())
+          return Status(st.code(), "convert: " + (st.message().rfind("layer '", 0) == 0
+                                                      ? st.message()
+                                                      : "layer '" + L.prefix + "': " + st.message()));
+        Lr.tp_split = static_cast<int>(split);
+        Lr.tp_rank = ranks[i];
+        wp = &shard;
+      }
+      LOWBIT_RETURN_IF_ERROR(write_layer(*wp, o.write_npacked, &Lr, outs[i].get(), &metas[i], expert_layers, fused_from));
+      summary->layers.push_back(std::move(Lr));
     }
-    LOWBIT_RETURN_IF_ERROR(write_layer(*wp, o.write_npacked, &L, &out, &meta, expert_layers, fused_from));
-    summary->layers.push_back(std::move(L));
     return Status::Ok();
   };
 
@@ -599,7 +625,14 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
     L.report.max_rel_scale_change = std::max(L.report.max_rel_scale_change, up[0].L.report.max_rel_scale_change);
     LOWBIT_RETURN_IF_ERROR(emit(std::move(L), w13, pieces[0].expert_layers, {gname, uname}));
   }
-  return out.finish(meta);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Status st = outs[i]->finish(metas[i]);
+    if (!st.ok()) {  // no rank's file is left behind when one of them fails
+      for (size_t j = 0; j < i; ++j) std::remove(summary->out_paths[j].c_str());
+      return st;
+    }
+  }
+  return Status::Ok();
 }
 
 Status load_converted_layer(const SafetensorsFile& f, const std::string& p, KPackedWeights* out) {

@@ -36,6 +36,8 @@ namespace lowbit::int4 {
 enum class CheckpointFormat : uint8_t { kUnknown = 0, kGptqV1, kGptqV2, kAwq, kCompressedTensors };
 const char* checkpoint_format_name(CheckpointFormat f);
 
+constexpr int kAllTpRanks = -1;  // ConvertOptions::tp_rank: write every rank's shard
+
 struct ConvertOptions {
   // in_path: a .safetensors file, a shard index (*.safetensors.index.json) or a directory
   // holding either (io::SafetensorsCheckpoint).
@@ -54,6 +56,8 @@ struct ConvertOptions {
   // name: o_proj / down_proj / w2 / out_proj by rows (K), gate_up_proj and w13 as [gate; up] halves,
   // other q/k/v/gate/up/w1/w3 projections by columns (N); tp_split >= 0 (a TpSplit) forces
   // one rule for every selected layer. A layer the rules do not name is refused.
+  // tp_rank = kAllTpRanks: every rank's file in one pass (each unit read and converted once),
+  // out_path holding "{rank}" (replaced by 0..tp_size-1; also honoured for one rank).
   int tp_rank = 0, tp_size = 1;
   int tp_split = -1;
   // Write X.gate_proj and X.up_proj (Mixtral: X.w1 and X.w3) as one layer X.gate_up_proj
@@ -74,6 +78,7 @@ struct ConvertedLayer {
   bool symmetric = true, act_order = false;
   WeightLayout layout = WeightLayout::kKPacked;
   int tp_split = -1;              // the TpSplit this shard was cut by (-1: whole layer)
+  int tp_rank = -1;               // the rank whose shard this is (-1: whole layer)
   int checkpoint_group_size = 0;  // the checkpoint's G (group_size differs where a K shard refined it)
   size_t in_bytes = 0, out_bytes = 0;
   ConvertReport report;
@@ -83,6 +88,7 @@ struct ConvertSummary {
   CheckpointFormat format = CheckpointFormat::kUnknown;
   size_t shards = 0;        // safetensors files read
   std::string config_path;  // the quantization config read ("" when none)
+  std::vector<std::string> out_paths;  // the files written (one per TP rank written)
   std::vector<ConvertedLayer> layers;
 };
 

@@ -531,6 +531,40 @@ TEST(Convert, TensorParallelShards) {
     ASSERT_TRUE(tp_shard(qkv, TpSplit::kColumns, 1, 2, &want).ok());
     expect_layer(f, "model.layers.0.self_attn.qkv_proj", want);
   }
+  // Every rank in one pass (kAllTpRanks, "{rank}" in the path): the same bytes as one run per rank.
+  {
+    o.tp_split = -1;
+    o.layer_prefix = "model.layers.0.mlp";
+    const std::string pattern = tmp("tp_all_{rank}.safetensors");
+    auto bytes = [](const std::string& p) {
+      std::ifstream f(p, std::ios::binary);
+      return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    };
+    ConvertOptions all = o;
+    all.tp_rank = kAllTpRanks;
+    all.out_path = pattern;
+    ConvertSummary sa;
+    st = convert_checkpoint(all, &sa);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(sa.out_paths.size(), 2u);
+    for (int r = 0; r < 2; ++r) {
+      o.tp_rank = r;
+      ASSERT_TRUE(convert_checkpoint(o, &sum).ok());
+      EXPECT_EQ(sa.out_paths[r], tmp("tp_all_" + std::to_string(r) + ".safetensors"));
+      EXPECT_TRUE(bytes(sa.out_paths[r]) == bytes(out)) << "rank " << r;
+      std::remove(sa.out_paths[r].c_str());
+    }
+    int rank1 = 0;
+    for (const auto& L : sa.layers) rank1 += L.tp_rank == 1;
+    EXPECT_EQ(rank1 * 2, static_cast<int>(sa.layers.size()));
+    all.out_path = out;  // no "{rank}": refused
+    st = convert_checkpoint(all, &sa);
+    EXPECT_NE(st.message().find("needs '{rank}'"), std::string::npos) << st.to_string();
+    all.out_path = pattern;
+    all.tp_size = 1;
+    st = convert_checkpoint(all, &sa);
+    EXPECT_NE(st.message().find("all ranks need a TP size > 1"), std::string::npos) << st.to_string();
+  }
   o.tp_rank = 2;
   st = convert_checkpoint(o, &sum);
   EXPECT_NE(st.message().find("TP rank 2"), std::string::npos) << st.to_string();

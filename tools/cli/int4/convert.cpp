@@ -28,7 +28,8 @@ const char* kUsage =
     "  --round-scales  accept fp16 scales that round when stored as bf16 (default: refuse)\n"    "  --fuse-gate-up  write X.gate_proj + X.up_proj (X.w1 + X.w3) as one [gate; up] layer X.gate_up_proj (X.w13):\n"
     "                  fused_moe's w13 for stacked experts, one GEMM for a dense MLP\n"    "  --no-npacked    write the canonical K-packed layout only (no N-packed copy: about half the file;\n"
     "                  repack_for_kernels at load time reads only K-packed)\n"
-    "  --tp-size/--tp-rank  write tensor-parallel rank R's shard of every layer (of T ranks): o_proj, down_proj,\n"
+    "  --tp-size/--tp-rank  write tensor-parallel rank R's shard of every layer (of T ranks; --tp-rank all: every\n"
+    "                  rank's file in one pass, --out holding {rank}, e.g. packed-rank{rank}.safetensors): o_proj, down_proj,\n"
     "                  out_proj, w2 split K (a K range that cuts a scale group gets the exact finer group\n"
     "                  gcd(G, k0, k), column G); gate_up_proj its two halves; q/k/v_proj, gate/up_proj, w1, w3 split N\n"
     "  --tp-split      rows|columns|gate_up: one rule for every selected layer instead of the names'\n";
@@ -80,8 +81,8 @@ int run_convert(const std::vector<std::string>& argv) {
   o.fuse_gate_up = a.has("fuse-gate-up");
   o.write_npacked = !a.has("no-npacked");
   o.tp_size = static_cast<int>(a.get_int("tp-size", 1));
-  o.tp_rank = static_cast<int>(a.get_int("tp-rank", 0));
-  if (o.tp_size < 1 || o.tp_rank < 0 || o.tp_rank >= o.tp_size) {
+  o.tp_rank = a.get("tp-rank") == "all" ? kAllTpRanks : static_cast<int>(a.get_int("tp-rank", 0));
+  if (o.tp_size < 1 || (o.tp_rank != kAllTpRanks && (o.tp_rank < 0 || o.tp_rank >= o.tp_size))) {
     std::fprintf(stderr, "lowbit convert: --tp-rank %d outside [0, --tp-size %d)\n", o.tp_rank, o.tp_size);
     return 2;
   }
@@ -104,19 +105,27 @@ int run_convert(const std::vector<std::string>& argv) {
     return 1;
   }
   std::printf("%zu shard(s), config %s\n", sum.shards, sum.config_path.empty() ? "none" : sum.config_path.c_str());
-  std::printf("format %s, %zu layer(s), activation dtype %s", checkpoint_format_name(sum.format), sum.layers.size(),
+  size_t layers = 0;  // one entry per layer and rank written
+  for (const auto& L : sum.layers) layers += L.tp_rank <= 0;
+  std::printf("format %s, %zu layer(s), activation dtype %s", checkpoint_format_name(sum.format), layers,
               act.c_str());
-  if (o.tp_size > 1) std::printf(", tensor-parallel rank %d of %d", o.tp_rank, o.tp_size);
-  std::printf(" -> %s\n", o.out_path.c_str());
+  if (o.tp_size > 1 && o.tp_rank == kAllTpRanks)
+    std::printf(", tensor-parallel ranks 0..%d of %d", o.tp_size - 1, o.tp_size);
+  else if (o.tp_size > 1)
+    std::printf(", tensor-parallel rank %d of %d", o.tp_rank, o.tp_size);
+  for (size_t i = 0; i < sum.out_paths.size(); ++i) std::printf("%s%s", i == 0 ? " -> " : ", ", sum.out_paths[i].c_str());
+  std::printf("\n");
   // "kernel": the layout repack_for_kernels() gives this weight at load time (the GPU path).
   std::printf("%-48s %-8s %4s %7s %7s %6s %5s %9s %-8s %-9s %11s %11s %8s %-7s\n", "layer", "source", "E", "N", "K", "G",
-              "sym", "act-order", "layout", "kernel", "in bytes", "out bytes", "rounded", "split");
+              "sym", "act-order", "layout", "kernel", "in bytes", "out bytes", "rounded", "split@rank");
   size_t tin = 0, tout = 0;
   for (const auto& L : sum.layers) {
     const lowbit::int4::WeightShape ks{L.experts, L.n, L.k, L.group_size, L.symmetric, o.act};
     // split: the TP rule of this shard; G then is the shard's (a K shard's refined group shows
     // the checkpoint's too, as "64<128").
-    const char* split = L.tp_split < 0 ? "-" : tp_split_name(static_cast<TpSplit>(L.tp_split));
+    char split[32] = "-";
+    if (L.tp_split >= 0)
+      std::snprintf(split, sizeof split, "%s@%d", tp_split_name(static_cast<TpSplit>(L.tp_split)), L.tp_rank);
     char g[32];
     if (L.group_size != L.checkpoint_group_size)
       std::snprintf(g, sizeof g, "%d<%d", L.group_size, L.checkpoint_group_size);
@@ -127,7 +136,7 @@ int run_convert(const std::vector<std::string>& argv) {
                 L.symmetric ? "yes" : "no", L.act_order ? "yes" : "no", weight_layout_name(L.layout),
                 lowbit::int4::kernel_layout_name(lowbit::int4::kernel_layout_for(ks)), L.in_bytes, L.out_bytes,
                 L.report.scales_rounded, split);
-    tin += L.in_bytes;
+    if (L.tp_rank <= 0) tin += L.in_bytes;  // each layer read once, whatever the ranks written
     tout += L.out_bytes;
   }
   std::printf("total: %zu bytes in, %zu bytes out (%s)\n", tin, tout,
