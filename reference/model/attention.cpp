@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "lowbit/detail/parallel_for.h"
 #include "lowbit/model/cpu_ops.h"
 
 namespace lowbit::model::cpu {
@@ -12,7 +13,7 @@ void attention(const float* q, int64_t ldq, const float* k, const float* v, int6
                int Tq, int pos0, int n_q, const int* kv_of_head, int hd, int threads) {
   const int Tk = pos0 + Tq;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  parallel_for(n_q, threads, [&](int h0, int h1) {
+  lowbit::detail::parallel_for(n_q, threads, [&](int h0, int h1) {
     std::vector<float> s(static_cast<size_t>(Tq) * Tk);
     for (int h = h0; h < h1; ++h) {
       const int g = kv_of_head[h];

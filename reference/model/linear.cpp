@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "lowbit/detail/parallel_for.h"
 #include "lowbit/model/cpu_ops.h"
 
 namespace lowbit::model::cpu {
@@ -97,7 +98,9 @@ void linear(const float* x, int64_t ldx, const float* w, int64_t ldw, float* y, 
             int threads) {
   if (T <= 0 || N <= 0) return;
   int n_quads = (N + 3) / 4;
-  parallel_for(n_quads, threads, [&](int b, int e) { linear_range(x, ldx, w, ldw, y, ldy, T, b * 4, std::min(N, e * 4), K); });
+  lowbit::detail::parallel_for(n_quads, threads, [&](int b, int e) {
+    linear_range(x, ldx, w, ldw, y, ldy, T, b * 4, std::min(N, e * 4), K);
+  });
 }
 
 }  // namespace lowbit::model::cpu

@@ -2,6 +2,7 @@
 // (include/lowbit/int4/kernel_layout.h documents both).
 #include <cstring>
 
+#include "lowbit/detail/parallel_for.h"
 #include "lowbit/int4/kernel_layout.h"
 
 namespace lowbit::int4 {
@@ -101,10 +102,12 @@ Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind
     const size_t row_bytes = static_cast<size_t>(K) / 2;
     const int steps = K / kMmaTileK;
     out->qweight_n.resize(static_cast<size_t>(E) * per_expert);
-    for (int e = 0; e < E; ++e) {
-      const uint8_t* ex = in.qweight.data() + static_cast<size_t>(e) * N * row_bytes;
-      uint32_t* dst = out->qweight_n.data() + e * per_expert;
-      for (int c = 0; c < N / kMmaTileCols; ++c)
+    const int groups = N / kMmaTileCols;  // work items: (expert, 64-column group), disjoint words
+    lowbit::detail::parallel_for(E * groups, lowbit::detail::host_threads(), [&](int i0, int i1) {
+      for (int i = i0; i < i1; ++i) {
+        const int e = i / groups, c = i % groups;
+        const uint8_t* ex = in.qweight.data() + static_cast<size_t>(e) * N * row_bytes;
+        uint32_t* dst = out->qweight_n.data() + e * per_expert;
         for (int st = 0; st < steps; ++st)
           for (int lane = 0; lane < 32; ++lane)
             for (int j = 0; j < 4; ++j) {
@@ -116,26 +119,30 @@ Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind
               for (int p = 0; p < 4; ++p) w |= (b[p] & 0xFu) << (4 * p) | (b[p] >> 4) << (4 * (p + 4));
               dst[((static_cast<size_t>(c) * steps + st) * 32 + lane) * 4 + j] = w;
             }
-    }
+      }
+    });
   } else {
     // Word (k, c): column 8c + i in slot kNibbleSlotOfColumn[i]; one byte of each of the 8 rows
     // gives the words of rows k and k + 1.
     out->qweight_n.resize(static_cast<size_t>(E) * K * (N / 8));
-    for (int e = 0; e < E; ++e)
-      for (int c = 0; c < N / 8; ++c) {
+    const int words = N / 8;  // work items: (expert, word column), disjoint words
+    lowbit::detail::parallel_for(E * words, lowbit::detail::host_threads(), [&](int i0, int i1) {
+      for (int i = i0; i < i1; ++i) {
+        const int e = i / words, c = i % words;
         const uint8_t* rows = in.qweight.data() + (static_cast<size_t>(e) * N + 8 * c) * (K / 2);
         uint32_t* col = out->qweight_n.data() + static_cast<size_t>(e) * K * (N / 8) + c;
         for (int kb = 0; kb < K / 2; ++kb) {
           uint32_t lo = 0, hi = 0;
-          for (int i = 0; i < 8; ++i) {
-            const uint32_t b = rows[static_cast<size_t>(i) * (K / 2) + kb];
-            lo |= (b & 0xFu) << (4 * kNibbleSlotOfColumn[i]);
-            hi |= (b >> 4) << (4 * kNibbleSlotOfColumn[i]);
+          for (int b8 = 0; b8 < 8; ++b8) {
+            const uint32_t b = rows[static_cast<size_t>(b8) * (K / 2) + kb];
+            lo |= (b & 0xFu) << (4 * kNibbleSlotOfColumn[b8]);
+            hi |= (b >> 4) << (4 * kNibbleSlotOfColumn[b8]);
           }
           col[static_cast<size_t>(2 * kb) * (N / 8)] = lo;
           col[static_cast<size_t>(2 * kb + 1) * (N / 8)] = hi;
         }
       }
+    });
   }
   // Scales [E, N, NG] -> [E, NG, N]; zeros row-pair nibbles -> activation dtype [E, NG, N].
   out->scales.assign(nsc, 0);

@@ -8,9 +8,6 @@
 
 namespace lowbit::model::cpu {
 
-// Runs fn(i) for i in [0, n) on `threads` std::threads (contiguous ranges).
-void parallel_for(int n, int threads, const std::function<void(int begin, int end)>& fn);
-
 // y[t, n] = sum_k x[t, k] w[n, k] for t < T, n < N (dot-product form: both operands
 // contiguous along K). Blocked 3x4 register tile, AVX2+FMA when the CPU has it (runtime
 // dispatch), scalar otherwise; the N range is split over `threads`.
