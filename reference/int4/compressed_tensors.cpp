@@ -27,6 +27,10 @@ Status ct_to_kpacked(const CtLinear& in, DType act, ScalePolicy policy, KPackedW
   LOWBIT_CHECK_ARG(in.weight_zero_point.empty() || in.weight_zero_point.size() == static_cast<size_t>(NW) * NG,
                    "compressed-tensors: weight_zero_point has %zu words, expected [ceil(N/8)=%d, NG=%d]",
                    in.weight_zero_point.size(), NW, NG);
+  // actorder "group": weight_g_idx folds into k_perm, as GPTQ's g_idx does (formats.h).
+  std::vector<int32_t> perm;
+  bool act_order = false;
+  LOWBIT_RETURN_IF_ERROR(act_order_perm(in.weight_g_idx, K, G, "compressed-tensors weight_g_idx", &perm, &act_order));
   WeightShape s;
   s.n = N;
   s.k = K;
@@ -35,13 +39,17 @@ Status ct_to_kpacked(const CtLinear& in, DType act, ScalePolicy policy, KPackedW
   s.act = act;
   KPackedWeights r;
   kpacked_allocate(s, &r);
+  if (act_order) r.k_perm = perm;
   for (int n = 0; n < N; ++n) {
     // Row n's words hold k at bits 4(k % 8): little-endian, they are the K-packed bytes of the
     // row (low nibble = even k), cut at K / 2 bytes (K's padding to a multiple of 8 dropped).
     uint8_t* row = r.qweight.data() + static_cast<size_t>(n) * (K / 2);
-    for (int b = 0; b < K / 2; ++b)
-      row[b] = static_cast<uint8_t>(static_cast<uint32_t>(in.weight_packed[static_cast<size_t>(n) * KW + b / 4]) >>
-                                    (8 * (b % 4)));
+    const int32_t* words = in.weight_packed.data() + static_cast<size_t>(n) * KW;
+    if (!act_order) {
+      for (int b = 0; b < K / 2; ++b) row[b] = static_cast<uint8_t>(static_cast<uint32_t>(words[b / 4]) >> (8 * (b % 4)));
+    } else {  // stored row j = checkpoint row perm[j]
+      for (int j = 0; j < K; ++j) kpacked_set_q(&r, 0, n, j, nib(words[perm[j] / 8], perm[j] % 8));
+    }
     for (int g = 0; g < NG; ++g) {
       size_t i = static_cast<size_t>(n) * NG + g;
       uint32_t bits = in.scale_source == ScaleSource::kF32 ? float_as_bits(in.weight_scale_f32[i]) : in.weight_scale[i];
@@ -53,6 +61,7 @@ Status ct_to_kpacked(const CtLinear& in, DType act, ScalePolicy policy, KPackedW
         kpacked_set_z(&r, 0, n, g, nib(in.weight_zero_point[static_cast<size_t>(n / 8) * NG + g], n % 8));
     }
   }
+  if (report) report->act_order = act_order;
   *out = std::move(r);
   return Status::Ok();
 }
@@ -62,8 +71,8 @@ Status kpacked_to_ct(const KPackedWeights& w, int expert, CtLinear* out) {
   LOWBIT_RETURN_IF_ERROR(validate(w));
   const WeightShape& s = w.shape;
   LOWBIT_CHECK_ARG(expert >= 0 && expert < s.experts, "kpacked_to_ct: expert %d outside [0, %d)", expert, s.experts);
-  LOWBIT_CHECK_ARG(w.k_perm.empty(), "kpacked_to_ct: compressed-tensors pack-quantized has no act-order permutation");
   const int K = s.k, N = s.n, NG = s.num_groups(), KW = (K + 7) / 8, NW = (N + 7) / 8;
+  const int32_t* perm = w.k_perm.empty() ? nullptr : w.k_perm.data() + static_cast<size_t>(expert) * K;
   CtLinear c;
   c.k = K;
   c.n = N;
@@ -72,8 +81,15 @@ Status kpacked_to_ct(const KPackedWeights& w, int expert, CtLinear* out) {
   c.weight_packed.assign(static_cast<size_t>(N) * KW, 0);
   c.weight_scale.resize(static_cast<size_t>(N) * NG);
   if (!s.symmetric) c.weight_zero_point.assign(static_cast<size_t>(NW) * NG, 0);
+  if (perm != nullptr) {  // act-order: checkpoint row perm[j] <- stored row j, its group j / G
+    c.weight_g_idx.resize(K);
+    for (int j = 0; j < K; ++j) c.weight_g_idx[perm[j]] = j / s.group_len();
+  }
   for (int n = 0; n < N; ++n) {
-    for (int k = 0; k < K; ++k) put(&c.weight_packed[static_cast<size_t>(n) * KW + k / 8], k % 8, kpacked_q(w, expert, n, k));
+    for (int j = 0; j < K; ++j) {
+      const int k = perm != nullptr ? perm[j] : j;  // checkpoint row
+      put(&c.weight_packed[static_cast<size_t>(n) * KW + k / 8], k % 8, kpacked_q(w, expert, n, j));
+    }
     for (int g = 0; g < NG; ++g) {
       c.weight_scale[static_cast<size_t>(n) * NG + g] = kpacked_s(w, expert, n, g);
       if (!s.symmetric) put(&c.weight_zero_point[static_cast<size_t>(n / 8) * NG + g], n % 8, kpacked_z(w, expert, n, g));

@@ -31,8 +31,6 @@ Status gptq_to_kpacked(const GptqLinear& in, DType act, ScalePolicy policy, KPac
   LOWBIT_CHECK_ARG(in.qzeros.empty() || in.qzeros.size() == static_cast<size_t>(NG) * NW,
                    "gptq: qzeros has %zu words, expected [NG=%d, ceil(N/8)=%d]", in.qzeros.size(), NG, NW);
   LOWBIT_CHECK_ARG(!in.symmetric ? !in.qzeros.empty() : true, "gptq: asymmetric layer without qzeros");
-  LOWBIT_CHECK_ARG(in.g_idx.empty() || in.g_idx.size() == static_cast<size_t>(K), "gptq: g_idx has %zu entries, expected K=%d",
-                   in.g_idx.size(), K);
   const int v1 = in.version == GptqVersion::kV1 ? 1 : 0;
 
   // Zero points: v1 stores z-1, so z = stored + 1 (stored 15 -> 16 does not fit a nibble).
@@ -60,23 +58,9 @@ Status gptq_to_kpacked(const GptqLinear& in, DType act, ScalePolicy policy, KPac
   }
 
   // Row order: identity unless g_idx is an act-order permutation.
-  std::vector<int32_t> perm(K);
-  std::iota(perm.begin(), perm.end(), 0);
+  std::vector<int32_t> perm;
   bool act_order = false;
-  if (!in.g_idx.empty()) {
-    std::vector<int> count(NG, 0);
-    for (int k = 0; k < K; ++k) {
-      int g = in.g_idx[k];
-      LOWBIT_CHECK_ARG(g >= 0 && g < NG, "gptq: g_idx[%d]=%d outside [0, %d)", k, g, NG);
-      ++count[g];
-      if (g != k / G) act_order = true;
-    }
-    for (int g = 0; g < NG; ++g)
-      LOWBIT_CHECK_ARG(count[g] == G, "gptq: act-order g_idx puts %d rows in group %d, expected group_size=%d", count[g],
-                       g, G);
-    if (act_order)
-      std::stable_sort(perm.begin(), perm.end(), [&](int a, int b) { return in.g_idx[a] < in.g_idx[b]; });
-  }
+  LOWBIT_RETURN_IF_ERROR(act_order_perm(in.g_idx, K, G, "gptq", &perm, &act_order));
 
   WeightShape s;
   s.experts = 1;

@@ -283,6 +283,8 @@ Status convert_ct(const SafetensorsCheckpoint& f, const std::string& p, const Qu
   LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".weight_scale", 2, &ws));
   LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".weight_shape", 1, &wsh));
   if (f.has(p + ".weight_zero_point")) LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".weight_zero_point", 2, &zp));
+  const TensorInfo* gi = nullptr;  // actorder "group"
+  if (f.has(p + ".weight_g_idx")) LOWBIT_RETURN_IF_ERROR(get_info(f, p + ".weight_g_idx", 1, &gi));
   std::vector<int32_t> shape;
   LOWBIT_RETURN_IF_ERROR(read_i32(f, *wsh, &shape));
   LOWBIT_CHECK_ARG(shape.size() == 2 && shape[0] > 0 && shape[1] > 0, "layer '%s': weight_shape must be [N, K] > 0",
@@ -296,7 +298,8 @@ Status convert_ct(const SafetensorsCheckpoint& f, const std::string& p, const Qu
   LOWBIT_RETURN_IF_ERROR(read_i32(f, *wp, &c.weight_packed));
   LOWBIT_RETURN_IF_ERROR(read_scales(f, *ws, &c.scale_source, &c.weight_scale, &c.weight_scale_f32));
   if (zp) LOWBIT_RETURN_IF_ERROR(read_i32(f, *zp, &c.weight_zero_point));
-  L->in_bytes = wp->nbytes + ws->nbytes + wsh->nbytes + (zp ? zp->nbytes : 0);
+  if (gi) LOWBIT_RETURN_IF_ERROR(read_i32(f, *gi, &c.weight_g_idx));
+  L->in_bytes = wp->nbytes + ws->nbytes + wsh->nbytes + (zp ? zp->nbytes : 0) + (gi ? gi->nbytes : 0);
   L->symmetric = c.weight_zero_point.empty();
   return ct_to_kpacked(c, o.act, o.scale_policy, w, &L->report);
 }

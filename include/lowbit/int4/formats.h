@@ -75,18 +75,29 @@ Status awq_to_kpacked(const AwqLinear& in, DType act, ScalePolicy policy, KPacke
                       ConvertReport* report = nullptr);
 Status kpacked_to_awq(const KPackedWeights& w, int expert, AwqLinear* out);
 
+// Act-order (GPTQ desc_act, compressed-tensors actorder "group"): g_idx [K] gives the group of
+// each checkpoint input row. One that is not k / G is folded into a row order: perm = the rows
+// sorted by group (stable), stored row j = checkpoint row perm[j], k_perm = perm. Every group
+// must hold exactly G rows (a named error otherwise). Empty or k / G: act_order false, perm
+// the identity. `who` prefixes the messages.
+Status act_order_perm(const std::vector<int32_t>& g_idx, int K, int G, const char* who, std::vector<int32_t>* perm,
+                      bool* act_order);
+
 // ---- compressed-tensors pack-quantized (int4) -------------------------------------------
 //   weight_packed     int32 [N, ceil(K/8)]  element (n, k) at bits 4*(k%8) of word [n, k/8];
 //                                           nibble = signed value + 8; K padded with 0 nibbles
 //   weight_shape      [N, K]
 //   weight_scale      [N, NG]               fp16 / bf16 / fp32
 //   weight_zero_point int32 [ceil(N/8), NG] optional, packed along N (nibble = signed + 8)
+//   weight_g_idx      int32 [K]             optional (actorder "group"): the group of each
+//                                           input row; folded into k_perm (act_order_perm)
 // Dequantization (q_s - zp_s) * s with q_s = nibble - 8, zp_s = zp_nibble - 8 is the
 // contract with q = nibble, z = zp nibble (8 when symmetric).
 struct CtLinear {
   int k = 0, n = 0;
   int group_size = 128;
   std::vector<int32_t> weight_packed, weight_zero_point;  // zero point empty -> symmetric
+  std::vector<int32_t> weight_g_idx;                      // empty, or [K]
   std::vector<uint16_t> weight_scale;                     // bits of scale_source (16-bit sources)
   std::vector<float> weight_scale_f32;                    // when scale_source == kF32
   ScaleSource scale_source = ScaleSource::kBF16;
@@ -94,7 +105,8 @@ struct CtLinear {
 
 Status ct_to_kpacked(const CtLinear& in, DType act, ScalePolicy policy, KPackedWeights* out,
                      ConvertReport* report = nullptr);
-// Writes scales in the activation dtype of `w` (scale_source = act).
+// Writes scales in the activation dtype of `w` (scale_source = act); k_perm becomes weight_g_idx
+// (rows in checkpoint order), as kpacked_to_gptq writes g_idx.
 Status kpacked_to_ct(const KPackedWeights& w, int expert, CtLinear* out);
 
 // Scale conversion shared by the converters: source scale -> activation-dtype bits under the

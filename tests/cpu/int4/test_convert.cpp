@@ -627,6 +627,27 @@ TEST(Convert, CompressedTensorsAutoDetected) {
   io::SafetensorsFile f;
   ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
   expect_layer(f, "m.experts.0.down_proj", w);
+  // actorder "group": the layer's weight_g_idx becomes its k_perm (two groups swapped here);
+  // a converter that ignored it would dequantize every row with the wrong group's scale.
+  KPackedWeights wa = weight(8, 32, 16, false, DType::kBF16, 7, 1);
+  wa.k_perm.resize(32);
+  for (int j = 0; j < 32; ++j) wa.k_perm[j] = (j + 16) % 32;
+  ASSERT_TRUE(kpacked_to_ct(wa, 0, &ct).ok());
+  ASSERT_EQ(ct.weight_g_idx.size(), 32u);
+  Ckpt ca;
+  ca.add_i32("m.o_proj.weight_packed", {8, 4}, ct.weight_packed);
+  ca.add_h("m.o_proj.weight_scale", TensorDType::kBF16, {8, 2}, ct.weight_scale);
+  ca.add_i32("m.o_proj.weight_shape", {2}, {8, 32});
+  ca.add_i32("m.o_proj.weight_zero_point", {1, 2}, ct.weight_zero_point);
+  ca.add_i32("m.o_proj.weight_g_idx", {32}, ct.weight_g_idx);
+  ASSERT_TRUE(ca.write(in).ok());
+  st = convert_checkpoint(o, &sum);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(sum.layers.size(), 1u);
+  EXPECT_TRUE(sum.layers[0].act_order);
+  io::SafetensorsFile fa;
+  ASSERT_TRUE(io::SafetensorsFile::open(out, &fa).ok());
+  expect_layer(fa, "m.o_proj", wa);
   std::remove(in.c_str());
   std::remove(out.c_str());
 }

@@ -314,6 +314,54 @@ TEST(CompressedTensors, RoundTrip) {
         }
 }
 
+// compressed-tensors actorder "group": weight_g_idx folds into k_perm as GPTQ's g_idx does;
+// every element dequantizes (in checkpoint order) exactly as the checkpoint's own rule, (q -
+// z[g_idx[k]]) * s[g_idx[k]]; the way back restores the checkpoint tensors; bad g_idx refused.
+TEST(CompressedTensors, ActOrderGroupIdxFoldsIntoPermutation) {
+  const int K = 64, N = 12, G = 16;
+  for (bool sym : {true, false}) {
+    SCOPED_TRACE(sym ? "sym" : "asym");
+    CtLinear c;
+    ASSERT_TRUE(kpacked_to_ct(make_weight(N, K, G, sym, DType::kF16, 31 + sym), 0, &c).ok());
+    EXPECT_TRUE(c.weight_g_idx.empty());
+    std::vector<int32_t> gi(K);
+    for (int k = 0; k < K; ++k) gi[k] = k / G;
+    std::mt19937 rng(7);
+    std::shuffle(gi.begin(), gi.end(), rng);
+    c.weight_g_idx = gi;
+    KPackedWeights w;
+    ConvertReport rep;
+    ASSERT_TRUE(ct_to_kpacked(c, DType::kF16, ScalePolicy::kExact, &w, &rep).ok());
+    EXPECT_TRUE(rep.act_order);
+    ASSERT_TRUE(validate(w).ok());
+    ASSERT_EQ(w.k_perm.size(), static_cast<size_t>(K));
+    const int KW = (K + 7) / 8, NG = K / G;
+    std::vector<uint16_t> direct(static_cast<size_t>(N) * K);
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) {
+        const int q = static_cast<int>((static_cast<uint32_t>(c.weight_packed[static_cast<size_t>(n) * KW + k / 8]) >>
+                                        (4 * (k % 8))) & 0xF);
+        const int g = gi[k];
+        const int z = sym ? 8
+                          : static_cast<int>((static_cast<uint32_t>(c.weight_zero_point[static_cast<size_t>(n / 8) * NG + g]) >>
+                                              (4 * (n % 8))) & 0xF);
+        direct[static_cast<size_t>(n) * K + k] = dequant_bits(q, z, c.weight_scale[static_cast<size_t>(n) * NG + g], DType::kF16);
+      }
+    EXPECT_TRUE(kpacked_dequant_checkpoint_order(w) == direct);
+    CtLinear back;
+    ASSERT_TRUE(kpacked_to_ct(w, 0, &back).ok());
+    EXPECT_TRUE(back.weight_g_idx == c.weight_g_idx);
+    EXPECT_TRUE(back.weight_packed == c.weight_packed);
+    EXPECT_TRUE(back.weight_scale == c.weight_scale);
+    EXPECT_TRUE(back.weight_zero_point == c.weight_zero_point);
+    c.weight_g_idx[0] = (c.weight_g_idx[0] + 1) % NG;
+    EXPECT_NE(ct_to_kpacked(c, DType::kF16, ScalePolicy::kExact, &w).message().find("rows in group"), std::string::npos);
+    c.weight_g_idx.resize(K - 1);
+    EXPECT_NE(ct_to_kpacked(c, DType::kF16, ScalePolicy::kExact, &w).message().find("g_idx has 63 entries"),
+              std::string::npos);
+  }
+}
+
 TEST(Scales, Fp16ToBf16ExactOrRounded) {
   // fp16 scales with 11 significant bits do not fit bf16 (8 bits).
   auto w = make_weight(16, 32, 16, false, DType::kF16, 77);
