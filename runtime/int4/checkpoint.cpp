@@ -416,7 +416,10 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
   summary->config_path = o.config_path;
   struct stat sb;
   const bool whole_model = ::stat(o.in_path.c_str(), &sb) == 0 && (S_ISDIR(sb.st_mode) || ends_with(o.in_path, ".json"));
-  if (summary->config_path.empty() && whole_model) summary->config_path = find_config(f.directory());
+  // The directory's config only when nothing was said: an explicit --format (with --group /
+  // --sym) describes the checkpoint itself, e.g. one whose config names a method we do not parse.
+  if (summary->config_path.empty() && whole_model && o.format == CheckpointFormat::kUnknown)
+    summary->config_path = find_config(f.directory());
   QuantConfig qc;
   if (!summary->config_path.empty()) LOWBIT_RETURN_IF_ERROR(parse_config(summary->config_path, &qc));
   if (o.format != CheckpointFormat::kUnknown) qc.format = o.format;

@@ -43,8 +43,8 @@ struct ConvertOptions {
   // holding either (io::SafetensorsCheckpoint).
   std::string in_path, out_path;
   // Optional HF config.json with "quantization_config" (or AutoGPTQ's quantize_config.json).
-  // Empty with a directory or index input: the directory's config.json when it has a
-  // quantization_config, else its quantize_config.json, else none.
+  // Empty with a directory or index input and no `format`: the directory's config.json when it
+  // has a quantization_config, else its quantize_config.json, else none.
   std::string config_path;
   CheckpointFormat format = CheckpointFormat::kUnknown;  // kUnknown: config, else auto-detect
   int group_size = 0;        // 0: from config, else inferred from the scale shape

@@ -310,6 +310,22 @@ TEST(Convert, ShardedCheckpointSameAsOneFile) {
     EXPECT_TRUE(bytes(out_dir) == bytes(out_one)) << in;
     std::remove(out_dir.c_str());
   }
+  // A config naming a method the parser does not take stops the auto-discovery, not an
+  // explicit --format (which then describes the checkpoint itself).
+  std::ofstream(dir + "/config.json") << R"({"quantization_config": {"quant_method": "auto-round", "bits": 4}})";
+  o.in_path = dir;
+  o.out_path = out_dir;
+  o.config_path.clear();
+  ConvertSummary sum_fmt;
+  st = convert_checkpoint(o, &sum_fmt);
+  EXPECT_NE(st.message().find("quant_method 'auto-round' not supported"), std::string::npos) << st.message();
+  ConvertOptions of = gptq_asym_f16_options(dir, out_dir);
+  st = convert_checkpoint(of, &sum_fmt);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(sum_fmt.config_path.empty());
+  EXPECT_TRUE(bytes(out_dir) == bytes(out_one));
+  std::remove(out_dir.c_str());
+  std::ofstream(dir + "/config.json") << config;
   io::SafetensorsFile f;
   ASSERT_TRUE(io::SafetensorsFile::open(out_one, &f).ok());
   KPackedWeights want;
