@@ -603,12 +603,18 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
       }
     }
 
+  size_t done = 0;  // units converted, for the progress callback
+  auto report_progress = [&](size_t units_done) {
+    done += units_done;
+    if (o.progress) o.progress(done, units.size(), summary->layers.back().prefix);
+  };
   for (size_t i = 0; i < units.size(); ++i) {
     if (is_up[i]) continue;  // written with its gate
     std::vector<Piece> pieces;
     LOWBIT_RETURN_IF_ERROR(convert_unit(units[i], &pieces));
     if (partner[i] < 0) {
       for (Piece& pc : pieces) LOWBIT_RETURN_IF_ERROR(emit(std::move(pc.L), pc.w, pc.expert_layers, {}));
+      report_progress(1);
       continue;
     }
     std::vector<Piece> up;
@@ -630,6 +636,7 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
     L.report.scales_rounded += up[0].L.report.scales_rounded;
     L.report.max_rel_scale_change = std::max(L.report.max_rel_scale_change, up[0].L.report.max_rel_scale_change);
     LOWBIT_RETURN_IF_ERROR(emit(std::move(L), w13, pieces[0].expert_layers, {gname, uname}));
+    report_progress(2);
   }
   for (size_t i = 0; i < outs.size(); ++i) {
     const Status st = outs[i]->finish(metas[i]);

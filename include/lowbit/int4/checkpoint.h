@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,9 @@ struct ConvertOptions {
   // Also write each layer's N-packed copy (when N % 8 == 0). false: the canonical K-packed
   // layout only, about half the file; repack_for_kernels at load time reads only that.
   bool write_npacked = true;
+  // Called after each unit of work is written (a layer, one MoE layer's stacked experts, a fused
+  // gate + up pair): units done so far, units in all, the last output layer written.
+  std::function<void(size_t done, size_t total, const std::string& layer)> progress;
 };
 
 struct ConvertedLayer {

@@ -391,9 +391,17 @@ TEST(Convert, FusesGateAndUp) {
   const KPackedWeights want13 = joined(gate, up), want_w13 = joined(w1, w3), want_dense = joined({dgate}, {dup});
   ConvertOptions o = gptq_asym_f16_options(in, out);
   o.fuse_gate_up = true;
+  std::vector<std::pair<size_t, size_t>> calls;  // (done, total) per progress call
+  o.progress = [&](size_t done, size_t total, const std::string&) { calls.push_back({done, total}); };
   ConvertSummary sum;
   Status st = convert_checkpoint(o, &sum);
   ASSERT_TRUE(st.ok()) << st.to_string();
+  // 7 units (3 stacked expert sets of layer 0's MLP, Mixtral's w1 and w3, the dense gate and up),
+  // the fused pairs counted twice: progress ends at 7 of 7, increasing.
+  ASSERT_FALSE(calls.empty());
+  EXPECT_EQ(calls.back(), (std::pair<size_t, size_t>{7, 7}));
+  for (size_t i = 1; i < calls.size(); ++i) EXPECT_GT(calls[i].first, calls[i - 1].first);
+  o.progress = nullptr;
   std::vector<std::string> names;
   for (const auto& L : sum.layers) names.push_back(L.prefix);
   std::sort(names.begin(), names.end());

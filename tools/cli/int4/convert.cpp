@@ -2,6 +2,8 @@
 // layout (canonical K-packed + load-time N-packed), with a per-layer summary.
 #include <cstdio>
 
+#include <unistd.h>
+
 #include "lowbit/int4/checkpoint.h"
 #include "lowbit/int4/kernel_layout.h"
 #include "lowbit/int4/shard.h"
@@ -99,6 +101,11 @@ int run_convert(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "lowbit convert: %s\n", a.error().c_str());
     return 2;
   }
+  if (isatty(fileno(stderr)))  // a line per unit while a long conversion runs
+    o.progress = [](size_t done, size_t total, const std::string& layer) {
+      std::fprintf(stderr, "\r[%zu/%zu] %-72.72s", done, total, layer.c_str());
+      if (done == total) std::fprintf(stderr, "\n");
+    };
   ConvertSummary sum;
   lowbit::Status st = convert_checkpoint(o, &sum);
   if (!st.ok()) {
