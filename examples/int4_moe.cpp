@@ -27,6 +27,7 @@
 #include "lowbit/int4/kernel_layout.h"
 #include "lowbit/int4/kernels.h"
 #include "lowbit/int4/moe_ref.h"
+#include "lowbit/int4/shard.h"
 #include "lowbit/int4/weights.h"
 #include "lowbit/io/safetensors.h"
 
@@ -172,6 +173,25 @@ int main() {
   if (failed(load_converted_layer(packed, "model.layers.0.mlp.experts.gate_up_proj", &k13), "load w13") ||
       failed(load_converted_layer(packed, "model.layers.0.mlp.experts.down_proj", &k2), "load w2"))
     return 1;
+  // The loaded layers are the checkpoint's, bit for bit: each expert's GPTQ layers converted on
+  // their own, stacked, gate and up joined.
+  {
+    std::vector<KPackedWeights> gate, up, down;
+    for (const Layer& l : layers) {
+      KPackedWeights kp;
+      if (failed(gptq_to_kpacked(l.g, kAct, ScalePolicy::kExact, &kp), "gptq_to_kpacked")) return 1;
+      const bool is_gate = l.name.find(".gate_proj") != std::string::npos;
+      (is_gate ? gate : l.name.find(".up_proj") != std::string::npos ? up : down).push_back(std::move(kp));
+    }
+    KPackedWeights sg, su, want13, want2;
+    if (failed(stack_experts(gate, &sg), "stack") || failed(stack_experts(up, &su), "stack") ||
+        failed(concat_n({sg, su}, &want13), "concat_n") || failed(stack_experts(down, &want2), "stack"))
+      return 1;
+    const bool same = k13.qweight == want13.qweight && k13.scales == want13.scales && k2.qweight == want2.qweight &&
+                      k2.scales == want2.scales;
+    std::printf("loaded layers equal the checkpoint's, bit for bit: %s\n", same ? "yes" : "NO");
+    if (!same) return 1;
+  }
   KernelWeights kw13, kw2;
   if (failed(repack_for_kernels(k13, &kw13), "repack w13") || failed(repack_for_kernels(k2, &kw2), "repack w2")) return 1;
   std::printf("w13 [%d, %d, %d] and w2 [%d, %d, %d] in the %s layout\n", k13.shape.experts, k13.shape.n, k13.shape.k,
