@@ -11,8 +11,6 @@
 #include <memory>
 #include <tuple>
 
-#include <sys/stat.h>
-
 #include <nlohmann/json.hpp>
 
 #include "lowbit/int4/shard.h"
@@ -77,10 +75,6 @@ Status tp_split_for(const std::string& layer, int forced, TpSplit* out) {
                      "q/k/v_proj, gate_proj, up_proj, w1, w3; gate_up_proj, w13: halves%s); force one with --tp-split or "
                      "leave the layer out with --layer",
                      layer.c_str(), last.c_str(), last == "qkv_proj" ? "; fused qkv splits by heads" : "");
-}
-
-bool ends_with(const std::string& s, const std::string& suf) {
-  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
 }
 
 Status get_info(const SafetensorsCheckpoint& f, const std::string& name, size_t rank, const TensorInfo** t) {
@@ -414,11 +408,9 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
   LOWBIT_RETURN_IF_ERROR(SafetensorsCheckpoint::open(o.in_path, &f));
   summary->shards = f.shard_paths().size();
   summary->config_path = o.config_path;
-  struct stat sb;
-  const bool whole_model = ::stat(o.in_path.c_str(), &sb) == 0 && (S_ISDIR(sb.st_mode) || ends_with(o.in_path, ".json"));
   // The directory's config only when nothing was said: an explicit --format (with --group /
   // --sym) describes the checkpoint itself, e.g. one whose config names a method we do not parse.
-  if (summary->config_path.empty() && whole_model && o.format == CheckpointFormat::kUnknown)
+  if (summary->config_path.empty() && f.whole_model() && o.format == CheckpointFormat::kUnknown)
     summary->config_path = find_config(f.directory());
   QuantConfig qc;
   if (!summary->config_path.empty()) LOWBIT_RETURN_IF_ERROR(parse_config(summary->config_path, &qc));
@@ -431,10 +423,10 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
   bool saw_ct = false, saw_q = false, saw_gidx = false;
   for (const auto& [name, t] : f.tensors()) {
     std::string p;
-    if (ends_with(name, ".weight_packed")) {
+    if (name.ends_with(".weight_packed")) {
       p = name.substr(0, name.size() - 14);
       saw_ct = true;
-    } else if (ends_with(name, ".qweight")) {
+    } else if (name.ends_with(".qweight")) {
       p = name.substr(0, name.size() - 8);
       saw_q = true;
       saw_gidx |= f.has(p + ".g_idx");
@@ -593,7 +585,7 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
       const std::string n = out_name(units[i]);
       for (const auto& [g, up, fused] : {std::tuple<const char*, const char*, const char*>{".gate_proj", ".up_proj", ".gate_up_proj"},
                                           {".w1", ".w3", ".w13"}}) {
-        if (!ends_with(n, g)) continue;
+        if (!n.ends_with(g)) continue;
         const std::string base = n.substr(0, n.size() - std::strlen(g));
         auto it = unit_of.find(base + up);
         if (it == unit_of.end()) continue;

@@ -77,6 +77,8 @@ class SafetensorsCheckpoint {
 
   // The directory the files were found in and the shard paths, in name order.
   const std::string& directory() const { return directory_; }
+  // Whether the checkpoint was opened as a model (a directory or an index), not one file.
+  bool whole_model() const { return whole_model_; }
   const std::vector<std::string>& shard_paths() const { return paths_; }
   // Every tensor of every shard (names are unique across shards).
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
@@ -87,6 +89,7 @@ class SafetensorsCheckpoint {
 
  private:
   std::string directory_;
+  bool whole_model_ = false;
   std::vector<std::string> paths_;
   std::vector<SafetensorsFile> shards_;
   std::map<std::string, TensorInfo> tensors_;

@@ -309,10 +309,6 @@ Status SafetensorsFile::parse_image(std::shared_ptr<const void> owner, const uin
 
 namespace {
 
-bool has_suffix(const std::string& s, const std::string& suf) {
-  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-
 // A shard file name from an index: a plain name inside the index's directory.
 bool plain_file_name(const std::string& s) {
   return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos && s.find('\0') == std::string::npos;
@@ -325,8 +321,8 @@ Status list_directory(const std::string& dir, std::vector<std::string>* shards, 
                        std::strerror(errno));
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (has_suffix(name, ".safetensors.index.json")) indexes->push_back(name);
-    else if (has_suffix(name, ".safetensors")) shards->push_back(name);
+    if (name.ends_with(".safetensors.index.json")) indexes->push_back(name);
+    else if (name.ends_with(".safetensors")) shards->push_back(name);
   }
   ::closedir(d);
   std::sort(shards->begin(), shards->end());
@@ -366,6 +362,7 @@ Status SafetensorsCheckpoint::open(const std::string& path, SafetensorsCheckpoin
       return make_status(StatusCode::kInvalidArgument,
                          "safetensors: directory '%s' holds %zu index files ('%s', '%s', ...); name one", dir.c_str(),
                          indexes.size(), indexes[0].c_str(), indexes[1].c_str());
+    out->whole_model_ = true;
     if (indexes.size() == 1) index = indexes[0];
     else if (names.empty())
       return make_status(StatusCode::kInvalidArgument, "safetensors: directory '%s' holds no .safetensors file",
@@ -374,8 +371,9 @@ Status SafetensorsCheckpoint::open(const std::string& path, SafetensorsCheckpoin
     const size_t slash = path.rfind('/');
     dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
     const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-    if (has_suffix(base, ".json")) index = base;
+    if (base.ends_with(".json")) index = base;
     else names = {base};
+    out->whole_model_ = !index.empty();
   }
   std::map<std::string, std::string> weight_map;  // tensor -> shard file (index mode)
   if (!index.empty()) {
