@@ -5,7 +5,9 @@
 // elements of sampled rows that differ from the cuBLAS result on the dequantized weights
 // by more than 2^-6 |ref| + 1e-2 rms(ref) (both accumulate in fp32; orders differ).
 // Built with -DLOWBIT_BENCH_VLLM_MARLIN=ON, every row also times vLLM's Marlin kernel on the same
-// weights (converted exactly; bench/baselines/vllm_marlin.h), checked against cuBLAS likewise.
+// weights (converted exactly; bench/baselines/vllm_marlin.h), checked against cuBLAS likewise;
+// with -DLOWBIT_BENCH_VLLM_MACHETE=ON, vLLM's Machete (its first choice on Hopper;
+// bench/baselines/vllm_machete.h) the same way.
 #include <cublas_v2.h>
 
 #include <chrono>
@@ -23,6 +25,9 @@
 #include "tools/cli/command.h"
 #ifdef LOWBIT_HAVE_VLLM_MARLIN
 #include "bench/baselines/vllm_marlin.h"
+#endif
+#ifdef LOWBIT_HAVE_VLLM_MACHETE
+#include "bench/baselines/vllm_machete.h"
 #endif
 #ifdef LOWBIT_INT4_TRACE
 #include <cstdlib>
@@ -174,6 +179,14 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     columns.push_back(c);
   std::printf("# marlin_us: %s; x_marlin = marlin_us / time_us\n", vm::kMarlinSource);
 #endif
+#ifdef LOWBIT_HAVE_VLLM_MACHETE
+  // machete_us: vLLM's Machete on the same weights; x_machete = machete_us / time_us.
+  namespace vmc = lowbit::bench::vllm_machete;
+  for (lowbit::bench::Table::Column c :
+       {lowbit::bench::Table::Column{"machete_us", 10}, {"x_machete", 9}, {"#wrong_mc", 9}})
+    columns.push_back(c);
+  std::printf("# machete_us: %s; x_machete = machete_us / time_us\n", vmc::kMacheteSource);
+#endif
   lowbit::bench::Table table(columns);
   table.print_header();
   nlohmann::json rows = nlohmann::json::array();
@@ -223,6 +236,22 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
       }
     }
 #endif
+#ifdef LOWBIT_HAVE_VLLM_MACHETE
+    // Machete's copies, likewise; its stream-K workspace is one buffer for every M (vLLM
+    // allocates CUTLASS's get_workspace_size per call; a call needing more fails by name).
+    std::vector<vmc::Weights> mcw;
+    vmc::Workspace mcws;
+    if (Status ms = vmc::supported(ws); !ms.ok()) {
+      std::printf("# %s: no Machete column: %s\n", sh.name.c_str(), ms.to_string().c_str());
+    } else {
+      st = vmc::make_copies(probe.view, copies, stream, &mcw);
+      if (st.ok()) st = mcws.ensure(size_t{256} << 20);
+      if (!st.ok()) {
+        std::fprintf(stderr, "bench gemm: vLLM Machete weights for %s: %s\n", sh.name.c_str(), st.to_string().c_str());
+        return 1;
+      }
+    }
+#endif
     const size_t wbf_bytes = static_cast<size_t>(sh.n) * sh.k * 2;
     const int bcopies = rotation_copies(wbf_bytes, 8);
     for (const std::string& layout : layouts) {
@@ -257,6 +286,11 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
         lowbit::bench::Timing tm{};  // vLLM Marlin
         bool have_tm = false;
         int marlin_wrong = -1;
+#endif
+#ifdef LOWBIT_HAVE_VLLM_MACHETE
+        lowbit::bench::Timing tmc{};  // vLLM Machete
+        bool have_tmc = false;
+        int machete_wrong = -1;
 #endif
         for (GemmPath path : paths) {
           if (path == GemmPath::kSkinny && m > 512) continue;
@@ -316,6 +350,31 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
             }
           }
 #endif
+#ifdef LOWBIT_HAVE_VLLM_MACHETE
+          // A Machete call that fails (a shape or workspace its dispatch refuses) costs its cells,
+          // not the run: the row says "-" and a "#" line says why.
+          if (st.ok() && !mcw.empty() && !have_tmc) {
+            DevBuf ymc(static_cast<size_t>(m) * sh.n * 2);
+            int mccall = 0;
+            auto run_machete = [&](cudaStream_t s) {
+              return vmc::gemm(mcw[mccall++ % mcw.size()], x.p, ymc.p, m, mcws, s);
+            };
+            bcall = 0;
+            Status mst = run_machete(stream);
+            if (mst.ok()) mst = run_cublas(stream);
+            LOWBIT_BENCH_CUDA(cudaStreamSynchronize(stream));
+            if (mst.ok()) {
+              machete_wrong = count_wrong(act, m, sh.n, ymc.p, yref.p);
+              total_wrong += machete_wrong;
+              mst = lowbit::bench::time_in_graph(stream, run_machete, static_cast<int>(mcw.size()), 2, reps, &tmc);
+              have_tmc = mst.ok();
+            }
+            if (!mst.ok()) {
+              std::printf("# %s M=%d: no Machete cell: %s\n", sh.name.c_str(), m, mst.to_string().c_str());
+              (void)cudaGetLastError();  // clears a failed capture's error; a sticky fault ends the run at the next sync
+            }
+          }
+#endif
           if (!st.ok()) {
             std::fprintf(stderr, "bench gemm: %s M=%d path %s: %s\n", sh.name.c_str(), m, gemm_path_name(path),
                          st.to_string().c_str());
@@ -339,6 +398,11 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
           cells.push_back(have_tm ? fmt(tm.median_us, 1) : "-");
           cells.push_back(have_tm ? fmt(tm.median_us / t4.median_us, 2) : "-");
           cells.push_back(have_tm ? std::to_string(marlin_wrong) : "-");
+#endif
+#ifdef LOWBIT_HAVE_VLLM_MACHETE
+          cells.push_back(have_tmc ? fmt(tmc.median_us, 1) : "-");
+          cells.push_back(have_tmc ? fmt(tmc.median_us / t4.median_us, 2) : "-");
+          cells.push_back(have_tmc ? std::to_string(machete_wrong) : "-");
 #endif
           table.print_row(cells);
           rows.push_back({{"shape", sh.name},
@@ -374,6 +438,15 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
             rows.back()["marlin_pct_floor"] = 100.0 * floor_us / tm.median_us;
           }
 #endif
+#ifdef LOWBIT_HAVE_VLLM_MACHETE
+          if (have_tmc) {
+            rows.back()["machete_us"] = tmc.median_us;
+            rows.back()["machete_min_us"] = tmc.min_us;
+            rows.back()["x_machete"] = tmc.median_us / t4.median_us;
+            rows.back()["machete_wrong"] = machete_wrong;
+            rows.back()["machete_pct_floor"] = 100.0 * floor_us / tmc.median_us;
+          }
+#endif
         }
       }
     }  // layouts
@@ -387,6 +460,11 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   rec["marlin"] = std::string(vm::kMarlinSource) +
                   ": marlin_us on the same int4 values (uint4b8, permuted scales), fp32 reduce, no atomics; "
                   "x_marlin = marlin_us / time_us";
+#endif
+#ifdef LOWBIT_HAVE_VLLM_MACHETE
+  rec["machete"] = std::string(vmc::kMacheteSource) +
+                   ": machete_us on the same int4 values (uint4b8, prepacked by machete_prepack_B), vLLM's default "
+                   "schedule heuristic; x_machete = machete_us / time_us";
 #endif
   rec["rdbw"] = "%rdbw (pct_read_bw): TB/s over the read-only stream bandwidth read_gbps";
   rec["floor"] = "bytes(int4 weights + scales (+zeros) + x + y) / copy bandwidth";
@@ -402,6 +480,12 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   plot["y"] = "x_marlin";
   plot["logy"] = false;
   plot["title"] = "vLLM Marlin time / lowbit int4 time (> 1: lowbit faster)";
+#endif
+#ifdef LOWBIT_HAVE_VLLM_MACHETE
+  // Machete is what vLLM runs on Hopper where it applies: the Machete build plots it.
+  plot["y"] = "x_machete";
+  plot["logy"] = false;
+  plot["title"] = "vLLM Machete time / lowbit int4 time (> 1: lowbit faster)";
 #endif
   if (paths.size() > 1)
     plot["facet"] = "path";

@@ -1,11 +1,13 @@
 // lowbit's MMA-tiled int4 weights into the inputs of vLLM's Marlin repack (make_weights() of
-// bench/baselines/vllm_marlin.h). Exact: the same nibbles and scale bits.
+// bench/baselines/vllm_marlin.h; the words by bench/baselines/tiled_to_gptq.cuh). Exact: the
+// same nibbles and scale bits.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "bench/baselines/tiled_to_gptq.cuh"
 #include "lowbit/int4/kernel_layout.h"
 
 namespace marlin {
@@ -15,23 +17,6 @@ cudaError_t lowbit_launch_repack4(const uint32_t* in, uint32_t* out, int size_k,
 }  // namespace marlin
 
 namespace lowbit::bench::vllm_marlin::detail {
-
-// GPTQ's K-packed words of expert e: word (r, c) of [K/8, N] holds elements (c, 8r + j) in bits
-// 4j (what vLLM's gptq_marlin_repack reads). `tiled` is expert e's MMA-tiled words.
-__global__ inline void tiled_to_gptq_kernel(const uint32_t* __restrict__ tiled, uint32_t* __restrict__ gptq, int n,
-                                            int k) {
-  const size_t total = static_cast<size_t>(k / 8) * n;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const int r = static_cast<int>(i / n), c = static_cast<int>(i % n);
-    uint32_t word = 0;
-    for (int j = 0; j < 8; ++j) {
-      const int4::MmaTiledPos pos = int4::mma_tiled_pos(c, 8 * r + j, k);
-      word |= ((tiled[pos.word] >> (4 * pos.slot)) & 0xFu) << (4 * j);
-    }
-    gptq[i] = word;
-  }
-}
 
 // vLLM's marlin_permute_scales for expert e of lowbit's [E, NG, N] scales (MMA-tiled column
 // order, kernel_scale_index): the expert's [NG, N] flattened and taken in rows of 64 (grouped:

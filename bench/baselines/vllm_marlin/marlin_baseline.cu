@@ -50,7 +50,8 @@ Status convert_expert(const int4::KernelWeightsView& w, int e, void* q_out, void
                       int smem, cudaStream_t stream) {
   const int n = w.shape.n, k = w.shape.k, ng = w.shape.num_groups();
   const uint32_t* tiled = static_cast<const uint32_t*>(w.qweight) + static_cast<size_t>(e) * k * (n / 8);
-  detail::tiled_to_gptq_kernel<<<1024, 256, 0, stream>>>(tiled, static_cast<uint32_t*>(gptq_tmp), n, k);
+  baselines::tiled_to_gptq_kernel<<<1024, 256, 0, stream>>>(tiled, static_cast<uint32_t*>(gptq_tmp), n, k,
+                                                             /*column_major=*/false);
   LOWBIT_CUDA_RETURN_LAUNCH();
   LOWBIT_CUDA_RETURN(marlin::lowbit_launch_repack4(static_cast<const uint32_t*>(gptq_tmp), static_cast<uint32_t*>(q_out),
                                                    k, n, sms, smem, stream));
