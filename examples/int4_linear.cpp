@@ -1,11 +1,13 @@
 // lowbit's INT4 path in one file, as an engine would use it: a GPTQ layer (what a checkpoint
-// holds) in, the kernel layout on the GPU, y = x W^T out, checked against the fp64 reference.
+// holds; here one saved with desc_act, act-order) in, the kernel layout on the GPU, y = x W^T out
+// for x in the checkpoint's input order, checked against the fp64 reference.
 //
 //   build/bin/lowbit_example_int4_linear          (built with the library; ctest runs it)
 //
 // Without a CUDA device it runs the CPU half (conversion and repack) and says SKIPPED for the
 // GPU half. Error handling is the library's: every call returns a lowbit::Status naming the
 // problem; this example prints it and exits 1.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -54,13 +56,18 @@ int main() {
   shape.act = DType::kBF16;
 
   // 1. A stand-in checkpoint: random weights quantized by round-to-nearest, written as a
-  //    GPTQ v2 layer (int32 qweight [K/8, N], qzeros [K/G, N/8], fp16 scales [K/G, N]).
+  //    GPTQ v2 layer (int32 qweight [K/8, N], qzeros [K/G, N/8], fp16 scales [K/G, N]) with
+  //    desc_act: GPTQ quantized the input rows in a data-dependent order, so g_idx (the group of
+  //    each input row) is not k / G. Here that order is a random permutation.
   std::vector<float> w(static_cast<size_t>(N) * K);
   std::mt19937 rng(2024);
   std::normal_distribution<float> normal(0.f, 0.02f);
   for (float& v : w) v = normal(rng);
   KPackedWeights quantized;
   if (failed(quantize_rtn(w.data(), shape, &quantized), "quantize_rtn")) return 1;
+  quantized.k_perm.resize(K);  // stored row j (group j / G) is input row k_perm[j]
+  for (int j = 0; j < K; ++j) quantized.k_perm[j] = j;
+  std::shuffle(quantized.k_perm.begin(), quantized.k_perm.end(), rng);
   GptqLinear gptq;
   if (failed(kpacked_to_gptq(quantized, 0, GptqVersion::kV2, &gptq), "kpacked_to_gptq")) return 1;
 
@@ -68,10 +75,15 @@ int main() {
   KPackedWeights kp;
   ConvertReport report;
   if (failed(gptq_to_kpacked(gptq, DType::kBF16, ScalePolicy::kExact, &kp, &report), "gptq_to_kpacked")) return 1;
-  KernelWeights kw;
+  KernelWeights kw;  // rows in group order; k_perm says which input row each one takes
   if (failed(repack_for_kernels(kp, &kw), "repack_for_kernels")) return 1;
-  std::printf("GPTQ v2 layer %d x %d (G = %d, asymmetric) -> %s layout, %zu scales changed by conversion\n", N, K,
-              shape.group_size, kernel_layout_name(kw.kind), report.scales_rounded);
+  std::printf("GPTQ v2 layer %d x %d (G = %d, asymmetric, act-order %s) -> %s layout, %zu scales changed by "
+              "conversion\n", N, K, shape.group_size, report.act_order ? "yes" : "no", kernel_layout_name(kw.kind),
+              report.scales_rounded);
+  if (!report.act_order || kw.k_perm.size() != static_cast<size_t>(K)) {
+    std::fprintf(stderr, "the desc_act layer lost its permutation on the way in\n");
+    return 1;
+  }
 
 #if LOWBIT_HAS_CUDA
   int devices = 0;
@@ -83,10 +95,11 @@ int main() {
   DeviceWeights dw;
   if (failed(DeviceWeights::upload(kw, &dw), "DeviceWeights::upload")) return 1;
 
-  // 4. Per step: y[M, N] = x[M, K] W^T on a stream; the workspace sized once for the largest M.
+  // 4. Per step: y[M, N] = x[M, K] W^T on a stream; the workspace sized once for the largest M
+  //    (sized from the view: gemm() gathers the act-order copy x[:, k_perm] into it).
   const int max_m = 16;
   size_t ws_bytes = 0;
-  if (failed(gemm_workspace_size(shape, max_m, &ws_bytes), "gemm_workspace_size")) return 1;
+  if (failed(gemm_workspace_size(dw.view(), max_m, &ws_bytes), "gemm_workspace_size")) return 1;
   void *dx = nullptr, *dy = nullptr, *ws = nullptr;
   cudaStream_t stream = nullptr;
   if (cuda_failed(cudaMalloc(&dx, static_cast<size_t>(max_m) * K * 2), "cudaMalloc x") ||
@@ -110,7 +123,7 @@ int main() {
     if (cuda_failed(cudaMemcpyAsync(y.data(), dy, y.size() * 2, cudaMemcpyDeviceToHost, stream), "copy y") ||
         cuda_failed(cudaStreamSynchronize(stream), "cudaStreamSynchronize"))
       return 1;
-    // 5. The fp64 reference of the same weights (the library's CPU reference).
+    // 5. The fp64 reference of the same weights (the library's CPU reference; it applies k_perm).
     std::vector<double> ref;
     if (failed(gemm_ref(kp, 0, x.data(), m, &ref, nullptr), "gemm_ref")) return 1;
     double err = 0, scale = 0;

@@ -96,10 +96,10 @@ cudaError_t launch(const KernelWeightsView& w, uint16_t* out, cudaStream_t strea
 }  // namespace
 }  // namespace kern
 
-Status validate_weights_view(const KernelWeightsView& w, const char* who);  // gemm.cu
+Status validate_weights_view(const KernelWeightsView& w, const char* who, bool act_order_ok);  // gemm.cu
 
 Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream) {
-  LOWBIT_RETURN_IF_ERROR(validate_weights_view(w, "int4::dequantize"));
+  LOWBIT_RETURN_IF_ERROR(validate_weights_view(w, "int4::dequantize", /*act_order_ok=*/false));
   LOWBIT_CHECK_ARG(w_out != nullptr, "int4::dequantize: w_out is null");
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   LOWBIT_CUDA_RETURN(w.shape.act == DType::kF16 ? kern::launch<__half>(w, w_out, st)

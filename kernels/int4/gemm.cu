@@ -26,6 +26,9 @@ constexpr int kSkinnyMaxM = 512;  // the skinny kernel's limit (32-row tiles ove
 // skinny kernel still wins on three of the four 70B shapes, K >= 8192).
 constexpr int kDequantMinM = 128, kDequantMinMShortK = 64, kShortK = 8192;
 bool aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+// Bytes of the act-order copy of x at the head of gemm()'s workspace (256 B granules, so that
+// the path's own workspace behind it keeps its alignment).
+size_t act_order_x_bytes(int m, int k) { return (static_cast<size_t>(m) * k * 2 + 255) / 256 * 256; }
 // Workspace bytes the skinny kernel needs at exactly this M on the N-packed layout (the
 // MMA-tiled decode kernel: path_need below). gemm_workspace_size() takes a shape, not a layout:
 // it sizes for the N-packed kernel whenever the shape can be N-packed, so one workspace
@@ -92,8 +95,14 @@ const char* gemm_path_name(GemmPath p) {
   return "?";
 }
 
-Status validate_weights_view(const KernelWeightsView& w, const char* who) {
+Status validate_weights_view(const KernelWeightsView& w, const char* who, bool act_order_ok) {
   const WeightShape& s = w.shape;
+  if (w.k_perm != nullptr && !act_order_ok)
+    return make_status(StatusCode::kNotSupported,
+                       "%s: act-order weight (k_perm set): this entry point takes activations in stored row order; "
+                       "int4::gemm gathers x[:, k_perm] itself, fused_moe and dequantize do not", who);
+  if (w.k_perm != nullptr && !aligned(w.k_perm, 4))
+    return make_status(StatusCode::kMisaligned, "%s: k_perm must be 4 B aligned", who);
   LOWBIT_CHECK_ARG(s.experts >= 1 && s.n >= 1 && s.k >= 2, "%s: bad weight shape E=%d N=%d K=%d", who, s.experts, s.n,
                    s.k);
   LOWBIT_CHECK_ARG(s.k % 2 == 0, "%s: K=%d must be even", who, s.k);
@@ -146,25 +155,67 @@ Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmP
   return Status::Ok();
 }
 
+Status gemm_workspace_size(const KernelWeightsView& w, int m, size_t* bytes, GemmPath path) {
+  LOWBIT_RETURN_IF_ERROR(gemm_workspace_size(w.shape, m, bytes, path));
+  if (w.k_perm != nullptr) *bytes += act_order_x_bytes(m, w.shape.k);
+  return Status::Ok();
+}
+
 GemmPath gemm_resolved_path(const WeightShape& shape, KernelLayoutKind kind, int m, GemmPath requested) {
   if (kind == KernelLayoutKind::kKPacked) return GemmPath::kAuto;
   return resolve(requested, m, shape.n, shape.k, shape.group_len(), kind);
 }
 
-Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size_t workspace_bytes, Stream stream) {
-  LOWBIT_RETURN_IF_ERROR(validate_weights_view(w, "int4::gemm"));
-  LOWBIT_CHECK_ARG(a.x != nullptr && a.y != nullptr, "int4::gemm: x or y is null");
-  LOWBIT_CHECK_ARG(a.m >= 1, "int4::gemm: m=%d must be >= 1", a.m);
-  LOWBIT_CHECK_ARG(a.expert >= 0 && a.expert < w.shape.experts, "int4::gemm: expert=%d outside [0, %d)", a.expert,
-                   w.shape.experts);
-  LOWBIT_CHECK_ARG(static_cast<int>(a.path) <= static_cast<int>(GemmPath::kPipelined),
-                   "int4::gemm: unknown path %d", static_cast<int>(a.path));
+namespace {
+// The dequant + cuBLAS path after `gather` (the act-order copy of x, or nothing): its workspace
+// is checked first, so that nothing is launched for a call it would refuse.
+template <class Gather>
+Status gemm_dequant_after(Gather& gather, const GemmArgs& a, const KernelWeightsView& w, void* workspace,
+                          size_t workspace_bytes, cudaStream_t st) {
+  const size_t need = detail::dequant_gemm_workspace_bytes(w.shape);
+  LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= need,
+                   "int4::gemm (dequant + cuBLAS path): workspace of %zu bytes given, %zu needed (gemm_workspace_size)",
+                   workspace_bytes, need);
+  LOWBIT_CUDA_RETURN(gather());
+  return detail::gemm_dequant_cublas(a.x, a.y, a.m, w, a.expert, workspace, workspace_bytes, st);
+}
+}  // namespace
+
+Status gemm(const GemmArgs& args, const KernelWeightsView& w, void* workspace, size_t workspace_bytes, Stream stream) {
+  LOWBIT_RETURN_IF_ERROR(validate_weights_view(w, "int4::gemm", /*act_order_ok=*/true));
+  LOWBIT_CHECK_ARG(args.x != nullptr && args.y != nullptr, "int4::gemm: x or y is null");
+  LOWBIT_CHECK_ARG(args.m >= 1, "int4::gemm: m=%d must be >= 1", args.m);
+  LOWBIT_CHECK_ARG(args.expert >= 0 && args.expert < w.shape.experts, "int4::gemm: expert=%d outside [0, %d)",
+                   args.expert, w.shape.experts);
+  LOWBIT_CHECK_ARG(static_cast<int>(args.path) <= static_cast<int>(GemmPath::kPipelined),
+                   "int4::gemm: unknown path %d", static_cast<int>(args.path));
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
+  GemmArgs a = args;
+  if (w.k_perm != nullptr) {
+    // Act-order: the weight's rows are in stored (group) order, so the kernels take x[:, k_perm],
+    // gathered into the head of the workspace; the path's own workspace follows it.
+    const size_t xb = act_order_x_bytes(a.m, w.shape.k);
+    LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= xb,
+                     "int4::gemm: act-order weight: workspace of %zu bytes given, at least %zu needed for x[:, k_perm] "
+                     "(gemm_workspace_size(view, ...))", workspace_bytes, xb);
+    if (!aligned(workspace, 16)) return make_status(StatusCode::kMisaligned, "int4::gemm: workspace not 16 B aligned");
+    if (!aligned(a.x, 2)) return make_status(StatusCode::kMisaligned, "int4::gemm: x must be 2 B aligned");
+    a.x = workspace;
+    workspace = static_cast<char*>(workspace) + xb;
+    workspace_bytes -= xb;
+  }
+  // Launched right before the path's kernel, once every check has passed.
+  auto gather_x = [&]() -> cudaError_t {
+    if (w.k_perm == nullptr) return cudaSuccess;
+    return detail::launch_gather_act_order(args.x, const_cast<void*>(a.x),
+                                           w.k_perm + static_cast<size_t>(a.expert) * w.shape.k, a.m, w.shape.k, st);
+  };
   if (w.kind == KernelLayoutKind::kKPacked) {
     LOWBIT_CHECK_ARG(a.path == GemmPath::kAuto, "int4::gemm: path %s needs the %s layout (this weight is K-packed)",
                      gemm_path_name(a.path), a.path == GemmPath::kPipelined ? "MMA-tiled" : "N-packed");
     if (!aligned(a.x, 2) || !aligned(a.y, 2))
       return make_status(StatusCode::kMisaligned, "int4::gemm: x and y must be 2 B aligned");
+    LOWBIT_CUDA_RETURN(gather_x());
     LOWBIT_CUDA_RETURN(detail::launch_gemm_kpacked(a.x, a.y, a.m, w, a.expert, st));
     return Status::Ok();
   }
@@ -175,27 +226,28 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
   if (w.kind == KernelLayoutKind::kMmaTiled) {
     LOWBIT_CHECK_ARG(path != GemmPath::kTiled, "int4::gemm: path tiled needs the N-packed layout (this weight is %s)",
                      kernel_layout_name(w.kind));
-    if (path == GemmPath::kDequantCublas)
-      return detail::gemm_dequant_cublas(a.x, a.y, a.m, w, a.expert, workspace, workspace_bytes, st);
+    if (path == GemmPath::kDequantCublas) return gemm_dequant_after(gather_x, a, w, workspace, workspace_bytes, st);
     if (path == GemmPath::kPipelined) {
       // The kernel addresses x with 32-bit element offsets (kAuto takes it up to M = 1024).
       LOWBIT_CHECK_ARG(static_cast<uint64_t>(a.m) * static_cast<uint64_t>(w.shape.k) < (uint64_t{1} << 32),
                        "int4::gemm: path pipelined needs M * K < 2^32 (M=%d K=%d)", a.m, w.shape.k);
+      LOWBIT_CUDA_RETURN(gather_x());
       LOWBIT_CUDA_RETURN(detail::launch_gemm_pipelined(a.x, a.y, a.m, w, a.expert, st));
       return Status::Ok();
     }
     LOWBIT_CHECK_ARG(a.m <= kSkinnyMaxM, "int4::gemm: the decode path serves M <= %d (m=%d)", kSkinnyMaxM, a.m);
+    LOWBIT_CUDA_RETURN(gather_x());
     LOWBIT_CUDA_RETURN(detail::launch_gemm_decode(a.x, a.y, a.m, w, a.expert, workspace, workspace_bytes, st));
     return Status::Ok();
   }
   LOWBIT_CHECK_ARG(path != GemmPath::kPipelined, "int4::gemm: path pipelined needs the MMA-tiled layout (this weight is %s)",
                    kernel_layout_name(w.kind));
   if (path == GemmPath::kTiled) {
+    LOWBIT_CUDA_RETURN(gather_x());
     LOWBIT_CUDA_RETURN(detail::launch_gemm_tc(a.x, a.y, a.m, w, a.expert, st));
     return Status::Ok();
   }
-  if (path == GemmPath::kDequantCublas)
-    return detail::gemm_dequant_cublas(a.x, a.y, a.m, w, a.expert, workspace, workspace_bytes, st);
+  if (path == GemmPath::kDequantCublas) return gemm_dequant_after(gather_x, a, w, workspace, workspace_bytes, st);
   LOWBIT_CHECK_ARG(a.m <= kSkinnyMaxM, "int4::gemm: the skinny path serves M <= %d (m=%d)", kSkinnyMaxM, a.m);
   const size_t need = skinny_need(w.shape, a.m);  // exact for this M (<= gemm_workspace_size)
   if (need > 0) {
@@ -204,6 +256,7 @@ Status gemm(const GemmArgs& a, const KernelWeightsView& w, void* workspace, size
                      need);
     if (!aligned(workspace, 16)) return make_status(StatusCode::kMisaligned, "int4::gemm: workspace not 16 B aligned");
   }
+  LOWBIT_CUDA_RETURN(gather_x());
   LOWBIT_CUDA_RETURN(detail::launch_gemm_skinny(a.x, a.y, a.m, w, a.expert, static_cast<float*>(workspace), st));
   return Status::Ok();
 }

@@ -9,8 +9,9 @@
 #include "lowbit/int4/kernels.h"
 
 namespace lowbit::int4 {
-// Shape, pointer and per-layout alignment checks of a weight view (gemm.cu).
-Status validate_weights_view(const KernelWeightsView& w, const char* who);
+// Shape, pointer and per-layout alignment checks of a weight view (gemm.cu). An act-order view
+// (k_perm set) is refused unless act_order_ok: only int4::gemm gathers its activations.
+Status validate_weights_view(const KernelWeightsView& w, const char* who, bool act_order_ok = false);
 }  // namespace lowbit::int4
 
 namespace lowbit::int4::detail {
@@ -27,6 +28,9 @@ int skinny_splits(int m, int n, int k);
 
 cudaError_t launch_gemm_skinny(const void* x, void* y, int m, const KernelWeightsView& w, int expert, float* partials,
                                cudaStream_t stream);
+// out[r, j] = x[r, perm[j]] for r < m, j < k (act_order_gather.cu): the activations of an
+// act-order weight in its stored row order. 16-bit elements, bit-exact.
+cudaError_t launch_gather_act_order(const void* x, void* out, const int32_t* perm, int m, int k, cudaStream_t stream);
 // Decode GEMM on the MMA-tiled layout (gemm_decode.cu): 1 <= m <= 512. Where the plan
 // copies x first (decode_plan.h decode_x_steps_planned) and `workspace` holds
 // decode_x_steps_bytes(m, K) (16 B aligned), the copy goes there; with less the kernel reads

@@ -18,7 +18,9 @@ Status validate_shape(const WeightShape& s, const char* who) {
   return Status::Ok();
 }
 
-Status validate_perm(const std::vector<int32_t>& p, const WeightShape& s, const char* who) {
+}  // namespace
+
+Status validate_k_perm(const std::vector<int32_t>& p, const WeightShape& s, const char* who) {
   if (p.empty()) return Status::Ok();
   LOWBIT_CHECK_ARG(p.size() == static_cast<size_t>(s.experts) * s.k, "%s: k_perm has %zu entries, expected E*K=%zu",
                    who, p.size(), static_cast<size_t>(s.experts) * s.k);
@@ -35,8 +37,6 @@ Status validate_perm(const std::vector<int32_t>& p, const WeightShape& s, const 
   return Status::Ok();
 }
 
-}  // namespace
-
 Status validate(const KPackedWeights& w) {
   const WeightShape& s = w.shape;
   LOWBIT_RETURN_IF_ERROR(validate_shape(s, "KPackedWeights"));
@@ -48,7 +48,7 @@ Status validate(const KPackedWeights& w) {
   const size_t nz = s.symmetric ? 0 : E * ((N + 1) / 2) * NG;
   LOWBIT_CHECK_ARG(w.zeros.size() == nz, "KPackedWeights: zeros has %zu bytes, expected %zu (%s)", w.zeros.size(), nz,
                    s.symmetric ? "symmetric: none" : "E*ceil(N/2)*NG");
-  return validate_perm(w.k_perm, s, "KPackedWeights");
+  return validate_k_perm(w.k_perm, s, "KPackedWeights");
 }
 
 Status validate(const NPackedWeights& w) {
@@ -62,7 +62,7 @@ Status validate(const NPackedWeights& w) {
                    w.scales.size(), E * NG * N);
   const size_t nz = s.symmetric ? 0 : E * NG * N;
   LOWBIT_CHECK_ARG(w.zeros.size() == nz, "NPackedWeights: zeros has %zu entries, expected %zu", w.zeros.size(), nz);
-  return validate_perm(w.k_perm, s, "NPackedWeights");
+  return validate_k_perm(w.k_perm, s, "NPackedWeights");
 }
 
 void kpacked_allocate(const WeightShape& s, KPackedWeights* w) {

@@ -47,7 +47,7 @@ Status validate(const KernelWeights& w) {
   else
     LOWBIT_CHECK_ARG(w.zeros.size() == nsc, "int4 kernel weights: asymmetric, zeros has %zu elements, the shape needs %zu",
                      w.zeros.size(), nsc);
-  return Status::Ok();
+  return validate_k_perm(w.k_perm, s, "int4 kernel weights");
 }
 
 DeviceWeights::~DeviceWeights() { release(); }
@@ -65,8 +65,8 @@ DeviceWeights& DeviceWeights::operator=(DeviceWeights&& o) noexcept {
 #if LOWBIT_HAS_CUDA
 
 void DeviceWeights::release() {
-  const void* arrays[] = {s_.view.qweight, s_.view.scales, s_.view.zeros};
-  if (arrays[0] != nullptr || arrays[1] != nullptr || arrays[2] != nullptr) {
+  const void* arrays[] = {s_.view.qweight, s_.view.scales, s_.view.zeros, s_.view.k_perm};
+  if (arrays[0] != nullptr || arrays[1] != nullptr || arrays[2] != nullptr || arrays[3] != nullptr) {
     // The arrays belong to s_.device; free them there (a destructor cannot report errors).
     int prev = -1;
     const bool switched =
@@ -113,7 +113,9 @@ Status DeviceWeights::upload(const KernelWeights& w, DeviceWeights* out) {
   LOWBIT_RETURN_IF_ERROR(upload_array(qhost, qbytes, "qweight", &v.qweight));
   LOWBIT_RETURN_IF_ERROR(upload_array(w.scales.data(), sbytes, "scales", &v.scales));
   if (!w.zeros.empty()) LOWBIT_RETURN_IF_ERROR(upload_array(w.zeros.data(), sbytes, "zeros", &v.zeros));
-  d.s_.bytes = qbytes + sbytes * (w.zeros.empty() ? 1 : 2);
+  const size_t pbytes = w.k_perm.size() * sizeof(int32_t);
+  if (pbytes > 0) LOWBIT_RETURN_IF_ERROR(upload_array(w.k_perm.data(), pbytes, "k_perm", &v.k_perm));
+  d.s_.bytes = qbytes + sbytes * (w.zeros.empty() ? 1 : 2) + pbytes;
   v.shape = w.shape;
   v.kind = w.kind;
   *out = std::move(d);

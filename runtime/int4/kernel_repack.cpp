@@ -62,23 +62,11 @@ Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind
   LOWBIT_CHECK_ARG(s.symmetric ? in.zeros.empty() : in.zeros.size() == nz,
                    "repack_for_kernels: zeros has %zu bytes, expected %zu (%s)", in.zeros.size(),
                    s.symmetric ? size_t{0} : nz, s.symmetric ? "symmetric" : "asymmetric");
-  // Act-order (GPTQ desc_act): rows are stored in group order and the kernels would need the
-  // activations gathered as x[:, k_perm]. Neither the kernel layout nor the kernels carry a
-  // k permutation, so a non-identity k_perm would silently give wrong outputs: refuse it.
-  if (!in.k_perm.empty()) {
-    LOWBIT_CHECK_ARG(in.k_perm.size() == static_cast<size_t>(E) * K,
-                     "repack_for_kernels: k_perm has %zu entries, shape needs %zu (E*K) or none", in.k_perm.size(),
-                     static_cast<size_t>(E) * K);
-    for (int e = 0; e < E; ++e)
-      for (int j = 0; j < K; ++j)
-        if (in.k_perm[static_cast<size_t>(e) * K + j] != j)
-          return make_status(StatusCode::kNotSupported,
-                             "repack_for_kernels: act-order weight (k_perm of expert %d maps stored row %d to "
-                             "checkpoint row %d): the CUDA kernels take activations in stored order and apply no k "
-                             "permutation. Gather x[:, k_perm] before each call and repack a copy with k_perm "
-                             "cleared, or use a checkpoint without desc_act",
-                             e, j, in.k_perm[static_cast<size_t>(e) * K + j]);
-  }
+  // Act-order (GPTQ desc_act): rows are stored in group order; the permutation travels with the
+  // kernel layout (int4::gemm gathers x[:, k_perm] to match). An identity one is dropped.
+  LOWBIT_RETURN_IF_ERROR(validate_k_perm(in.k_perm, s, "repack_for_kernels"));
+  bool identity = true;
+  for (size_t i = 0; i < in.k_perm.size() && identity; ++i) identity = in.k_perm[i] == static_cast<int32_t>(i % K);
   LOWBIT_CHECK_ARG(kind_override < 0 || kind_override <= static_cast<int>(KernelLayoutKind::kMmaTiled),
                    "repack_for_kernels: unknown layout kind %d", kind_override);
   KernelLayoutKind kind = kind_override < 0 ? kernel_layout_for(s) : static_cast<KernelLayoutKind>(kind_override);
@@ -91,6 +79,8 @@ Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind
   out->kind = kind;
   out->qweight_n.clear();
   out->qweight_k.clear();
+  out->k_perm.clear();
+  if (!identity) out->k_perm = in.k_perm;
   if (kind == KernelLayoutKind::kKPacked) {
     out->qweight_k = in.qweight;
   } else if (kind == KernelLayoutKind::kMmaTiled) {
@@ -173,7 +163,9 @@ Status unpack_from_kernels(const KernelWeights& in, KPackedWeights* out) {
   LOWBIT_CHECK_ARG(s.symmetric ? in.zeros.empty() : in.zeros.size() == nsc,
                    "unpack_from_kernels: zeros has %zu elements, expected %zu", in.zeros.size(),
                    s.symmetric ? size_t{0} : nsc);
+  LOWBIT_RETURN_IF_ERROR(validate_k_perm(in.k_perm, s, "unpack_from_kernels"));
   out->shape = s;
+  out->k_perm = in.k_perm;
   if (in.kind == KernelLayoutKind::kKPacked) {
     LOWBIT_CHECK_ARG(in.qweight_k.size() == count_of(s) / 2, "unpack_from_kernels: qweight_k has %zu bytes, need %zu",
                      in.qweight_k.size(), count_of(s) / 2);

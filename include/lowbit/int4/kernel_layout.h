@@ -127,6 +127,9 @@ struct KernelWeights {
   std::vector<uint8_t> qweight_k;   // kKPacked: [E, N, K/2]
   std::vector<uint16_t> scales;     // [E, NG, N], activation dtype bits
   std::vector<uint16_t> zeros;      // [E, NG, N], activation dtype bits; empty if symmetric
+  // Act-order (GPTQ desc_act, compressed-tensors actorder "group"): [E, K], stored row j of
+  // expert e holds input row k_perm[e * K + j] (as KPackedWeights::k_perm), or empty (identity).
+  std::vector<int32_t> k_perm;
 };
 
 // Non-owning view of a KernelWeights copied to the device (what the kernels take).
@@ -138,6 +141,10 @@ struct KernelWeightsView {
   const void* qweight = nullptr;   // uint32 [E, K, N/8], uint32 [E, N/64, K/16, 32, 4] or uint8 [E, N, K/2]
   const uint16_t* scales = nullptr;  // [E, NG, N] (MMA-tiled: columns permuted, kernel_scale_index)
   const uint16_t* zeros = nullptr;   // [E, NG, N] or nullptr (symmetric)
+  // [E, K] act-order permutation on the device (4 B aligned), or nullptr (identity). gemm()
+  // gathers x[:, k_perm] into its workspace first (gemm_workspace_size(view, ...) counts it);
+  // fused_moe() and dequantize() refuse such a weight.
+  const int32_t* k_perm = nullptr;
 };
 
 // Byte sizes of the three device arrays for a shape and kind.
@@ -146,11 +153,11 @@ size_t kernel_scale_count(const WeightShape& s);  // elements of scales (and of 
 
 // Canonical K-packed -> kernel layout. kind_override < 0: kernel_layout_for(shape);
 // forcing kNPackedInterleaved or kMmaTiled on a shape that does not allow it is an error
-// (kMmaTiled may be forced on expert stacks too: each expert is tiled). An act-order
-// weight (k_perm not the identity) is refused (kNotSupported): the kernels apply no k
-// permutation; callers that gather x[:, k_perm] themselves repack a copy with k_perm cleared.
+// (kMmaTiled may be forced on expert stacks too: each expert is tiled). An act-order weight
+// keeps its k_perm (checked to be a permutation per expert; an identity one is dropped): the
+// rows stay in stored order and int4::gemm() gathers the activations to match.
 Status repack_for_kernels(const KPackedWeights& in, KernelWeights* out, int kind_override = -1);
-// Kernel layout -> canonical K-packed (exact inverse).
+// Kernel layout -> canonical K-packed (exact inverse, k_perm included).
 Status unpack_from_kernels(const KernelWeights& in, KPackedWeights* out);
 
 // One element: the nibble q[e, n, k] and zero-point value (8 when symmetric) of the kernel

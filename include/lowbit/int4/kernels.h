@@ -47,6 +47,9 @@ Status dequantize(const KernelWeightsView& w, uint16_t* w_out, Stream stream);
 // cuBLAS on it (fp32 accumulation); K-packed layout: a simple fallback. The crossover M is
 // documented in docs/int4-kernels.md (measured on H200).
 //
+// Act-order weights (w.k_perm set, GPTQ desc_act): x is taken in checkpoint order and gathered
+// as x[:, k_perm] into the head of the workspace first (one more launch; the workspace must hold
+// gemm_workspace_size(view, ...), which counts it; x then needs only 2 B alignment).
 // GemmPath forces one path (tests, benchmarks; kTiled needs the N-packed layout); kAuto
 // picks by M and layout. The environment
 // variable LOWBIT_INT4_GEMM_PATH = skinny | tiled | cublas | pipelined (read once per process) replaces
@@ -71,6 +74,9 @@ struct GemmArgs {
 // Independent of the pointers, so it can be sized once for the largest M. The dequant +
 // cuBLAS path needs a 32 MiB cuBLAS workspace plus the slab (<= 64 MiB for K <= 262144).
 Status gemm_workspace_size(const WeightShape& shape, int m, size_t* bytes, GemmPath path = GemmPath::kAuto);
+// The same for one weight: adds the copy of x that gemm() gathers for an act-order weight
+// (w.k_perm set: M * K * 2 bytes, rounded up to 256). Sizes every weight, act-order or not.
+Status gemm_workspace_size(const KernelWeightsView& w, int m, size_t* bytes, GemmPath path = GemmPath::kAuto);
 Status gemm(const GemmArgs& args, const KernelWeightsView& w, void* workspace, size_t workspace_bytes,
             Stream stream);
 // The path gemm() runs for a weight of this shape in this layout at M rows when asked for

@@ -64,6 +64,9 @@ struct KPackedWeights {
 // Checks shape fields and that every vector has exactly the size the shape implies (and that
 // k_perm, when present, holds a permutation of 0..K-1 per expert).
 Status validate(const KPackedWeights& w);
+// The k_perm check of validate(): empty, or E*K entries that are a permutation of 0..K-1 per
+// expert; `who` names the caller in the error.
+Status validate_k_perm(const std::vector<int32_t>& k_perm, const WeightShape& s, const char* who);
 
 // Element access on the canonical layout (no bounds checks; validate() first).
 inline int kpacked_q(const KPackedWeights& w, int e, int n, int k) {

@@ -2,6 +2,7 @@
 // bit-exact, every nibble lands in its documented slot, and bad inputs are refused.
 #include <gtest/gtest.h>
 
+#include "lowbit/int4/device_weights.h"
 #include "lowbit/int4/kernel_layout.h"
 #include "tests/cpu/int4/random_weights.h"
 
@@ -192,20 +193,37 @@ TEST(KernelLayout, RejectsBadInput) {
   EXPECT_EQ(repack_for_kernels(in2, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
-// Act-order weights: the kernels apply no k permutation, so a non-identity k_perm is refused
-// (naming the expert and row); the identity and an empty k_perm are accepted.
-TEST(KernelLayout, ActOrderPermutationRefused) {
-  WeightShape s{2, 16, 64, 32, true, DType::kBF16};
+// Act-order weights: the permutation travels with the kernel layout (int4::gemm gathers
+// x[:, k_perm] to match); an identity one is dropped; the round trip restores it; a k_perm that
+// is not a permutation, or of the wrong size, is refused.
+TEST(KernelLayout, ActOrderPermutationTravelsWithTheLayout) {
+  WeightShape s{2, 64, 64, 32, true, DType::kBF16};
   KPackedWeights in = random_kpacked(s, 9);
   KernelWeights kw;
   in.k_perm.resize(2 * 64);
   for (int e = 0; e < 2; ++e)
     for (int j = 0; j < 64; ++j) in.k_perm[e * 64 + j] = j;
-  EXPECT_TRUE(repack_for_kernels(in, &kw).ok());
+  ASSERT_TRUE(repack_for_kernels(in, &kw).ok());
+  EXPECT_TRUE(kw.k_perm.empty());  // the identity: nothing to gather
   std::swap(in.k_perm[64 + 3], in.k_perm[64 + 40]);  // expert 1 reordered
-  const Status st = repack_for_kernels(in, &kw);
-  EXPECT_EQ(st.code(), StatusCode::kNotSupported);
-  EXPECT_NE(st.message().find("expert 1"), std::string::npos) << st.message();
+  for (int kind : {0, 1, 2}) {
+    ASSERT_TRUE(repack_for_kernels(in, &kw, kind).ok()) << kind;
+    EXPECT_EQ(kw.k_perm, in.k_perm) << kind;
+    EXPECT_TRUE(validate(kw).ok()) << kind;
+    KPackedWeights back;
+    ASSERT_TRUE(unpack_from_kernels(kw, &back).ok()) << kind;
+    EXPECT_EQ(back.k_perm, in.k_perm) << kind;
+    EXPECT_EQ(back.qweight, in.qweight) << kind;  // rows stay in stored order
+  }
+  KernelWeights bad = kw;
+  bad.k_perm[5] = bad.k_perm[6];  // a repeated row
+  const Status st = validate(bad);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("expert 0"), std::string::npos) << st.message();
+  KPackedWeights back;
+  EXPECT_EQ(unpack_from_kernels(bad, &back).code(), StatusCode::kInvalidArgument);
+  in.k_perm[64 + 3] = 64;  // out of range
+  EXPECT_EQ(repack_for_kernels(in, &kw).code(), StatusCode::kInvalidArgument);
   in.k_perm.resize(10);  // wrong size
   EXPECT_EQ(repack_for_kernels(in, &kw).code(), StatusCode::kInvalidArgument);
 }
