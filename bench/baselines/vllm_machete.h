@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bench/baselines/device_arrays.h"
 #include "lowbit/int4/kernel_layout.h"
 #include "lowbit/status.h"
 
@@ -28,20 +29,11 @@ extern const char* const kMacheteSource;
 // Machete's copy of one int4 weight: its prepacked words (K * N / 2 bytes, machete_prepack_B's
 // layout) and its scales ([K/G, N] row-major in the activation type); device memory owned by
 // this object.
-class Weights {
+class Weights : public baselines::DeviceArrays {
  public:
-  Weights() = default;
-  Weights(const Weights&) = delete;
-  Weights& operator=(const Weights&) = delete;
-  Weights(Weights&& o) noexcept { *this = static_cast<Weights&&>(o); }
-  Weights& operator=(Weights&& o) noexcept;
-  ~Weights() { release(); }
-  void release();  // frees the device memory (idempotent)
   int n = 0, k = 0, group = 0;  // group: -1 for one group over K (vLLM's per-channel)
   DType act = DType::kBF16;
-  void* q = nullptr;
-  void* s = nullptr;
-  size_t q_bytes = 0, s_bytes = 0;
+  void copy_meta_from(const Weights& o) { n = o.n, k = o.k, group = o.group, act = o.act; }
 };
 
 // Whether vLLM would run Machete on this weight (and this build has it): one weight (Machete

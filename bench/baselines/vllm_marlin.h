@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bench/baselines/device_arrays.h"
 #include "lowbit/int4/kernel_layout.h"
 #include "lowbit/status.h"
 
@@ -26,20 +27,11 @@ extern const char* const kMarlinSource;
 
 // Marlin's copy of an int4 weight or expert stack: its tiled words ([E, K/16, 2N] int32) and
 // its permuted scales ([E, K/G, N]); device memory owned by this object.
-class Weights {
+class Weights : public baselines::DeviceArrays {
  public:
-  Weights() = default;
-  Weights(const Weights&) = delete;
-  Weights& operator=(const Weights&) = delete;
-  Weights(Weights&& o) noexcept { *this = static_cast<Weights&&>(o); }
-  Weights& operator=(Weights&& o) noexcept;
-  ~Weights() { release(); }
-  void release();  // frees the device memory (idempotent)
   int experts = 1, n = 0, k = 0, group = 0;
   DType act = DType::kBF16;
-  void* q = nullptr;
-  void* s = nullptr;
-  size_t q_bytes = 0, s_bytes = 0;
+  void copy_meta_from(const Weights& o) { experts = o.experts, n = o.n, k = o.k, group = o.group, act = o.act; }
 };
 
 // Whether Marlin (as built: the activation types and group sizes of

@@ -39,36 +39,7 @@ __global__ void gather_scales_kernel(const uint16_t* __restrict__ ours, uint16_t
   }
 }
 
-Status copy_weights(const Weights& from, cudaStream_t stream, Weights* out) {
-  Weights r;
-  r.n = from.n, r.k = from.k, r.group = from.group, r.act = from.act;
-  r.q_bytes = from.q_bytes, r.s_bytes = from.s_bytes;
-  LOWBIT_CUDA_RETURN(cudaMalloc(&r.q, r.q_bytes));
-  LOWBIT_CUDA_RETURN(cudaMalloc(&r.s, r.s_bytes));
-  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.q, from.q, r.q_bytes, cudaMemcpyDeviceToDevice, stream));
-  LOWBIT_CUDA_RETURN(cudaMemcpyAsync(r.s, from.s, r.s_bytes, cudaMemcpyDeviceToDevice, stream));
-  LOWBIT_CUDA_RETURN(cudaStreamSynchronize(stream));
-  *out = static_cast<Weights&&>(r);
-  return Status::Ok();
-}
-
 }  // namespace
-
-Weights& Weights::operator=(Weights&& o) noexcept {
-  if (this != &o) {
-    release();
-    n = o.n, k = o.k, group = o.group, act = o.act, q = o.q, s = o.s;
-    q_bytes = o.q_bytes, s_bytes = o.s_bytes;
-    o.q = o.s = nullptr;
-  }
-  return *this;
-}
-
-void Weights::release() {
-  if (q) (void)cudaFree(q);
-  if (s) (void)cudaFree(s);
-  q = s = nullptr;
-}
 
 Workspace::~Workspace() {
   if (p) (void)cudaFree(p);
@@ -111,10 +82,7 @@ Status make_weights(const int4::KernelWeightsView& w, cudaStream_t stream, Weigh
   Weights r;
   r.n = n, r.k = k, r.act = w.shape.act;
   r.group = ng == 1 ? -1 : w.shape.group_len();
-  r.q_bytes = static_cast<size_t>(k) * n / 2;
-  r.s_bytes = static_cast<size_t>(ng) * n * 2;
-  LOWBIT_CUDA_RETURN(cudaMalloc(&r.q, r.q_bytes));
-  LOWBIT_CUDA_RETURN(cudaMalloc(&r.s, r.s_bytes));
+  LOWBIT_RETURN_IF_ERROR(r.allocate(static_cast<size_t>(k) * n / 2, static_cast<size_t>(ng) * n * 2));
   void* gptq = nullptr;
   LOWBIT_CUDA_RETURN(cudaMalloc(&gptq, r.q_bytes));
   baselines::tiled_to_gptq_kernel<<<1024, 256, 0, stream>>>(static_cast<const uint32_t*>(w.qweight),
@@ -151,12 +119,8 @@ Status make_weights(const int4::KernelWeightsView& w, cudaStream_t stream, Weigh
 }
 
 Status make_copies(const int4::KernelWeightsView& w, int copies, cudaStream_t stream, std::vector<Weights>* out) {
-  if (copies < 1) return make_status(StatusCode::kInvalidArgument, "vLLM Machete baseline: copies = %d", copies);
-  out->clear();
-  out->resize(copies);
-  LOWBIT_RETURN_IF_ERROR(make_weights(w, stream, &(*out)[0]));
-  for (int c = 1; c < copies; ++c) LOWBIT_RETURN_IF_ERROR(copy_weights((*out)[0], stream, &(*out)[c]));
-  return Status::Ok();
+  return baselines::make_rotation_copies([&](Weights* first) { return make_weights(w, stream, first); }, copies,
+                                         stream, out);
 }
 
 Status gemm(const Weights& w, const void* x, void* y, int m, Workspace& ws, cudaStream_t stream) {

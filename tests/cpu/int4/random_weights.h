@@ -34,6 +34,15 @@ inline KPackedWeights random_kpacked(const WeightShape& s, uint32_t seed, float 
   return w;
 }
 
+// n activations of dtype t (bits): magnitudes uniform in [0.1, 1), random signs (never zero).
+inline std::vector<uint16_t> random_activations(size_t n, DType t, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.1f, 1.0f);
+  std::vector<uint16_t> v(n);
+  for (auto& h : v) h = float_to_half_bits(t, (rng() & 1) ? u(rng) : -u(rng));
+  return v;
+}
+
 // Canonical nibble and zero point (contract in weights.h).
 inline int canon_q(const KPackedWeights& w, int e, int n, int k) {
   return (w.qweight[(static_cast<size_t>(e) * w.shape.n + n) * (w.shape.k / 2) + k / 2] >> (4 * (k & 1))) & 0xF;

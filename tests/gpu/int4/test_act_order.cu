@@ -26,13 +26,7 @@ using testing::download;
 using testing::random_kpacked;
 using testing::upload;
 
-std::vector<uint16_t> random_act(size_t n, DType t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(0.1f, 1.0f);  // non-zero magnitudes
-  std::vector<uint16_t> v(n);
-  for (auto& h : v) h = float_to_half_bits(t, (rng() & 1) ? u(rng) : -u(rng));
-  return v;
-}
+std::vector<uint16_t> random_act(size_t n, DType t, uint32_t seed) { return testing::random_activations(n, t, seed); }
 
 // A random permutation per expert (the kernels accept any; GPTQ's are sorted-by-group ones).
 std::vector<int32_t> random_perm(int experts, int k, uint32_t seed) {

@@ -22,13 +22,7 @@ namespace {
 
 using namespace lowbit::int4::testing;
 
-std::vector<uint16_t> rand_act(size_t n, DType t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(0.1f, 1.0f);  // non-zero magnitudes
-  std::vector<uint16_t> v(n);
-  for (auto& h : v) h = float_to_half_bits(t, (rng() & 1) ? u(rng) : -u(rng));
-  return v;
-}
+std::vector<uint16_t> rand_act(size_t n, DType t, uint32_t seed) { return random_activations(n, t, seed); }
 
 struct SkCase {
   int m, n, k, g;
