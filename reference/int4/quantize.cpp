@@ -6,8 +6,10 @@
 // the weight within s / 2 wherever it is not clipped. Used to measure what the INT4 format
 // costs a model (`lowbit ppl --weights int4`); real checkpoints come through the converters.
 #include <cmath>
+#include <cstdio>
 
 #include "lowbit/int4/weights.h"
+#include "reference/int4/quant_grid.h"
 
 namespace lowbit::int4 {
 
@@ -30,27 +32,13 @@ Status quantize_rtn(const float* w, const WeightShape& shape, KPackedWeights* ou
       const float* row = w + (static_cast<size_t>(e) * shape.n + n) * K;
       for (int g = 0; g < NG; ++g) {
         const float* x = row + static_cast<size_t>(g) * G;
-        float lo = 0.f, hi = 0.f;  // the range always includes 0 (GPTQ)
-        for (int i = 0; i < G; ++i) lo = std::fmin(lo, x[i]), hi = std::fmax(hi, x[i]);
-        int z = 8;
-        float s = shape.symmetric ? 2.f * std::fmax(-lo, hi) / 15.f : (hi - lo) / 15.f;
-        uint16_t s_bits = float_to_half_bits(shape.act, s);
-        float sr = half_bits_to_float(shape.act, s_bits);
-        if (!(sr > 0.f) || !std::isfinite(sr)) {
-          // All-zero group, or a scale below / above the dtype's range: store scale 1 and
-          // q = z where it underflowed (every weight of the group dequantizes to 0), else refuse.
-          LOWBIT_CHECK_ARG(std::isfinite(sr), "quantize_rtn: expert %d row %d group %d: scale %g overflows %s", e, n, g,
-                           static_cast<double>(s), dtype_name(shape.act));
-          s_bits = float_to_half_bits(shape.act, 1.f);
-          sr = 0.f;
-        }
-        if (!shape.symmetric) z = sr > 0.f ? static_cast<int>(std::lrint(std::fmin(15.f, -lo / sr))) : 0;
-        kpacked_set_s(out, e, n, g, s_bits);
-        if (!shape.symmetric) kpacked_set_z(out, e, n, g, z);
-        for (int i = 0; i < G; ++i) {
-          const int q = sr > 0.f ? static_cast<int>(std::lrint(x[i] / sr)) + z : z;
-          kpacked_set_q(out, e, n, g * G + i, q < 0 ? 0 : q > 15 ? 15 : q);
-        }
+        char where[96];
+        std::snprintf(where, sizeof(where), "quantize_rtn: expert %d row %d group %d", e, n, g);
+        detail::GroupGrid grid;
+        LOWBIT_RETURN_IF_ERROR(detail::group_grid(x, G, 1, shape, where, &grid));
+        kpacked_set_s(out, e, n, g, grid.s_bits);
+        if (!shape.symmetric) kpacked_set_z(out, e, n, g, grid.z);
+        for (int i = 0; i < G; ++i) kpacked_set_q(out, e, n, g * G + i, grid.quantize(x[i]));
       }
     }
   return Status::Ok();

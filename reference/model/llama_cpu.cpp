@@ -51,6 +51,8 @@ Status CpuLlama::init(const LlamaConfig& cfg, const LlamaWeights* w, const CpuEn
   LOWBIT_CHECK_ARG(static_cast<int>(w->layers.size()) == cfg.n_layers, "CpuLlama::init: %zu layers, config says %d",
                    w->layers.size(), cfg.n_layers);
   LOWBIT_CHECK_ARG(cfg.head_dim % 2 == 0, "CpuLlama::init: odd head_dim %d", cfg.head_dim);
+  LOWBIT_CHECK_ARG(opt.observer == nullptr || opt.tp == 0,
+                   "CpuLlama::init: a linear-input observer needs the plain engine (tp = 0), not tp = %d", opt.tp);
   if (opt.tp > 0) {
     LOWBIT_CHECK_ARG(opt.mode != allreduce::Mode::kAuto && opt.mode != allreduce::Mode::kNccl,
                      "CpuLlama::init: pass the all-reduce algorithm (oneshot for exact), not %s", allreduce::mode_name(opt.mode));
@@ -166,6 +168,7 @@ Status CpuLlama::forward(const int32_t* ids, int n, std::vector<float>* hidden) 
       attn.resize(q.size());
       float* kc = W.k_cache.data() + static_cast<size_t>(pos_) * kvd;
       float* vc = W.v_cache.data() + static_cast<size_t>(pos_) * kvd;
+      if (opt_.observer) opt_.observer->observe(l, 0, xn.data(), n, H);
       cpu::linear(xn.data(), H, W.wq.data(), H, q.data(), qd, n, qd, H, T);
       cpu::linear(xn.data(), H, W.wk.data(), H, kc, kvd, n, kvd, H, T);
       cpu::linear(xn.data(), H, W.wv.data(), H, vc, kvd, n, kvd, H, T);
@@ -173,6 +176,7 @@ Status CpuLlama::forward(const int32_t* ids, int n, std::vector<float>* hidden) 
       cpu::rope(kc, kvd, n, s.n_kv, hd, pos_, rope_);
       cpu::attention(q.data(), qd, W.k_cache.data(), W.v_cache.data(), kvd, attn.data(), qd, n, pos_, s.n_q,
                      W.kv_of_head.data(), hd, T);
+      if (opt_.observer) opt_.observer->observe(l, 1, attn.data(), n, qd);
       cpu::linear(attn.data(), qd, W.wo.data(), qd, partial[r].data(), H, n, H, qd, T);
     }
     LOWBIT_RETURN_IF_ERROR(combine(l, 0, partial, n, x.data()));
@@ -183,9 +187,11 @@ Status CpuLlama::forward(const int32_t* ids, int n, std::vector<float>* hidden) 
       const int I = s.n_inter;
       gate.resize(static_cast<size_t>(n) * I);
       up.resize(gate.size());
+      if (opt_.observer) opt_.observer->observe(l, 2, xn.data(), n, H);
       cpu::linear(xn.data(), H, W.w_gate.data(), H, gate.data(), I, n, I, H, T);
       cpu::linear(xn.data(), H, W.w_up.data(), H, up.data(), I, n, I, H, T);
       cpu::swiglu(gate.data(), up.data(), gate.data(), static_cast<int64_t>(gate.size()));
+      if (opt_.observer) opt_.observer->observe(l, 3, gate.data(), n, I);
       cpu::linear(gate.data(), I, W.w_down.data(), I, partial[r].data(), H, n, H, I, T);
     }
     LOWBIT_RETURN_IF_ERROR(combine(l, 1, partial, n, x.data()));

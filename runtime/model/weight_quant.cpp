@@ -3,10 +3,14 @@
 // matrix goes through quantize_rtn (canonical K-packed, scales in the activation dtype) and
 // back through dequantize() - the values the INT4 kernels' dequantization contract gives.
 // Embeddings, norms and the output head stay as loaded (the usual W4A16 practice).
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "lowbit/int4/gptq_quantize.h"
 #include "lowbit/int4/weights.h"
+#include "lowbit/model/cpu_engine.h"
+#include "lowbit/model/cpu_ops.h"
 #include "lowbit/model/llama.h"
 
 namespace lowbit::model {
@@ -45,6 +49,112 @@ Status quantize_linear_weights_int4(const LlamaConfig& cfg, int group, bool symm
       std::vector<uint16_t> bits;
       LOWBIT_RETURN_IF_ERROR(int4::dequantize(q, &bits));
       for (size_t i = 0; i < bits.size(); ++i) (*m.v)[i] = half_bits_to_float(act, bits[i]);
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Sums x x^T of every block linear's input over the calibration run: per (layer, site) a [K, K]
+// fp64 accumulator, each forward's [n, K] input added as X^T X (fp32 product of one window,
+// accumulated in fp64).
+class HessianCollector : public LinearInputObserver {
+ public:
+  HessianCollector(int layers, const int site_k[4], int threads) : threads_(threads) {
+    h_.resize(static_cast<size_t>(layers) * 4);
+    for (int l = 0; l < layers; ++l)
+      for (int s = 0; s < 4; ++s) {
+        k_[s] = site_k[s];
+        h_[static_cast<size_t>(l) * 4 + s].assign(static_cast<size_t>(site_k[s]) * site_k[s], 0.0);
+      }
+  }
+  void observe(int layer, int site, const float* x, int n, int k) override {
+    if (k != k_[site]) {  // a shape the config did not announce: reported after the run
+      bad_ = true;
+      return;
+    }
+    xt_.resize(static_cast<size_t>(k) * n);
+    for (int r = 0; r < n; ++r)
+      for (int i = 0; i < k; ++i) xt_[static_cast<size_t>(i) * n + r] = x[static_cast<size_t>(r) * k + i];
+    prod_.resize(static_cast<size_t>(k) * k);
+    cpu::linear(xt_.data(), n, xt_.data(), n, prod_.data(), k, k, k, n, threads_);  // X^T X
+    std::vector<double>& h = h_[static_cast<size_t>(layer) * 4 + site];
+    for (size_t i = 0; i < h.size(); ++i) h[i] += prod_[i];
+  }
+  const std::vector<double>& hessian(int layer, int site) const { return h_[static_cast<size_t>(layer) * 4 + site]; }
+  bool bad() const { return bad_; }
+
+ private:
+  int threads_;
+  int k_[4] = {0, 0, 0, 0};
+  bool bad_ = false;
+  std::vector<std::vector<double>> h_;
+  std::vector<float> xt_, prod_;
+};
+
+}  // namespace
+
+Status quantize_linear_weights_int4_gptq(const LlamaConfig& cfg, const GptqCalibration& cal, int group, bool symmetric,
+                                         DType act, LlamaWeights* w) {
+  LOWBIT_CHECK_ARG(w != nullptr && cal.tokens != nullptr, "quantize_linear_weights_int4_gptq: null weights or tokens");
+  LOWBIT_CHECK_ARG(static_cast<int>(w->layers.size()) == cfg.n_layers,
+                   "quantize_linear_weights_int4_gptq: %zu layers loaded, config says %d", w->layers.size(),
+                   cfg.n_layers);
+  LOWBIT_CHECK_ARG(cal.ctx >= 2 && cal.count >= cal.ctx, "quantize_linear_weights_int4_gptq: %lld calibration tokens, "
+                   "fewer than one window of %d", static_cast<long long>(cal.count), cal.ctx);
+  const int q_dim = cfg.n_heads * cfg.head_dim;
+  const int site_k[4] = {cfg.hidden, q_dim, cfg.hidden, cfg.intermediate};
+  HessianCollector hc(cfg.n_layers, site_k, cal.threads);
+  {
+    CpuEngineOptions o;
+    o.tp = 0;
+    o.threads = cal.threads;
+    o.max_ctx = cal.ctx;
+    o.observer = &hc;
+    CpuLlama engine;
+    LOWBIT_RETURN_IF_ERROR(engine.init(cfg, w, o));
+    std::vector<float> hidden;
+    for (int64_t t0 = 0; t0 + cal.ctx <= cal.count; t0 += cal.ctx) {
+      engine.reset();
+      LOWBIT_RETURN_IF_ERROR(engine.forward(cal.tokens + t0, cal.ctx, &hidden));
+    }
+  }
+  LOWBIT_CHECK_ARG(!hc.bad(), "quantize_linear_weights_int4_gptq: a block linear's input width differs from the config");
+  int4::GptqOptions go;
+  go.act_order = cal.act_order;
+  go.damp = cal.damp;
+  static const char* const kSiteName[4] = {"attn_q/k/v input", "attn_output input", "ffn_gate/up input", "ffn_down input"};
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    LlamaLayerWeights& L = w->layers[l];
+    const std::vector<std::vector<float>*> site_mats[4] = {
+        {&L.wq, &L.wk, &L.wv}, {&L.wo}, {&L.w_gate, &L.w_up}, {&L.w_down}};
+    for (int site = 0; site < 4; ++site) {
+      const int K = site_k[site];
+      int4::GptqPrepared prep;
+      Status st = int4::gptq_prepare(hc.hessian(l, site).data(), K, go, &prep);
+      if (!st.ok()) return make_status(st.code(), "blk.%d %s: %s", l, kSiteName[site], st.message().c_str());
+      for (std::vector<float>* m : site_mats[site]) {
+        LOWBIT_CHECK_ARG(m->size() % static_cast<size_t>(K) == 0,
+                         "quantize_linear_weights_int4_gptq: blk.%d: a %s weight has %zu values, not a multiple of K=%d",
+                         l, kSiteName[site], m->size(), K);
+        int4::WeightShape s;
+        s.n = static_cast<int>(m->size() / K);
+        s.k = K;
+        s.group_size = group;
+        s.symmetric = symmetric;
+        s.act = act;
+        int4::KPackedWeights q;
+        st = int4::quantize_gptq(m->data(), s, prep, &q);
+        if (!st.ok())
+          return make_status(st.code(), "blk.%d %s (N=%d, K=%d): %s", l, kSiteName[site], s.n, K, st.message().c_str());
+        std::vector<uint16_t> bits;
+        LOWBIT_RETURN_IF_ERROR(int4::dequantize(q, &bits));
+        for (int n = 0; n < s.n; ++n)
+          for (int j = 0; j < K; ++j)
+            (*m)[static_cast<size_t>(n) * K + (q.k_perm.empty() ? j : q.k_perm[j])] =
+                half_bits_to_float(act, bits[static_cast<size_t>(n) * K + j]);
+      }
     }
   }
   return Status::Ok();

@@ -40,6 +40,15 @@ struct SiteErrorStats {
   void reset(int n_layers);
 };
 
+// Sees the input of every block linear as the plain engine (tp = 0) runs it: site 0 the input of
+// q / k / v (the attention norm's output), 1 of o (the attention output), 2 of gate / up (the MLP
+// norm's output), 3 of down (silu(gate) * up); x is [n, k] row-major. For calibration (GPTQ).
+class LinearInputObserver {
+ public:
+  virtual ~LinearInputObserver() = default;
+  virtual void observe(int layer, int site, const float* x, int n, int k) = 0;
+};
+
 struct CpuEngineOptions {
   int tp = 0;                                          // 0: plain fp32 forward
   allreduce::Mode mode = allreduce::Mode::kOneShot;    // exact = kOneShot
@@ -47,6 +56,7 @@ struct CpuEngineOptions {
   int threads = 2;
   int max_ctx = 1024;
   SiteErrorStats* site_errors = nullptr;  // quantized modes: filled when set
+  LinearInputObserver* observer = nullptr; // plain mode (tp = 0) only: refused with tp > 0
 };
 
 class CpuLlama {

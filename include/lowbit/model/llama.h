@@ -69,4 +69,23 @@ Status load_llama(const std::string& path, LlamaConfig* cfg, LlamaWeights* w);
 // model: `lowbit ppl --weights int4`.
 Status quantize_linear_weights_int4(const LlamaConfig& cfg, int group, bool symmetric, DType act, LlamaWeights* w);
 
+// Calibration of the GPTQ variant below: `count` tokens run through the unquantized model in
+// windows of `ctx` (the KV cache reset per window).
+struct GptqCalibration {
+  const int32_t* tokens = nullptr;
+  int64_t count = 0;
+  int ctx = 1024;
+  int threads = 2;
+  bool act_order = false;  // GPTQ desc_act
+  double damp = 0.01;      // GPTQ percdamp
+};
+// The same round trip with GPTQ (lowbit/int4/gptq_quantize.h) instead of round-to-nearest:
+// the Hessian of each block linear's input (sum of x x^T) is collected by running the plain
+// fp32 CPU engine over the calibration tokens, then every weight is quantized against its
+// input's Hessian (q, k, v share one; gate, up share one) and dequantized back into input order.
+// One pass: the Hessians come from the unquantized model's activations (the paper propagates
+// through the already quantized layers, layer by layer).
+Status quantize_linear_weights_int4_gptq(const LlamaConfig& cfg, const GptqCalibration& cal, int group, bool symmetric,
+                                         DType act, LlamaWeights* w);
+
 }  // namespace lowbit::model

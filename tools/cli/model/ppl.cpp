@@ -47,6 +47,11 @@ const char* kHelp =
     "  --wgroup G             int4 weight group size 32, 64, 128 or -1 (per-channel); must\n"
     "                         divide every K (SmolLM2: 576, 1536 -> 32, 64 or -1; default 64)\n"
     "  --wasym                int4 weights with zero points (default symmetric)\n"
+    "  --wquant rtn|gptq      int4 quantizer: round to nearest (default) or GPTQ, calibrated on\n"
+    "                         the text's LAST --calib-tokens tokens (disjoint from the scored\n"
+    "                         windows; refused when they would overlap), plain fp32 CPU engine\n"
+    "  --calib-tokens N       GPTQ calibration tokens (default 4096, whole windows of --ctx)\n"
+    "  --wact-order           GPTQ with act-order (desc_act: columns by decreasing Hessian diagonal)\n"
     "  --json PATH            write the results as JSON and a markdown table (PATH with .md);\n"
     "                         --all-modes on gpu defaults to docs/benchmarks/ppl_gpu.json\n"
     "  --model PATH           default models/SmolLM2-135M-Instruct.Q4_1.gguf under the repo root\n"
@@ -159,8 +164,8 @@ int cmd_ppl(const std::vector<std::string>& argv) {
       return 0;
     }
   Args a(argv, {"model", "text", "ctx", "tp", "mode", "group", "max-windows", "all-modes", "json", "site-errors",
-                "threads", "device", "batch", "weights", "wgroup", "wasym"},
-         {"all-modes", "site-errors", "wasym"});
+                "threads", "device", "batch", "weights", "wgroup", "wasym", "wquant", "calib-tokens", "wact-order"},
+         {"all-modes", "site-errors", "wasym", "wact-order"});
   if (!a.ok()) {
     std::fprintf(stderr, "lowbit ppl: %s (see lowbit ppl --help)\n", a.error().c_str());
     return 2;
@@ -199,8 +204,23 @@ int cmd_ppl(const std::vector<std::string>& argv) {
   const std::string weights_opt = a.get("weights", "as-loaded");
   const int wgroup = static_cast<int>(a.get_int("wgroup", 64));
   const bool wasym = a.has("wasym");
+  const std::string wquant = a.get("wquant", "rtn");
+  const int64_t calib_tokens = a.get_int("calib-tokens", 4096);
+  const bool wact_order = a.has("wact-order");
   if (weights_opt != "as-loaded" && weights_opt != "int4") {
     std::fprintf(stderr, "lowbit ppl: --weights must be as-loaded or int4, not '%s'\n", weights_opt.c_str());
+    return 2;
+  }
+  if (wquant != "rtn" && wquant != "gptq") {
+    std::fprintf(stderr, "lowbit ppl: --wquant must be rtn or gptq, not '%s'\n", wquant.c_str());
+    return 2;
+  }
+  if ((wquant == "gptq" || wact_order || a.has("calib-tokens")) && weights_opt != "int4") {
+    std::fprintf(stderr, "lowbit ppl: --wquant / --calib-tokens / --wact-order need --weights int4\n");
+    return 2;
+  }
+  if (wact_order && wquant != "gptq") {
+    std::fprintf(stderr, "lowbit ppl: --wact-order is a GPTQ option (--wquant gptq)\n");
     return 2;
   }
   if (!a.ok() || ctx < 2 || tp < 0 || threads < 1 || max_windows < 0 || batch < 1) {
@@ -260,6 +280,7 @@ int cmd_ppl(const std::vector<std::string>& argv) {
   std::vector<int32_t> toks;
   if (st.ok()) st = m.tok.encode(text, false, false, &toks);
   if (!st.ok()) return fail(st);
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (ctx > m.cfg.context_length && m.cfg.context_length > 0) {
     std::fprintf(stderr, "lowbit ppl: --ctx %d exceeds the model's context %d\n", ctx, m.cfg.context_length);
     return 2;
@@ -272,16 +293,41 @@ int cmd_ppl(const std::vector<std::string>& argv) {
     return 1;
   }
   std::string weights_desc = "as loaded (" + model_path.substr(model_path.find_last_of('/') + 1) + ", dequantized to fp32)";
-  if (weights_opt == "int4") {
+  if (weights_opt == "int4" && wquant == "rtn") {
     st = model::quantize_linear_weights_int4(m.cfg, wgroup, !wasym, DType::kBF16, &m.w);
     if (!st.ok()) return fail(st);
     weights_desc = "INT4 round trip of the block linears (RTN, G=" + std::to_string(wgroup) +
                    (wasym ? ", asymmetric" : ", symmetric") + ", bf16 scales; embeddings and head as loaded)";
+  } else if (weights_opt == "int4") {
+    // Calibration: the last whole windows of the text, which the scored prefix must not reach.
+    const int64_t cal = calib_tokens / ctx * ctx;
+    const int64_t cal0 = static_cast<int64_t>(toks.size()) - cal;
+    if (cal < ctx || cal0 < static_cast<int64_t>(n_windows) * ctx) {
+      std::fprintf(stderr,
+                   "lowbit ppl: GPTQ calibration needs at least one window of %d tokens after the %lld scored ones "
+                   "(--calib-tokens %lld, the text has %zu tokens; lower --max-windows or --calib-tokens)\n",
+                   ctx, static_cast<long long>(n_windows) * ctx, static_cast<long long>(calib_tokens), toks.size());
+      return 2;
+    }
+    model::GptqCalibration c;
+    c.tokens = toks.data() + cal0;
+    c.count = cal;
+    c.ctx = ctx;
+    c.threads = threads;
+    c.act_order = wact_order;
+    auto tq = std::chrono::steady_clock::now();
+    st = model::quantize_linear_weights_int4_gptq(m.cfg, c, wgroup, !wasym, DType::kBF16, &m.w);
+    if (!st.ok()) return fail(st);
+    weights_desc = "INT4 round trip of the block linears (GPTQ" + std::string(wact_order ? " act-order" : "") +
+                   ", G=" + std::to_string(wgroup) + (wasym ? ", asymmetric" : ", symmetric") +
+                   ", bf16 scales, damp 0.01, calibrated on tokens " + std::to_string(cal0) + ".." +
+                   std::to_string(cal0 + cal - 1) + " of the text; embeddings and head as loaded)";
+    std::printf("GPTQ: Hessians of %lld calibration tokens and quantization in %.1f s\n", static_cast<long long>(cal),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - tq).count());
   }
   std::printf("weights: %s\n", weights_desc.c_str());
   std::printf("%s: %d layers, hidden %d, heads %d/%d kv, vocab %d; loaded+tokenized in %.1f s\n", m.cfg.name.c_str(),
-              m.cfg.n_layers, m.cfg.hidden, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.vocab_size,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+              m.cfg.n_layers, m.cfg.hidden, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.vocab_size, load_s);
   std::printf("%zu tokens = %d windows of %d; scoring %d windows (%lld tokens)%s\n", toks.size(), total_windows, ctx,
               n_windows, static_cast<long long>(n_windows) * ctx,
               n_windows < total_windows ? " -- a PREFIX of the test set (full set: --max-windows 0)" : " -- the full set");
