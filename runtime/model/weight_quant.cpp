@@ -4,6 +4,7 @@
 // back through dequantize() - the values the INT4 kernels' dequantization contract gives.
 // Embeddings, norms and the output head stay as loaded (the usual W4A16 practice).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -58,10 +59,12 @@ namespace {
 
 // Sums x x^T of every block linear's input over the calibration run: per (layer, site) a [K, K]
 // fp64 accumulator, each forward's [n, K] input added as X^T X (fp32 product of one window,
-// accumulated in fp64).
+// accumulated in fp64). Each forward is one window from position 0, so its row 0 is the window's
+// first token, weighted by first_row_weight.
 class HessianCollector : public LinearInputObserver {
  public:
-  HessianCollector(int layers, const int site_k[4], int threads) : threads_(threads) {
+  HessianCollector(int layers, const int site_k[4], int threads, double first_row_weight)
+      : threads_(threads), first_scale_(static_cast<float>(std::sqrt(first_row_weight))) {
     h_.resize(static_cast<size_t>(layers) * 4);
     for (int l = 0; l < layers; ++l)
       for (int s = 0; s < 4; ++s) {
@@ -75,8 +78,10 @@ class HessianCollector : public LinearInputObserver {
       return;
     }
     xt_.resize(static_cast<size_t>(k) * n);
-    for (int r = 0; r < n; ++r)
-      for (int i = 0; i < k; ++i) xt_[static_cast<size_t>(i) * n + r] = x[static_cast<size_t>(r) * k + i];
+    for (int r = 0; r < n; ++r) {
+      const float sc = r == 0 ? first_scale_ : 1.f;
+      for (int i = 0; i < k; ++i) xt_[static_cast<size_t>(i) * n + r] = sc * x[static_cast<size_t>(r) * k + i];
+    }
     prod_.resize(static_cast<size_t>(k) * k);
     cpu::linear(xt_.data(), n, xt_.data(), n, prod_.data(), k, k, k, n, threads_);  // X^T X
     std::vector<double>& h = h_[static_cast<size_t>(layer) * 4 + site];
@@ -87,6 +92,7 @@ class HessianCollector : public LinearInputObserver {
 
  private:
   int threads_;
+  float first_scale_;
   int k_[4] = {0, 0, 0, 0};
   bool bad_ = false;
   std::vector<std::vector<double>> h_;
@@ -101,11 +107,15 @@ Status quantize_linear_weights_int4_gptq(const LlamaConfig& cfg, const GptqCalib
   LOWBIT_CHECK_ARG(static_cast<int>(w->layers.size()) == cfg.n_layers,
                    "quantize_linear_weights_int4_gptq: %zu layers loaded, config says %d", w->layers.size(),
                    cfg.n_layers);
-  LOWBIT_CHECK_ARG(cal.ctx >= 2 && cal.count >= cal.ctx, "quantize_linear_weights_int4_gptq: %lld calibration tokens, "
-                   "fewer than one window of %d", static_cast<long long>(cal.count), cal.ctx);
+  const int text_per_window = cal.bos >= 0 ? cal.ctx - 1 : cal.ctx;
+  LOWBIT_CHECK_ARG(cal.ctx >= 2 && cal.count >= text_per_window,
+                   "quantize_linear_weights_int4_gptq: %lld calibration tokens, fewer than one window of %d",
+                   static_cast<long long>(cal.count), text_per_window);
   const int q_dim = cfg.n_heads * cfg.head_dim;
   const int site_k[4] = {cfg.hidden, q_dim, cfg.hidden, cfg.intermediate};
-  HessianCollector hc(cfg.n_layers, site_k, cal.threads);
+  LOWBIT_CHECK_ARG(cal.sink_weight > 0 && std::isfinite(cal.sink_weight),
+                   "quantize_linear_weights_int4_gptq: sink_weight=%g must be > 0", cal.sink_weight);
+  HessianCollector hc(cfg.n_layers, site_k, cal.threads, cal.sink_weight);
   {
     CpuEngineOptions o;
     o.tp = 0;
@@ -115,9 +125,12 @@ Status quantize_linear_weights_int4_gptq(const LlamaConfig& cfg, const GptqCalib
     CpuLlama engine;
     LOWBIT_RETURN_IF_ERROR(engine.init(cfg, w, o));
     std::vector<float> hidden;
-    for (int64_t t0 = 0; t0 + cal.ctx <= cal.count; t0 += cal.ctx) {
+    std::vector<int32_t> window(cal.ctx);
+    for (int64_t t0 = 0; t0 + text_per_window <= cal.count; t0 += text_per_window) {
+      if (cal.bos >= 0) window[0] = cal.bos;
+      std::copy_n(cal.tokens + t0, text_per_window, window.begin() + (cal.bos >= 0 ? 1 : 0));
       engine.reset();
-      LOWBIT_RETURN_IF_ERROR(engine.forward(cal.tokens + t0, cal.ctx, &hidden));
+      LOWBIT_RETURN_IF_ERROR(engine.forward(window.data(), cal.ctx, &hidden));
     }
   }
   LOWBIT_CHECK_ARG(!hc.bad(), "quantize_linear_weights_int4_gptq: a block linear's input width differs from the config");

@@ -70,14 +70,26 @@ Status load_llama(const std::string& path, LlamaConfig* cfg, LlamaWeights* w);
 Status quantize_linear_weights_int4(const LlamaConfig& cfg, int group, bool symmetric, DType act, LlamaWeights* w);
 
 // Calibration of the GPTQ variant below: `count` tokens run through the unquantized model in
-// windows of `ctx` (the KV cache reset per window).
+// windows of `ctx` (the KV cache reset per window), each led by `bos` when it is >= 0 (then
+// ctx - 1 text tokens per window), as the model will run: a first token's activations (the
+// attention sink's large values) must be in the Hessians, or GPTQ moves rounding error into the
+// directions only that token uses (measured: SmolLM2-135M G=64 sym, ppl 51.9 calibrated without
+// BOS, RTN 43.4).
 struct GptqCalibration {
   const int32_t* tokens = nullptr;
   int64_t count = 0;
   int ctx = 1024;
+  int32_t bos = -1;
   int threads = 2;
   bool act_order = false;  // GPTQ desc_act
   double damp = 0.01;      // GPTQ percdamp
+  // Weight of each window's first row (position 0: BOS, the attention sink) in the Hessians; 1 is
+  // standard GPTQ. Every later query reads that position's key and value, but it is one row of
+  // ctx in the sum, so standard GPTQ moves rounding error into the directions only it uses.
+  // Measured on SmolLM2-135M (2 windows, G=64 sym, only q/k/v quantized): ppl 20.37 unquantized,
+  // RTN 22.99, GPTQ 29.07, GPTQ with the first row weighted 1000x 20.84
+  // (docs/benchmarks/ppl_int4_weights.md).
+  double sink_weight = 1.0;
 };
 // The same round trip with GPTQ (lowbit/int4/gptq_quantize.h) instead of round-to-nearest:
 // the Hessian of each block linear's input (sum of x x^T) is collected by running the plain

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -50,8 +51,10 @@ const char* kHelp =
     "  --wquant rtn|gptq      int4 quantizer: round to nearest (default) or GPTQ, calibrated on\n"
     "                         the text's LAST --calib-tokens tokens (disjoint from the scored\n"
     "                         windows; refused when they would overlap), plain fp32 CPU engine\n"
-    "  --calib-tokens N       GPTQ calibration tokens (default 4096, whole windows of --ctx)\n"
+    "  --calib-tokens N       GPTQ calibration: N / ctx windows [BOS, ctx - 1 tokens] (default 4096)\n"
     "  --wact-order           GPTQ with act-order (desc_act: columns by decreasing Hessian diagonal)\n"
+    "  --wsink-weight W       GPTQ: weight of each calibration window's first row (BOS, the attention\n"
+    "                         sink) in the Hessians (default 1: standard GPTQ)\n"
     "  --json PATH            write the results as JSON and a markdown table (PATH with .md);\n"
     "                         --all-modes on gpu defaults to docs/benchmarks/ppl_gpu.json\n"
     "  --model PATH           default models/SmolLM2-135M-Instruct.Q4_1.gguf under the repo root\n"
@@ -164,7 +167,7 @@ int cmd_ppl(const std::vector<std::string>& argv) {
       return 0;
     }
   Args a(argv, {"model", "text", "ctx", "tp", "mode", "group", "max-windows", "all-modes", "json", "site-errors",
-                "threads", "device", "batch", "weights", "wgroup", "wasym", "wquant", "calib-tokens", "wact-order"},
+                "threads", "device", "batch", "weights", "wgroup", "wasym", "wquant", "calib-tokens", "wact-order", "wsink-weight"},
          {"all-modes", "site-errors", "wasym", "wact-order"});
   if (!a.ok()) {
     std::fprintf(stderr, "lowbit ppl: %s (see lowbit ppl --help)\n", a.error().c_str());
@@ -207,6 +210,7 @@ int cmd_ppl(const std::vector<std::string>& argv) {
   const std::string wquant = a.get("wquant", "rtn");
   const int64_t calib_tokens = a.get_int("calib-tokens", 4096);
   const bool wact_order = a.has("wact-order");
+  const double wsink = a.has("wsink-weight") ? std::atof(a.get("wsink-weight").c_str()) : 1.0;
   if (weights_opt != "as-loaded" && weights_opt != "int4") {
     std::fprintf(stderr, "lowbit ppl: --weights must be as-loaded or int4, not '%s'\n", weights_opt.c_str());
     return 2;
@@ -215,12 +219,16 @@ int cmd_ppl(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "lowbit ppl: --wquant must be rtn or gptq, not '%s'\n", wquant.c_str());
     return 2;
   }
-  if ((wquant == "gptq" || wact_order || a.has("calib-tokens")) && weights_opt != "int4") {
+  if ((wquant == "gptq" || wact_order || a.has("calib-tokens") || a.has("wsink-weight")) && weights_opt != "int4") {
     std::fprintf(stderr, "lowbit ppl: --wquant / --calib-tokens / --wact-order need --weights int4\n");
     return 2;
   }
-  if (wact_order && wquant != "gptq") {
-    std::fprintf(stderr, "lowbit ppl: --wact-order is a GPTQ option (--wquant gptq)\n");
+  if ((wact_order || a.has("wsink-weight")) && wquant != "gptq") {
+    std::fprintf(stderr, "lowbit ppl: --wact-order and --wsink-weight are GPTQ options (--wquant gptq)\n");
+    return 2;
+  }
+  if (!(wsink > 0) || !std::isfinite(wsink)) {
+    std::fprintf(stderr, "lowbit ppl: --wsink-weight must be a positive number\n");
     return 2;
   }
   if (!a.ok() || ctx < 2 || tp < 0 || threads < 1 || max_windows < 0 || batch < 1) {
@@ -299,8 +307,9 @@ int cmd_ppl(const std::vector<std::string>& argv) {
     weights_desc = "INT4 round trip of the block linears (RTN, G=" + std::to_string(wgroup) +
                    (wasym ? ", asymmetric" : ", symmetric") + ", bf16 scales; embeddings and head as loaded)";
   } else if (weights_opt == "int4") {
-    // Calibration: the last whole windows of the text, which the scored prefix must not reach.
-    const int64_t cal = calib_tokens / ctx * ctx;
+    // Calibration: the last whole windows of the text, which the scored prefix must not reach,
+    // each led by BOS as the scored windows are ([BOS, ctx - 1 text tokens]).
+    const int64_t cal = calib_tokens / ctx * (ctx - 1);
     const int64_t cal0 = static_cast<int64_t>(toks.size()) - cal;
     if (cal < ctx || cal0 < static_cast<int64_t>(n_windows) * ctx) {
       std::fprintf(stderr,
@@ -313,15 +322,20 @@ int cmd_ppl(const std::vector<std::string>& argv) {
     c.tokens = toks.data() + cal0;
     c.count = cal;
     c.ctx = ctx;
+    c.bos = m.tok.bos_id();
     c.threads = threads;
     c.act_order = wact_order;
+    c.sink_weight = wsink;
     auto tq = std::chrono::steady_clock::now();
     st = model::quantize_linear_weights_int4_gptq(m.cfg, c, wgroup, !wasym, DType::kBF16, &m.w);
     if (!st.ok()) return fail(st);
-    weights_desc = "INT4 round trip of the block linears (GPTQ" + std::string(wact_order ? " act-order" : "") +
+    char sink[48] = "";
+    if (wsink != 1.0) std::snprintf(sink, sizeof(sink), " sink-weighted %g", wsink);
+    weights_desc = "INT4 round trip of the block linears (GPTQ" + std::string(wact_order ? " act-order" : "") + sink +
                    ", G=" + std::to_string(wgroup) + (wasym ? ", asymmetric" : ", symmetric") +
                    ", bf16 scales, damp 0.01, calibrated on tokens " + std::to_string(cal0) + ".." +
-                   std::to_string(cal0 + cal - 1) + " of the text; embeddings and head as loaded)";
+                   std::to_string(cal0 + cal - 1) + " of the text in windows [BOS, " + std::to_string(ctx - 1) +
+                   " tokens]; embeddings and head as loaded)";
     std::printf("GPTQ: Hessians of %lld calibration tokens and quantization in %.1f s\n", static_cast<long long>(cal),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - tq).count());
   }
