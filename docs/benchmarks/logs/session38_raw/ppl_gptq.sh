@@ -9,9 +9,10 @@ set -eu
 out=${1:-/tmp/pplg}
 mkdir -p "$out"
 bin=${BIN:-build/bin/lowbit}
-run() {  # name, args...
+run() {  # name, args... (a row whose JSON exists is kept: a rerun finishes an interrupted table)
   local name=$1; shift
   echo "== $name: $*"
+  if [ -e "$out/$name.json" ]; then grep -h "GPTQ:\|^exact" "$out/$name.log"; return; fi
   "$bin" ppl --device cpu "$@" --json "$out/$name.json" > "$out/$name.log" 2>&1
   grep -h "GPTQ:\|^exact" "$out/$name.log"
 }
