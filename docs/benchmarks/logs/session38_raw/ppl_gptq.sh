@@ -24,6 +24,8 @@ run gptq_g64_sym --weights int4 --wgroup 64 $G
 run gptq_g64_sym_sink --weights int4 --wgroup 64 $G $S
 run gptq_g64_sym_sink_ao --weights int4 --wgroup 64 $G $S --wact-order
 run rtn_g32_asym --weights int4 --wgroup 32 --wasym
+run gptq_g32_asym --weights int4 --wgroup 32 --wasym $G
+run gptq_g32_asym_ao --weights int4 --wgroup 32 --wasym $G --wact-order
 run gptq_g32_asym_sink --weights int4 --wgroup 32 --wasym $G $S
 run gptq_g32_asym_sink_ao --weights int4 --wgroup 32 --wasym $G $S --wact-order
 run rtn_pc_asym --weights int4 --wgroup -1 --wasym

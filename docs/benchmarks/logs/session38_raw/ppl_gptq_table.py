@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Assembles ppl_gptq.sh's JSON files into docs/benchmarks/ppl_int4_weights.{json,md,png}.
 
-usage: ppl_gptq_table.py RUN_DIR OUT_PREFIX --date D --commit C --machine M
+usage: ppl_gptq_table.py RUN_DIR OUT_PREFIX --date D --commit C --machine M [--notes NOTES.md]
 """
 import argparse
 import json
@@ -14,6 +14,8 @@ ROWS = [  # file, quantizer, group, zero points, act-order, sink weight
     ("gptq_g64_sym_sink", "GPTQ", 64, "sym", False, 1024),
     ("gptq_g64_sym_sink_ao", "GPTQ", 64, "sym", True, 1024),
     ("rtn_g32_asym", "RTN", 32, "asym", False, None),
+    ("gptq_g32_asym", "GPTQ", 32, "asym", False, 1),
+    ("gptq_g32_asym_ao", "GPTQ", 32, "asym", True, 1),
     ("gptq_g32_asym_sink", "GPTQ", 32, "asym", False, 1024),
     ("gptq_g32_asym_sink_ao", "GPTQ", 32, "asym", True, 1024),
     ("rtn_pc_asym", "RTN", -1, "asym", False, None),
@@ -29,6 +31,7 @@ def main():
     p.add_argument("--date", required=True)
     p.add_argument("--commit", required=True)
     p.add_argument("--machine", required=True)
+    p.add_argument("--notes", help="markdown appended below the table")
     a = p.parse_args()
     rows, first = [], None
     for name, quant, group, zp, ao, sink in ROWS:
@@ -75,6 +78,8 @@ def main():
                      f"{'-' if r['act_order'] is None else ('yes' if r['act_order'] else 'no')} | "
                      f"{r['sink_weight'] or '-'} | {r['ppl']:.4f} | "
                      f"{r['change_vs_as_loaded_pct']:+.1f}% | {closed} |")
+    if a.notes:
+        lines += ["", open(a.notes).read().rstrip()]
     open(a.out + ".md", "w").write("\n".join(lines) + "\n")
     try:
         import matplotlib
@@ -83,7 +88,8 @@ def main():
         labels = [r["weights"].replace("INT4 ", "").replace("as loaded (Q4_1 file, dequantized to fp32)", "as loaded")
                   for r in rows]
         colors = ["gray" if r["quantizer"] is None else ("tab:red" if r["quantizer"] == "RTN" else
-                  ("tab:orange" if r["sink_weight"] == 1 else ("tab:blue" if not r["act_order"] else "tab:green")))
+                  ("tab:orange" if r["sink_weight"] == 1 and not r["act_order"] else
+                   ("tab:olive" if r["sink_weight"] == 1 else ("tab:blue" if not r["act_order"] else "tab:green"))))
                   for r in rows]
         fig, ax = plt.subplots(figsize=(9, 4.5))
         ax.barh(range(len(rows)), [r["ppl"] for r in rows], color=colors)
@@ -91,8 +97,8 @@ def main():
         ax.invert_yaxis()
         ax.axvline(base, color="gray", lw=0.8, ls="--")
         ax.set_xlabel("WikiText-2 perplexity (8 x 1024 tokens; lower is better)")
-        ax.set_title(f"SmolLM2-135M, INT4 weights: RTN (red), GPTQ (orange), GPTQ sink-weighted (blue), + act-order "
-                     f"(green)\n{a.date}, {a.commit}",
+        ax.set_title(f"SmolLM2-135M INT4 weights: RTN (red), GPTQ (orange), GPTQ act-order (olive),\n"
+                     f"GPTQ sink-weighted (blue), both (green); {a.date}, {a.commit}",
                      fontsize=9)
         fig.tight_layout()
         fig.savefig(a.out + ".png", dpi=110)
