@@ -22,6 +22,12 @@
 #  Marlin on the eight Llama-3 projections, bf16, M = 1..8192 (the issue's rows; its first run:
 #  #wrong_mc says whether the conversion and the torch stand-in are right).
 # Part C (~4 min): the same in fp16 at M <= 128, and on the TP shapes at M = 1..128.
+# Parts A, B and C ran on 2026-12-05 (results_{A,B,C}.tgz here). Still to run: part D, the
+# set-aside single-token caller-routing patch (session37_raw/single_path_caller_ids.patch): apply it,
+# build lowbit_cli and lowbit_tests_gpu_int4, stage them in .dev/s38p (strip + xz, as above), revert
+# the patch, then run(command="bash docs/benchmarks/logs/session38_raw/next_gpu_round.sh D",
+# carry=[".dev/s38p"]) and compare moe_patch_caller with moe_patch_logits (and with
+# moe_routing_caller.md of part A: 1.08-1.32x the logits' time at M = 1..2 without the patch).
 set -u
 part=${1:-A}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
@@ -39,6 +45,12 @@ if [ "$part" = A ]; then
     timeout 80 $D/lowbit bench moe --shapes qwen3-30b-a3b.tp1,qwen3-30b-a3b.tp2,deepseek-v2-lite --m 1,2,4,8,16,128 --routing $r --out $R/moe_routing_$r > $R/moe_$r.log 2>&1; echo "$r rc $?"; grep -h "total #wrong" $R/moe_$r.log; done
 elif [ "$part" = B ]; then
   echo "== B machete bf16"; timeout 540 $D/lowbit bench gemm --out $R/gemm_vs_machete > $R/machete_bf16.log 2>&1; echo rc $?; grep -h "total #wrong\|no Machete" $R/machete_bf16.log | head -8
+elif [ "$part" = D ]; then
+  D=.dev/s38p
+  for f in $D/*.xz; do [ -e "$f" ] && xz -d -T4 "$f"; done; chmod +x $D/*
+  echo "== D1 gpu int4 (patched)"; timeout 200 $D/lowbit_tests_gpu_int4 --gtest_brief=1 > $R/gpu_int4_patch.log 2>&1; echo rc $?; tail -2 $R/gpu_int4_patch.log
+  for r in logits caller; do
+    echo "== D2 $r"; timeout 100 $D/lowbit bench moe --shapes qwen3-30b-a3b.tp1,qwen3-30b-a3b.tp2,deepseek-v2-lite,qwen3.5-35b-a3b --m 1,2,3,4,8 --routing $r --out $R/moe_patch_$r > $R/moe_patch_$r.log 2>&1; echo "$r rc $?"; grep -h "total #wrong" $R/moe_patch_$r.log; done
 else
   echo "== C1 machete fp16"; timeout 200 $D/lowbit bench gemm --dtype fp16 --m 1,8,16,32,128 --cooldown-ms 1000 --out $R/gemm_vs_machete_fp16 > $R/machete_fp16.log 2>&1; echo rc $?; grep -h "total #wrong\|no Machete" $R/machete_fp16.log | head -8
   S=""
