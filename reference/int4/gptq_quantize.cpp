@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <numeric>
 
 #include "lowbit/detail/parallel_for.h"
@@ -153,9 +152,7 @@ Status quantize_gptq(const float* w, const WeightShape& shape, const GptqPrepare
         if (j % G == 0) {
           const int g = j / G;
           for (int i = 0; i < G; ++i) group[i] = static_cast<float>(row[j + i]);
-          char where[96];
-          std::snprintf(where, sizeof(where), "quantize_gptq: row %d group %d", n, g);
-          row_status[n] = detail::group_grid(group.data(), G, 1, shape, where, &grid);
+          row_status[n] = detail::group_grid(group.data(), G, 1, shape, "quantize_gptq", 0, n, g, &grid);
           if (!row_status[n].ok()) break;
           kpacked_set_s(&r, 0, n, g, grid.s_bits);
           if (!shape.symmetric) kpacked_set_z(&r, 0, n, g, grid.z);

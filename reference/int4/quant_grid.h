@@ -24,9 +24,9 @@ struct GroupGrid {
 
 // The grid of x[0], x[stride], ..., x[(count - 1) * stride]. A scale that underflows the dtype
 // (or an all-zero group) stores 1 with every q = z (the group dequantizes to 0); a scale that
-// overflows it is refused (`where` names the group in the error).
-inline Status group_grid(const float* x, int count, int stride, const WeightShape& shape, const char* where,
-                         GroupGrid* out) {
+// overflows it is refused (`who`, row n and group g name it in the error; formatted only then).
+inline Status group_grid(const float* x, int count, int stride, const WeightShape& shape, const char* who, int e, int n,
+                         int g_index, GroupGrid* out) {
   float lo = 0.f, hi = 0.f;  // the range always includes 0 (GPTQ)
   for (int i = 0; i < count; ++i) lo = std::fmin(lo, x[static_cast<size_t>(i) * stride]),
                                    hi = std::fmax(hi, x[static_cast<size_t>(i) * stride]);
@@ -36,8 +36,8 @@ inline Status group_grid(const float* x, int count, int stride, const WeightShap
   g.s = half_bits_to_float(shape.act, g.s_bits);
   if (!(g.s > 0.f) || !std::isfinite(g.s)) {
     if (!std::isfinite(g.s))
-      return make_status(StatusCode::kInvalidArgument, "%s: scale %g overflows %s", where, static_cast<double>(s),
-                         dtype_name(shape.act));
+      return make_status(StatusCode::kInvalidArgument, "%s: expert %d row %d group %d: scale %g overflows %s", who, e,
+                         n, g_index, static_cast<double>(s), dtype_name(shape.act));
     g.s_bits = float_to_half_bits(shape.act, 1.f);
     g.s = 0.f;
   }

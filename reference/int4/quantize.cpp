@@ -6,7 +6,6 @@
 // the weight within s / 2 wherever it is not clipped. Used to measure what the INT4 format
 // costs a model (`lowbit ppl --weights int4`); real checkpoints come through the converters.
 #include <cmath>
-#include <cstdio>
 
 #include "lowbit/int4/weights.h"
 #include "reference/int4/quant_grid.h"
@@ -32,10 +31,8 @@ Status quantize_rtn(const float* w, const WeightShape& shape, KPackedWeights* ou
       const float* row = w + (static_cast<size_t>(e) * shape.n + n) * K;
       for (int g = 0; g < NG; ++g) {
         const float* x = row + static_cast<size_t>(g) * G;
-        char where[96];
-        std::snprintf(where, sizeof(where), "quantize_rtn: expert %d row %d group %d", e, n, g);
         detail::GroupGrid grid;
-        LOWBIT_RETURN_IF_ERROR(detail::group_grid(x, G, 1, shape, where, &grid));
+        LOWBIT_RETURN_IF_ERROR(detail::group_grid(x, G, 1, shape, "quantize_rtn", e, n, g, &grid));
         kpacked_set_s(out, e, n, g, grid.s_bits);
         if (!shape.symmetric) kpacked_set_z(out, e, n, g, grid.z);
         for (int i = 0; i < G; ++i) kpacked_set_q(out, e, n, g * G + i, grid.quantize(x[i]));

@@ -15,6 +15,33 @@
 #include "lowbit/model/llama.h"
 
 namespace lowbit::model {
+namespace {
+
+// One block linear ([N, K] fp32, N = size / K) as an INT4 weight shape.
+int4::WeightShape linear_shape(const std::vector<float>& m, int k, int group, bool symmetric, DType act) {
+  int4::WeightShape s;
+  s.experts = 1;
+  s.n = static_cast<int>(m.size() / k);
+  s.k = k;
+  s.group_size = group;
+  s.symmetric = symmetric;
+  s.act = act;
+  return s;
+}
+
+// m = the dequantized weight of q in input-row order (an act-order k_perm undone).
+Status store_dequantized(const int4::KPackedWeights& q, DType act, std::vector<float>* m) {
+  std::vector<uint16_t> bits;
+  LOWBIT_RETURN_IF_ERROR(int4::dequantize(q, &bits));
+  const int N = q.shape.n, K = q.shape.k;
+  for (int n = 0; n < N; ++n)
+    for (int j = 0; j < K; ++j)
+      (*m)[static_cast<size_t>(n) * K + (q.k_perm.empty() ? j : q.k_perm[j])] =
+          half_bits_to_float(act, bits[static_cast<size_t>(n) * K + j]);
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status quantize_linear_weights_int4(const LlamaConfig& cfg, int group, bool symmetric, DType act, LlamaWeights* w) {
   LOWBIT_CHECK_ARG(w != nullptr, "quantize_linear_weights_int4: null weights");
@@ -36,20 +63,12 @@ Status quantize_linear_weights_int4(const LlamaConfig& cfg, int group, bool symm
       LOWBIT_CHECK_ARG(m.k > 0 && m.v->size() % static_cast<size_t>(m.k) == 0,
                        "quantize_linear_weights_int4: blk.%d.%s has %zu values, not a multiple of K=%d", l, m.name,
                        m.v->size(), m.k);
-      int4::WeightShape s;
-      s.experts = 1;
-      s.n = static_cast<int>(m.v->size() / m.k);
-      s.k = m.k;
-      s.group_size = group;
-      s.symmetric = symmetric;
-      s.act = act;
+      const int4::WeightShape s = linear_shape(*m.v, m.k, group, symmetric, act);
       int4::KPackedWeights q;
       Status st = int4::quantize_rtn(m.v->data(), s, &q);
       if (!st.ok())
         return make_status(st.code(), "blk.%d.%s (N=%d, K=%d): %s", l, m.name, s.n, s.k, st.message().c_str());
-      std::vector<uint16_t> bits;
-      LOWBIT_RETURN_IF_ERROR(int4::dequantize(q, &bits));
-      for (size_t i = 0; i < bits.size(); ++i) (*m.v)[i] = half_bits_to_float(act, bits[i]);
+      LOWBIT_RETURN_IF_ERROR(store_dequantized(q, act, m.v));
     }
   }
   return Status::Ok();
@@ -151,22 +170,12 @@ Status quantize_linear_weights_int4_gptq(const LlamaConfig& cfg, const GptqCalib
         LOWBIT_CHECK_ARG(m->size() % static_cast<size_t>(K) == 0,
                          "quantize_linear_weights_int4_gptq: blk.%d: a %s weight has %zu values, not a multiple of K=%d",
                          l, kSiteName[site], m->size(), K);
-        int4::WeightShape s;
-        s.n = static_cast<int>(m->size() / K);
-        s.k = K;
-        s.group_size = group;
-        s.symmetric = symmetric;
-        s.act = act;
+        const int4::WeightShape s = linear_shape(*m, K, group, symmetric, act);
         int4::KPackedWeights q;
         st = int4::quantize_gptq(m->data(), s, prep, &q);
         if (!st.ok())
           return make_status(st.code(), "blk.%d %s (N=%d, K=%d): %s", l, kSiteName[site], s.n, K, st.message().c_str());
-        std::vector<uint16_t> bits;
-        LOWBIT_RETURN_IF_ERROR(int4::dequantize(q, &bits));
-        for (int n = 0; n < s.n; ++n)
-          for (int j = 0; j < K; ++j)
-            (*m)[static_cast<size_t>(n) * K + (q.k_perm.empty() ? j : q.k_perm[j])] =
-                half_bits_to_float(act, bits[static_cast<size_t>(n) * K + j]);
+        LOWBIT_RETURN_IF_ERROR(store_dequantized(q, act, m));
       }
     }
   }
