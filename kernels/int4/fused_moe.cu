@@ -98,6 +98,31 @@ MoeWorkspace moe_layout(int m, int topk, int E, int H, int I, int bm) {
   return w;
 }
 
+// Act-order experts (kernels.h): the gathered copies of x (w13.k_perm) and of the intermediate
+// (w2.k_perm), M * topk rows each, past the fused stages' regions (`base` = MoeWorkspace::total;
+// such a layer never runs the warp-specialized layer whose buffers lie there).
+struct ActOrderRegions {
+  size_t xg = 0, inter_g = 0, total = 0;
+};
+ActOrderRegions act_order_layout(size_t base, int m, int topk, int H, int I, bool perm13, bool perm2) {
+  ActOrderRegions r;
+  const size_t P = static_cast<size_t>(m) * topk;
+  size_t off = base;
+  if (perm13) {
+    r.xg = off;
+    off += align256(P * H * 2);
+  }
+  if (perm2) {
+    r.inter_g = off;
+    off += align256(P * I * 2);
+  }
+  r.total = off;
+  return r;
+}
+constexpr const char* kActOrderGrouped =
+    "int4::fused_moe: act-order experts (k_perm) run the fused stages; MoePath::kGrouped dequantizes experts in "
+    "stored row order and is refused for them (use kAuto or kFused)";
+
 // Rows per expert on average (M * topk / E).
 int64_t avg_rows(int m, int topk, int experts) { return static_cast<int64_t>(m) * topk / (experts > 0 ? experts : 1); }
 // The workspace holds the align output of the largest choice, whatever the layout and whether
@@ -114,6 +139,41 @@ int tiled_block_m(int m, int topk, int experts, int hidden, int inter) {
   if (!detail::moe_pipelined_enabled()) return moe_default_block_m(m, topk, experts);
   return kern::moe_pipelined_block_m_for(m, topk, experts, hidden, inter, detail::pipelined_uses_wgmma(),
                                          detail::device_sm_count(), detail::moe_ws_takes(inter));
+}
+
+// fused_moe's stages past the routing for act-order experts (kernels.h): GEMM1 reads x gathered
+// per pair p = token * topk + slot in its expert's input order, as the rows of a top-1 routing
+// of M * topk tokens (row p of the copy is pair p's; the align output names pairs either way);
+// GEMM2 reads the intermediate gathered the same way. The stage calls get views without
+// k_perm: their activations are in stored row order by then. GEMM2 lets its ids wait for the
+// gather (no ids_early: the gather, an ordinary launch, ran after GEMM1 completed).
+Status fused_stages_act_order(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, char* ws,
+                              const MoeWorkspace& L, const ActOrderRegions& R, int bm, const int32_t* pair_ids,
+                              const float* tw, cudaStream_t cst) {
+  const int E = w13.shape.experts, H = w13.shape.k, I = w13.shape.n / 2, P = a.m * a.topk;
+  auto* sorted = reinterpret_cast<int32_t*>(ws + L.sorted);
+  auto* eids = reinterpret_cast<int32_t*>(ws + L.experts);
+  auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
+  void* inter = ws + L.inter;
+  auto* slots = reinterpret_cast<float*>(ws + L.slots);
+  KernelWeightsView v13 = w13, v2 = w2;
+  v13.k_perm = v2.k_perm = nullptr;
+  const Stream stream = cst;  // the same type (kernels.h)
+  if (w13.k_perm != nullptr) {
+    LOWBIT_CUDA_RETURN(detail::launch_gather_moe_act_order(a.x, a.topk, pair_ids, P, E, w13.k_perm, H, ws + R.xg, cst));
+    LOWBIT_RETURN_IF_ERROR(moe_gemm1(ws + R.xg, v13, sorted, eids, npp, P, 1, bm, inter, stream));
+  } else {
+    LOWBIT_RETURN_IF_ERROR(moe_gemm1(a.x, v13, sorted, eids, npp, a.m, a.topk, bm, inter, stream));
+  }
+  const void* inter2 = inter;
+  if (w2.k_perm != nullptr) {
+    LOWBIT_CUDA_RETURN(detail::launch_gather_moe_act_order(inter, 1, pair_ids, P, E, w2.k_perm, I, ws + R.inter_g, cst));
+    inter2 = ws + R.inter_g;
+  }
+  const bool tiled = w13.kind == KernelLayoutKind::kMmaTiled && w2.kind == KernelLayoutKind::kMmaTiled;
+  LOWBIT_RETURN_IF_ERROR(detail::moe_gemm2_launch(inter2, v2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, cst,
+                                                  tiled && w2.k_perm == nullptr));
+  return moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream, a.topk_ids, E);  // caller ids or null
 }
 
 }  // namespace
@@ -157,10 +217,29 @@ Status moe_workspace_size(int m, int topk, int experts, int hidden, int inter, D
   return Status::Ok();
 }
 
+Status moe_workspace_size(const KernelWeightsView& w13, const KernelWeightsView& w2, int m, int topk, int block_m,
+                          size_t* bytes, MoePath path) {
+  LOWBIT_CHECK_ARG(bytes != nullptr, "int4::moe_workspace_size: bytes is null");
+  const int E = w13.shape.experts, H = w13.shape.k, I = w13.shape.n / 2;
+  LOWBIT_CHECK_ARG(w13.shape.n % 2 == 0 && w2.shape.experts == E && w2.shape.n == H && w2.shape.k == I,
+                   "int4::moe_workspace_size: w13 (E=%d N=%d K=%d) and w2 (E=%d N=%d K=%d) are not one layer's "
+                   "[E, 2I, H] and [E, H, I]",
+                   E, w13.shape.n, H, w2.shape.experts, w2.shape.n, w2.shape.k);
+  const bool p13 = w13.k_perm != nullptr, p2 = w2.k_perm != nullptr;
+  if (!p13 && !p2) return moe_workspace_size(m, topk, E, H, I, w13.shape.act, block_m, bytes, path);
+  LOWBIT_CHECK_ARG(m >= 1 && topk >= 1 && E >= 1 && H >= 1 && I >= 1,
+                   "int4::moe_workspace_size: m=%d topk=%d E=%d H=%d I=%d", m, topk, E, H, I);
+  if (path == MoePath::kGrouped) return make_status(StatusCode::kNotSupported, "%s", kActOrderGrouped);
+  // The fused stages without the warp-specialized layer, for the largest block choice at this M.
+  const int bm = block_m > 0 ? block_m : workspace_block_m(m, topk, E);
+  *bytes = act_order_layout(moe_layout(m, topk, E, H, I, bm).total, m, topk, H, I, p13, p2).total;
+  return Status::Ok();
+}
+
 Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, void* workspace,
                  size_t workspace_bytes, Stream stream) {
-  LOWBIT_RETURN_IF_ERROR(validate_weights_view(w13, "int4::fused_moe(w13)"));
-  LOWBIT_RETURN_IF_ERROR(validate_weights_view(w2, "int4::fused_moe(w2)"));
+  LOWBIT_RETURN_IF_ERROR(validate_weights_view(w13, "int4::fused_moe(w13)", /*act_order_ok=*/true));
+  LOWBIT_RETURN_IF_ERROR(validate_weights_view(w2, "int4::fused_moe(w2)", /*act_order_ok=*/true));
   const int E = w13.shape.experts, H = w13.shape.k, I = w13.shape.n / 2;
   LOWBIT_CHECK_ARG(w13.shape.n % 2 == 0, "int4::fused_moe: w13 has N=%d rows, must be 2I", w13.shape.n);
   LOWBIT_CHECK_ARG(w2.shape.experts == E && w2.shape.n == H && w2.shape.k == I,
@@ -197,12 +276,14 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   LOWBIT_CHECK_ARG(!(a.path == MoePath::kGrouped && capturing),
                    "int4::fused_moe: the grouped path synchronizes the stream and cannot be captured in a CUDA graph "
                    "(use MoePath::kAuto or kFused under capture)");
+  const bool act_order = w13.k_perm != nullptr || w2.k_perm != nullptr;
+  if (act_order && a.path == MoePath::kGrouped) return make_status(StatusCode::kNotSupported, "%s", kActOrderGrouped);
   const bool tiled = w13.kind == KernelLayoutKind::kMmaTiled && w2.kind == KernelLayoutKind::kMmaTiled;
   MoePath path = a.path == MoePath::kAuto
                      ? moe_auto_path(a.m, a.topk, E, H, I,
                                      tiled ? KernelLayoutKind::kMmaTiled : KernelLayoutKind::kNPackedInterleaved)
                      : a.path;
-  if (capturing) path = MoePath::kFused;
+  if (capturing || act_order) path = MoePath::kFused;
   if (path == MoePath::kGrouped) {
     const int gbm = a.block_m > 0 ? a.block_m : kGroupedBlockM;
     LOWBIT_CHECK_ARG(gbm >= 1 && gbm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", gbm);
@@ -214,9 +295,11 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
                                 : moe_default_block_m(a.m, a.topk, E);
   LOWBIT_CHECK_ARG(bm >= 1 && bm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", bm);
   const MoeWorkspace L = moe_layout(a.m, a.topk, E, H, I, bm);
-  LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= L.total,
-                   "int4::fused_moe: workspace of %zu bytes given, %zu needed (moe_workspace_size)", workspace_bytes,
-                   L.total);
+  const ActOrderRegions R =
+      act_order_layout(L.total, a.m, a.topk, H, I, w13.k_perm != nullptr, w2.k_perm != nullptr);
+  LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= R.total,
+                   "int4::fused_moe: workspace of %zu bytes given, %zu needed (moe_workspace_size%s)", workspace_bytes,
+                   R.total, act_order ? " of the views: act-order experts" : "");
   char* ws = static_cast<char*>(workspace);
   auto* ids = reinterpret_cast<int32_t*>(ws + L.ids);
   auto* tw = reinterpret_cast<float*>(ws + L.weights);
@@ -225,7 +308,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
   void* inter = ws + L.inter;
   auto* slots = reinterpret_cast<float*>(ws + L.slots);
-  if (!routed && a.m <= detail::moe_single_max_m(w13_elems) && bm == 8 && E <= 256 && tiled) {
+  if (!routed && !act_order && a.m <= detail::moe_single_max_m(w13_elems) && bm == 8 && E <= 256 && tiled) {
     // Decode of a few tokens: a block per pick, routing inside both GEMMs, the slot sum inside
     // GEMM2 (internal.h).
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, a.m, a.topk, bm));
@@ -252,6 +335,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   const int32_t* sum_ids = routed ? a.topk_ids : nullptr;
   // 128-row align blocks on the warp-specialized tile where the workspace has room for its
   // buffers (a workspace sized for another block_m runs the pipelined tile below).
+  if (act_order) return fused_stages_act_order(a, w13, w2, ws, L, R, bm, routed ? a.topk_ids : ids, tw, cst);
   if (tiled && workspace_bytes >= L.total_ws &&
       detail::moe_ws_fits(w13, w2, a.m, a.topk, bm, ws + L.inter_sorted, slots)) {
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, a.m, a.topk, bm));

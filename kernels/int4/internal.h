@@ -31,6 +31,11 @@ cudaError_t launch_gemm_skinny(const void* x, void* y, int m, const KernelWeight
 // out[r, j] = x[r, perm[j]] for r < m, j < k (act_order_gather.cu): the activations of an
 // act-order weight in its stored row order. 16-bit elements, bit-exact.
 cudaError_t launch_gather_act_order(const void* x, void* out, const int32_t* perm, int m, int k, cudaStream_t stream);
+// The MoE form (fused_moe.cu): out[p, j] = src[p / row_div, perm[ids[p] * k + j]] for the rows p <
+// rows whose expert ids[p] is in [0, experts) (the others are left as they are: no GEMM reads
+// them). k % 8 == 0 and out 16 B aligned, else cudaErrorInvalidValue.
+cudaError_t launch_gather_moe_act_order(const void* src, int row_div, const int32_t* ids, int rows, int experts,
+                                        const int32_t* perm, int k, void* out, cudaStream_t stream);
 // Decode GEMM on the MMA-tiled layout (gemm_decode.cu): 1 <= m <= 512. Where the plan
 // copies x first (decode_plan.h decode_x_steps_planned) and `workspace` holds
 // decode_x_steps_bytes(m, K) (16 B aligned), the copy goes there; with less the kernel reads

@@ -117,6 +117,15 @@ MoePath moe_auto_path(int m, int topk, int experts, int hidden, int inter,
 // expert held by another rank under expert parallelism) contributes nothing to its token.
 // Caller-routed calls skip the single-token path (routing inside the GEMMs at M <= 4): they
 // run align, GEMM1, GEMM2 and the sum as four launches at every M.
+//
+// Act-order experts (w13.k_perm and / or w2.k_perm set: GPTQ desc_act, compressed-tensors
+// actorder "group"; each expert its own permutation): x and the intermediate are taken in
+// checkpoint order and gathered per routed (token, slot) pair into the workspace before the GEMM
+// that needs them (x[t, k_perm13[e]] before GEMM1, inter[p, k_perm2[e]] before GEMM2: one launch
+// each, a copy of M * topk rows). Such a layer runs the kFused stages as separate launches at
+// every M (no single-token path, no warp-specialized 128-row layer); kAuto never takes
+// kGrouped for it and a forced kGrouped is refused (it dequantizes experts in stored row order).
+// Size the workspace with the views' moe_workspace_size, which counts the gathered copies.
 struct MoeArgs {
   const void* x = nullptr;              // [M, H] activations
   const float* router_logits = nullptr;  // [M, E] fp32, or null with topk_ids / topk_weights
@@ -135,6 +144,10 @@ int64_t moe_max_padded(int m, int topk, int experts, int block_m);
 // Scratch bytes for fused_moe at this M with this path (kAuto: enough for whichever path
 // kAuto picks at any M' <= m, so it can be sized once for the largest M).
 Status moe_workspace_size(int m, int topk, int experts, int hidden, int inter, DType act, int block_m,
+                          size_t* bytes, MoePath path = MoePath::kAuto);
+// The same for these weights: adds the act-order copies of x and the intermediate when w13 or w2
+// carries k_perm (M * topk * H and M * topk * I elements, 16-bit). Sizes every layer.
+Status moe_workspace_size(const KernelWeightsView& w13, const KernelWeightsView& w2, int m, int topk, int block_m,
                           size_t* bytes, MoePath path = MoePath::kAuto);
 Status fused_moe(const MoeArgs& args, const KernelWeightsView& w13, const KernelWeightsView& w2, void* workspace,
                  size_t workspace_bytes, Stream stream);

@@ -3,7 +3,9 @@
 // activations gathered on the host (the gather moves 16-bit values, no arithmetic), and agree
 // with the fp64 reference that applies the permutation (gemm_ref) within the dense tolerance;
 // every layout and the decode / pipelined / dequant + cuBLAS paths; entry points that take no
-// permutation refuse such a weight by name.
+// permutation refuse such a weight by name. The fused MoE layer on act-order experts (each its own
+// permutation, of x for w13 and of the intermediate for w2) against the fp64 layer reference,
+// and bit-identical to the plain layer when every permutation is the identity.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,11 +13,14 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include "lowbit/int4/kernels.h"
 #include "lowbit/int4/moe_ref.h"
 #include "tests/cpu/int4/random_weights.h"
 #include "tests/gpu/int4/gpu_buffers.h"
+#include "tests/gpu/int4/moe_cpu_ref.h"
+#include "tests/gpu/int4/moe_layer_ref.h"
 
 namespace lowbit::int4 {
 namespace {
@@ -183,13 +188,203 @@ TEST(Int4GemmActOrder, RefusalsNameTheProblem) {
   const Status dq = dequantize(dw.view, out.as<uint16_t>(), nullptr);
   EXPECT_EQ(dq.code(), StatusCode::kNotSupported);
   EXPECT_NE(dq.message().find("k_perm"), std::string::npos) << dq.message();
-  const Status moe = fused_moe(MoeArgs{}, dw.view, dw.view, nullptr, 0, nullptr);  // weights are checked first
-  EXPECT_EQ(moe.code(), StatusCode::kNotSupported);
-  EXPECT_NE(moe.message().find("fused_moe"), std::string::npos) << moe.message();
   KernelWeightsView odd = dw.view;
   odd.k_perm = reinterpret_cast<const int32_t*>(reinterpret_cast<const char*>(odd.k_perm) + 2);
   EXPECT_EQ(gemm(a, odd, ws.p, need, nullptr).code(), StatusCode::kMisaligned);
   EXPECT_TRUE(gemm(a, dw.view, ws.p, need, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// ---- fused MoE on act-order experts ----------------------------------------------------------
+struct MoeActCase {
+  int m, E, H, I, topk, g;
+  bool sym;
+  DType act;
+  bool perm13, perm2;  // which of the two stacks carries k_perm
+  bool routed;         // caller ids (with foreign ones) instead of the logits
+  int layout;          // forced KernelLayoutKind, -1: the shape's default
+};
+
+std::string moe_act_name(const ::testing::TestParamInfo<MoeActCase>& i) {
+  const MoeActCase& c = i.param;
+  std::ostringstream os;
+  os << "M" << c.m << "_E" << c.E << "_H" << c.H << "_I" << c.I << "_top" << c.topk << "_G"
+     << (c.g < 0 ? std::string("pc") : std::to_string(c.g)) << (c.sym ? "_sym_" : "_asym_") << dtype_name(c.act)
+     << (c.perm13 ? "_p13" : "") << (c.perm2 ? "_p2" : "") << (c.routed ? "_routed" : "_logits")
+     << (c.layout < 0 ? std::string("_Ldefault") : "_L" + std::to_string(c.layout));
+  return os.str();
+}
+
+class Int4MoeActOrder : public ::testing::TestWithParam<MoeActCase> {};
+
+// (1) random permutations: the layer against the fp64 reference that applies them; (2) the same
+// stored weights with identity permutations passed as k_perm: bit-identical to the layer without
+// any (the gathers only move values, and GEMM1 on the gathered rows as a top-1 routing of M * topk
+// rows runs the same tiles on the same align blocks); (3) the workspace: the views' size counts
+// the copies, one byte less is refused before anything runs.
+TEST_P(Int4MoeActOrder, MatchesReferenceAndPlainLayer) {
+  const MoeActCase c = GetParam();
+  const WeightShape s13{c.E, 2 * c.I, c.H, c.g, c.sym, c.act}, s2{c.E, c.H, c.I, c.g, c.sym, c.act};
+  KPackedWeights k13 = random_kpacked(s13, 511u + c.I, 0.05f), k2 = random_kpacked(s2, 622u + c.H, 0.05f);
+  KPackedWeights k13p = k13, k2p = k2;  // the permutations set below stay off these
+  if (c.perm13) k13p.k_perm = random_perm(c.E, c.H, 31u + c.m);
+  if (c.perm2) k2p.k_perm = random_perm(c.E, c.I, 37u + c.m);
+  KernelWeights w13, w2, w13p, w2p;
+  for (auto [in, out] : {std::pair{&k13, &w13}, std::pair{&k2, &w2}, std::pair{&k13p, &w13p}, std::pair{&k2p, &w2p}}) {
+    const Status st = repack_for_kernels(*in, out, c.layout);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
+  DevWeights d13(w13), d2(w2), d13p(w13p), d2p(w2p);
+  for (const DevWeights* d : {&d13, &d2, &d13p, &d2p}) ASSERT_TRUE(d->status.ok()) << d->status.to_string();
+  ASSERT_EQ(d13p.view.k_perm != nullptr, c.perm13);
+  ASSERT_EQ(d2p.view.k_perm != nullptr, c.perm2);
+
+  const auto x = random_act(static_cast<size_t>(c.m) * c.H, c.act, 23u * c.m + c.H);
+  std::mt19937 rng(41u + c.m);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  std::vector<float> logits(static_cast<size_t>(c.m) * c.E);
+  for (auto& v : logits) v = nd(rng);
+  const size_t P = static_cast<size_t>(c.m) * c.topk;
+  std::vector<int32_t> ids;
+  std::vector<float> rw;
+  testing::cpu_topk(logits, c.m, c.E, c.topk, true, &ids, &rw);
+  if (c.routed)  // experts of other ranks: no rows, nothing gathered for them
+    for (size_t p = 0; p < P; ++p)
+      if (p % 5 == 2) ids[p] = p % 2 ? -1 : c.E + 1;
+  DevBuf dx = upload(x), dl = upload(logits), dids = upload(ids), dw = upload(rw);
+  const size_t ybytes = x.size() * 2;
+  DevBuf dy(ybytes), dy_plain(ybytes), dy_id(ybytes);
+  MoeArgs a;
+  a.x = dx.p;
+  a.m = c.m;
+  a.topk = c.topk;
+  a.renormalize = true;
+  if (c.routed) {
+    a.topk_ids = dids.as<int32_t>();
+    a.topk_weights = dw.as<float>();
+  } else {
+    a.router_logits = dl.as<float>();
+  }
+
+  // (3) workspace: the shape's size for the plain layer; the views' adds the gathered copies.
+  size_t ws_plain = 0, ws_act = 0;
+  ASSERT_TRUE(moe_workspace_size(c.m, c.topk, c.E, c.H, c.I, c.act, 0, &ws_plain, MoePath::kFused).ok());
+  ASSERT_TRUE(moe_workspace_size(d13p.view, d2p.view, c.m, c.topk, 0, &ws_act).ok());
+  size_t ws_same = 0;
+  ASSERT_TRUE(moe_workspace_size(d13.view, d2.view, c.m, c.topk, 0, &ws_same, MoePath::kFused).ok());
+  EXPECT_EQ(ws_same, ws_plain) << "no k_perm: the views' size is the shape's";
+  const size_t ws_bytes = std::max(ws_plain, ws_act);
+  DevBuf ws(ws_bytes);
+  for (DevBuf* b : {&dy, &dy_plain, &dy_id, &ws}) ASSERT_EQ(cudaMemset(b->p, 0xFF, b->bytes), cudaSuccess);  // NaN poison
+
+  // (1) random permutations.
+  a.y = dy.p;
+  Status st = fused_moe(a, d13p.view, d2p.view, ws.p, ws_act, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto y = download<uint16_t>(dy.p, x.size());
+  std::vector<double> got(y.size());
+  for (size_t i = 0; i < y.size(); ++i) got[i] = half_bits_to_float(c.act, y[i]);
+  testing::expect_layer_close(
+      got, testing::moe_reference_routed(x, ids, rw, c.m, c.E, c.H, c.I, c.topk, c.act, k13p, k2p), c.act);
+  if (c.routed) {  // the plain weights' reference differs (the gathers are not the identity)
+    const auto ref_plain = testing::moe_reference_routed(x, ids, rw, c.m, c.E, c.H, c.I, c.topk, c.act, k13, k2);
+    const auto ref_perm = testing::moe_reference_routed(x, ids, rw, c.m, c.E, c.H, c.I, c.topk, c.act, k13p, k2p);
+    double diff = 0, mag = 0;
+    for (size_t i = 0; i < ref_plain.size(); ++i) {
+      diff = std::max(diff, std::fabs(ref_plain[i] - ref_perm[i]));
+      mag = std::max(mag, std::fabs(ref_perm[i]));
+    }
+    EXPECT_GT(diff, 0.1 * mag) << "the test's permutations must change the layer";
+  }
+
+  // (2) identity permutations through the act-order stages vs the plain layer.
+  std::vector<int32_t> id13, id2;
+  for (int e = 0; e < c.E; ++e) {
+    for (int k = 0; k < c.H; ++k) id13.push_back(k);
+    for (int k = 0; k < c.I; ++k) id2.push_back(k);
+  }
+  DevBuf dp13 = upload(id13), dp2 = upload(id2);
+  KernelWeightsView v13 = d13.view, v2 = d2.view;
+  if (c.perm13) v13.k_perm = dp13.as<int32_t>();
+  if (c.perm2) v2.k_perm = dp2.as<int32_t>();
+  MoeArgs plain = a;
+  plain.y = dy_plain.p;
+  plain.path = MoePath::kFused;
+  st = fused_moe(plain, d13.view, d2.view, ws.p, ws_bytes, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  MoeArgs ident = a;
+  ident.y = dy_id.p;
+  st = fused_moe(ident, v13, v2, ws.p, ws_bytes, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto yp = download<uint16_t>(dy_plain.p, x.size()), yi = download<uint16_t>(dy_id.p, x.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < yp.size(); ++i) differ += yp[i] != yi[i];
+  EXPECT_EQ(differ, 0u) << "identity k_perm differs from the plain layer in " << differ << " of " << yp.size();
+
+  // (3) one byte short of the views' size: refused by name, before any launch.
+  MoeArgs short_ws = a;
+  short_ws.y = dy.p;
+  st = fused_moe(short_ws, d13p.view, d2p.view, ws.p, ws_act - 1, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("act-order"), std::string::npos) << st.message();
+}
+
+std::vector<MoeActCase> moe_act_cases() {
+  const int npacked = static_cast<int>(KernelLayoutKind::kNPackedInterleaved);
+  return {
+      // M = 1: the logits' single-token path for plain experts (bit-identical to four launches).
+      {1, 16, 512, 384, 8, 128, true, DType::kBF16, true, true, false, -1},
+      // Caller ids with foreign experts; only one of the stacks permuted.
+      {4, 8, 256, 128, 2, 64, false, DType::kF16, true, false, true, -1},
+      {9, 16, 512, 192, 4, 32, false, DType::kF16, false, true, false, -1},
+      // The pipelined tile (align blocks of 16..64 rows), per-channel scales.
+      {64, 8, 256, 128, 2, 128, true, DType::kBF16, true, true, true, -1},
+      {40, 8, 256, 128, 2, kPerChannel, true, DType::kF16, true, true, false, -1},
+      // 128-row align blocks (plain: the warp-specialized layer).
+      {300, 4, 256, 512, 2, 64, true, DType::kBF16, true, true, false, -1},
+      // N-packed experts (the skinny tile).
+      {5, 8, 256, 96, 2, 32, false, DType::kF16, true, true, false, npacked},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, Int4MoeActOrder, ::testing::ValuesIn(moe_act_cases()), moe_act_name);
+
+// The grouped path is refused for act-order experts (fused_moe and the workspace size), whatever
+// the stream; an act-order view with a misaligned k_perm is refused by fused_moe too.
+TEST(Int4MoeActOrder, GroupedRefusedByName) {
+  const int E = 4, H = 256, I = 128;
+  const WeightShape s13{E, 2 * I, H, 64, true, DType::kBF16}, s2{E, H, I, 64, true, DType::kBF16};
+  KPackedWeights k13 = random_kpacked(s13, 5), k2 = random_kpacked(s2, 6);
+  k13.k_perm = random_perm(E, H, 7);
+  KernelWeights w13, w2;
+  ASSERT_TRUE(repack_for_kernels(k13, &w13).ok());
+  ASSERT_TRUE(repack_for_kernels(k2, &w2).ok());
+  DevWeights d13(w13), d2(w2);
+  size_t bytes = 0;
+  Status st = moe_workspace_size(d13.view, d2.view, 8, 2, 0, &bytes, MoePath::kGrouped);
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported);
+  EXPECT_NE(st.message().find("act-order"), std::string::npos) << st.message();
+  ASSERT_TRUE(moe_workspace_size(d13.view, d2.view, 8, 2, 0, &bytes).ok());
+  const auto xh = random_act(8 * H, DType::kBF16, 9);
+  std::vector<float> lh(8 * E, 0.25f);
+  DevBuf x = upload(xh), l = upload(lh), y(8 * H * 2), ws(bytes);
+  MoeArgs a;
+  a.x = x.p;
+  a.router_logits = l.as<float>();
+  a.y = y.p;
+  a.m = 8;
+  a.topk = 2;
+  a.path = MoePath::kGrouped;
+  st = fused_moe(a, d13.view, d2.view, ws.p, bytes, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported);
+  EXPECT_NE(st.message().find("act-order"), std::string::npos) << st.message();
+  a.path = MoePath::kAuto;
+  KernelWeightsView odd = d13.view;
+  odd.k_perm = reinterpret_cast<const int32_t*>(reinterpret_cast<const char*>(odd.k_perm) + 2);
+  EXPECT_EQ(fused_moe(a, odd, d2.view, ws.p, bytes, nullptr).code(), StatusCode::kMisaligned);
+  EXPECT_TRUE(fused_moe(a, d13.view, d2.view, ws.p, bytes, nullptr).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Session 39's GPU checks. Stage on the build machine (build/ current with main):
+#   cmake --build build -j2 --target lowbit_tests_gpu_int4
+#   mkdir -p .dev/s39 && strip -o .dev/s39/lowbit_tests_gpu_int4 build/bin/lowbit_tests_gpu_int4 && xz -T2 -f .dev/s39/*
+# Part A: run(command="bash docs/benchmarks/logs/session39_raw/gpu_round.sh A", carry=[".dev/s39"])
+#   1. the MoE act-order suite (Int4MoeActOrder) and its neighbours, then the whole GPU int4 suite.
+# Part D: session 38's part D (the single-token caller-routing patch, binaries in .dev/s38p):
+#   run(command="bash docs/benchmarks/logs/session39_raw/gpu_round.sh D", carry=[".dev/s38p"])
+set -u
+part=${1:-A}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
+R=$OUT/r; mkdir -p $R
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $R/gpu_$part.csv 2>&1
+if [ "$part" = A ]; then
+  D=.dev/s39
+  for f in $D/*.xz; do [ -e "$f" ] && xz -d -T4 "$f"; done; chmod +x $D/*
+  echo "== A1 act-order suites"
+  timeout 150 $D/lowbit_tests_gpu_int4 --gtest_filter='Paths/Int4MoeActOrder*:Int4MoeActOrder*:*Int4GemmActOrder*' > $R/act_order.log 2>&1; echo rc $?
+  grep -E "FAILED|Failure|error|PASSED" $R/act_order.log | head -30
+  echo "== A2 gpu int4 (all)"
+  timeout 240 $D/lowbit_tests_gpu_int4 --gtest_brief=1 > $R/gpu_int4.log 2>&1; echo rc $?; tail -4 $R/gpu_int4.log
+else
+  D=.dev/s38p
+  for f in $D/*.xz; do [ -e "$f" ] && xz -d -T4 "$f"; done; chmod +x $D/*
+  echo "== D1 moe suites (patched)"; timeout 200 $D/lowbit_tests_gpu_int4 --gtest_brief=1 --gtest_filter='*Moe*' > $R/gpu_moe_patch.log 2>&1; echo rc $?; tail -2 $R/gpu_moe_patch.log
+  for r in logits caller; do
+    echo "== D2 $r"; timeout 120 $D/lowbit bench moe --shapes qwen3-30b-a3b.tp1,qwen3-30b-a3b.tp2,deepseek-v2-lite,qwen3.5-35b-a3b --m 1,2,3,4,8 --routing $r --out $R/moe_patch_$r > $R/moe_patch_$r.log 2>&1; echo "$r rc $?"; grep -h "total #wrong" $R/moe_patch_$r.log; done
+fi
+cd $OUT && tar czf results_$part.tgz r
