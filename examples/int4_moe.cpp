@@ -2,7 +2,9 @@
 // the way Hugging Face stores it (shards, an index, config.json) converted with gate and up
 // fused into w13, loaded onto the GPU, routed by the engine itself (DeepSeek-V3-style sigmoid
 // scores with a selection bias and a routed scaling factor, which fused_moe's softmax routing
-// does not do), run by fused_moe and checked against the fp64 reference.
+// does not do), run by fused_moe and checked against the fp64 reference. The checkpoint was
+// saved with desc_act (act-order): each expert's input rows were quantized in its own order, so
+// every expert carries a permutation (gate and up share theirs: they read the same input).
 //
 //   build/bin/lowbit_example_int4_moe          (built with the library; ctest runs it)
 //
@@ -19,6 +21,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "lowbit/int4/checkpoint.h"
@@ -61,26 +64,26 @@ constexpr float kRoutedScaling = 2.5f;
 // (the converter refuses that unless asked: ScalePolicy::kRound, CLI --round-scales).
 constexpr DType kAct = DType::kF16;
 
-// One checkpoint layer (GPTQ v1, symmetric): qweight, qzeros, scales, g_idx, kept alive until
-// its shard is written.
+// One checkpoint layer (GPTQ v1, symmetric, desc_act): qweight, qzeros, scales and g_idx (the
+// group of each input row), kept alive until its shard is written.
 struct Layer {
   std::string name;
   GptqLinear g;
-  std::vector<int32_t> g_idx;
 };
 
-Status quantized_layer(const std::string& name, int n, int k, std::mt19937* rng, Layer* out) {
+// `order`: the input rows in the order GPTQ quantized them (act-order: by a data-dependent
+// importance; here a random permutation), so group j / G holds input rows order[j].
+Status quantized_layer(const std::string& name, int n, int k, const std::vector<int32_t>& order, std::mt19937* rng,
+                       Layer* out) {
   std::vector<float> w(static_cast<size_t>(n) * k);
   std::normal_distribution<float> normal(0.f, 0.05f);
   for (float& v : w) v = normal(*rng);
   const WeightShape s{1, n, k, G, true, kAct};  // fp16 scales, as GPTQ checkpoints store them
   KPackedWeights kp;
-  LOWBIT_RETURN_IF_ERROR(quantize_rtn(w.data(), s, &kp));
+  LOWBIT_RETURN_IF_ERROR(quantize_rtn(w.data(), s, &kp));  // stored row j is quantized as row j of w ...
+  kp.k_perm = order;                                       // ... and multiplies input order[j]
   out->name = name;
-  LOWBIT_RETURN_IF_ERROR(kpacked_to_gptq(kp, 0, GptqVersion::kV1, &out->g));
-  out->g_idx.resize(k);
-  for (int i = 0; i < k; ++i) out->g_idx[i] = i / G;
-  return Status::Ok();
+  return kpacked_to_gptq(kp, 0, GptqVersion::kV1, &out->g);  // qweight back in input order, g_idx from order
 }
 
 // The layers as a Hugging Face checkpoint directory: `shards` files, the index, config.json.
@@ -96,14 +99,14 @@ Status write_checkpoint(const std::string& dir, const std::vector<Layer>& layers
       t.push_back({l.name + ".qweight", io::TensorDType::kI32, {k / 8, n}, l.g.qweight.data()});
       t.push_back({l.name + ".qzeros", io::TensorDType::kI32, {k / G, n / 8}, l.g.qzeros.data()});
       t.push_back({l.name + ".scales", io::TensorDType::kF16, {k / G, n}, l.g.scales.data()});
-      t.push_back({l.name + ".g_idx", io::TensorDType::kI32, {k}, l.g_idx.data()});
+      t.push_back({l.name + ".g_idx", io::TensorDType::kI32, {k}, l.g.g_idx.data()});
     }
     for (const auto& x : t) weight_map += (weight_map.empty() ? "\"" : ", \"") + x.name + "\": \"" + file + "\"";
     LOWBIT_RETURN_IF_ERROR(io::write_safetensors(dir + "/" + file, t));
   }
   std::ofstream(dir + "/model.safetensors.index.json") << "{\"metadata\": {}, \"weight_map\": {" << weight_map << "}}";
   std::ofstream(dir + "/config.json") << R"({"architectures": ["ExampleMoeForCausalLM"], "quantization_config":
-    {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": true, "desc_act": false}})";
+    {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": true, "desc_act": true}})";
   return Status::Ok();
 }
 
@@ -133,15 +136,25 @@ void route(const std::vector<float>& logits, const std::vector<float>& bias, std
 
 int main() {
   // 1. A stand-in checkpoint: per expert gate_proj, up_proj [I, H] and down_proj [H, I], RTN
-  //    quantized and written as GPTQ v1 in three shards with experts split across them.
+  //    quantized in act-order and written as GPTQ v1 in three shards with experts split across them.
   std::mt19937 rng(7);
+  auto random_order = [&](int k) {
+    std::vector<int32_t> o(k);
+    std::iota(o.begin(), o.end(), 0);
+    std::shuffle(o.begin(), o.end(), rng);
+    return o;
+  };
   std::vector<Layer> layers;
   for (int e = 0; e < E; ++e) {
     const std::string p = "model.layers.0.mlp.experts." + std::to_string(e);
+    const std::vector<int32_t> gate_up_order = random_order(H), down_order = random_order(I);
     for (const auto& [proj, n, k] : {std::tuple<const char*, int, int>{"gate_proj", I, H}, {"up_proj", I, H},
                                      {"down_proj", H, I}}) {
       layers.emplace_back();
-      if (failed(quantized_layer(p + "." + proj, n, k, &rng, &layers.back()), "quantize")) return 1;
+      const bool down = std::string(proj) == "down_proj";
+      if (failed(quantized_layer(p + "." + proj, n, k, down ? down_order : gate_up_order, &rng, &layers.back()),
+                 "quantize"))
+        return 1;
     }
   }
   const std::string dir = (std::filesystem::temp_directory_path() / ("lowbit_example_moe_" + std::to_string(::getpid()))).string();
@@ -187,15 +200,17 @@ int main() {
     if (failed(stack_experts(gate, &sg), "stack") || failed(stack_experts(up, &su), "stack") ||
         failed(concat_n({sg, su}, &want13), "concat_n") || failed(stack_experts(down, &want2), "stack"))
       return 1;
-    const bool same = k13.qweight == want13.qweight && k13.scales == want13.scales && k2.qweight == want2.qweight &&
-                      k2.scales == want2.scales;
+    const bool same = k13.qweight == want13.qweight && k13.scales == want13.scales && k13.k_perm == want13.k_perm &&
+                      k2.qweight == want2.qweight && k2.scales == want2.scales && k2.k_perm == want2.k_perm;
     std::printf("loaded layers equal the checkpoint's, bit for bit: %s\n", same ? "yes" : "NO");
     if (!same) return 1;
   }
   KernelWeights kw13, kw2;
   if (failed(repack_for_kernels(k13, &kw13), "repack w13") || failed(repack_for_kernels(k2, &kw2), "repack w2")) return 1;
-  std::printf("w13 [%d, %d, %d] and w2 [%d, %d, %d] in the %s layout\n", k13.shape.experts, k13.shape.n, k13.shape.k,
-              k2.shape.experts, k2.shape.n, k2.shape.k, kernel_layout_name(kw13.kind));
+  std::printf("w13 [%d, %d, %d] and w2 [%d, %d, %d] in the %s layout, act-order: %s (a permutation per expert)\n",
+              k13.shape.experts, k13.shape.n, k13.shape.k, k2.shape.experts, k2.shape.n, k2.shape.k,
+              kernel_layout_name(kw13.kind), !kw13.k_perm.empty() && !kw2.k_perm.empty() ? "yes" : "NO");
+  if (kw13.k_perm.empty() || kw2.k_perm.empty()) return 1;
 
   // 4. The engine's inputs: activations, router logits and its own routing.
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
@@ -228,9 +243,10 @@ int main() {
   DeviceWeights d13, d2;
   if (failed(DeviceWeights::upload(kw13, &d13), "upload w13") || failed(DeviceWeights::upload(kw2, &d2), "upload w2"))
     return 1;
-  // 7. Per step: fused_moe with the caller's routing, workspace sized once.
+  // 7. Per step: fused_moe with the caller's routing, workspace sized once for these weights
+  //    (the views' size counts the act-order copies of x and of the intermediate).
   size_t ws_bytes = 0;
-  if (failed(moe_workspace_size(M, kTopk, E, H, I, kAct, 0, &ws_bytes), "moe_workspace_size")) return 1;
+  if (failed(moe_workspace_size(d13.view(), d2.view(), M, kTopk, 0, &ws_bytes), "moe_workspace_size")) return 1;
   void *dx = nullptr, *dy = nullptr, *dids = nullptr, *dw = nullptr, *ws = nullptr;
   cudaStream_t stream = nullptr;
   if (cuda_failed(cudaMalloc(&dx, x.size() * 2), "cudaMalloc x") ||

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 39's GPU checks. Stage on the build machine (build/ current with main):
-#   cmake --build build -j2 --target lowbit_tests_gpu_int4
-#   mkdir -p .dev/s39 && strip -o .dev/s39/lowbit_tests_gpu_int4 build/bin/lowbit_tests_gpu_int4 && xz -T2 -f .dev/s39/*
+#   cmake --build build -j2 --target lowbit_tests_gpu_int4 lowbit_example_int4_moe
+#   mkdir -p .dev/s39 && for b in lowbit_tests_gpu_int4 lowbit_example_int4_moe; do
+#     strip -o .dev/s39/$b build/bin/$b && xz -T2 -f .dev/s39/$b; done
 # Part A: run(command="bash docs/benchmarks/logs/session39_raw/gpu_round.sh A", carry=[".dev/s39"])
 #   1. the MoE act-order suite (Int4MoeActOrder) and its neighbours, then the whole GPU int4 suite.
 # Part D: session 38's part D (the single-token caller-routing patch, binaries in .dev/s38p):
@@ -17,6 +18,7 @@ if [ "$part" = A ]; then
   echo "== A1 act-order suites"
   timeout 150 $D/lowbit_tests_gpu_int4 --gtest_filter='Paths/Int4MoeActOrder*:Int4MoeActOrder*:*Int4GemmActOrder*' > $R/act_order.log 2>&1; echo rc $?
   grep -E "FAILED|Failure|error|PASSED" $R/act_order.log | head -30
+  echo "== A1b MoE example (desc_act checkpoint)"; timeout 60 $D/lowbit_example_int4_moe > $R/example_int4_moe.log 2>&1; echo rc $?; tail -3 $R/example_int4_moe.log
   echo "== A2 gpu int4 (all)"
   timeout 240 $D/lowbit_tests_gpu_int4 --gtest_brief=1 > $R/gpu_int4.log 2>&1; echo rc $?; tail -4 $R/gpu_int4.log
 else
