@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   __shared__ float s_wt[32];    // single-token path, down: the routing weights of the block's token
   int single_token = 0, single_slot = 0;  // single-token path: the block's pick b = token * topk + slot
   if constexpr (kMoe) {
-    const bool single = p.single.logits != nullptr;
+    const bool single = p.single.active();
     const int b = mtile / p.parts, r0 = (mtile % p.parts) * 8 * NT;
     const int P = p.M * p.topk;
     int npp, e, ids[NT];
@@ -353,7 +353,15 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
       if constexpr (kGateUp) asm volatile("griddepcontrol.wait;\n" ::: "memory");
       __shared__ int s_pick[32];
       single_token = b / p.topk;
-      if (warp == 0) {  // E <= 256 on this path; the same picks and weights for either register set
+      if (warp == 0 && p.single.ids != nullptr) {  // caller routing: the token's picks as given
+        if (lane < p.topk) {
+          const size_t at = static_cast<size_t>(single_token) * p.topk + lane;
+          const int id = __ldg(p.single.ids + at);
+          const bool here = id >= 0 && id < p.single.experts;  // else expert 0 at weight 0
+          s_pick[lane] = here ? id : 0;
+          if (!kGateUp) s_wt[lane] = here ? __ldg(p.single.weights + at) : 0.f;
+        }
+      } else if (warp == 0) {  // E <= 256 on this path; the same picks and weights for either register set
         // The token's logits as row 0, so that its picks and weights land at [0, topk).
         const float* logits = p.single.logits + static_cast<size_t>(single_token) * p.single.experts;
         if (p.single.experts <= 128)  // topk_per_lane's bound of the 4-per-lane set (asserted there)
@@ -866,7 +874,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // rows in slot order, as moe_sum does.
   // Down: the routing weight of slot row id (the single-token path computed its token's in s_wt;
   // its block holds one row, its own pick).
-  auto slot_weight = [&](int id) { return p.single.logits != nullptr ? s_wt[single_slot] : p.topk_weights[id]; };
+  auto slot_weight = [&](int id) { return p.single.active() ? s_wt[single_slot] : p.topk_weights[id]; };
   // ysum: the block's slot rows (its columns of row 0), after the reduction buffer.
   float* const s_slot = reinterpret_cast<float*>(smem) + NW * 16 * NT * 32;
   auto single_token_sum = [&](int n0, int ncols) {

@@ -308,13 +308,15 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
   void* inter = ws + L.inter;
   auto* slots = reinterpret_cast<float*>(ws + L.slots);
-  if (!routed && !act_order && a.m <= detail::moe_single_max_m(w13_elems) && bm == 8 && E <= 256 && tiled) {
+  if (!act_order && a.m <= detail::moe_single_max_m(w13_elems) && bm == 8 && E <= 256 && tiled) {
     // Decode of a few tokens: a block per pick, routing inside both GEMMs, the slot sum inside
     // GEMM2 (internal.h).
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, a.m, a.topk, bm));
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "inter", inter, w2, 8, a.m, a.topk, bm));
     detail::MoeSingleToken st;
-    st.logits = a.router_logits;
+    st.logits = a.router_logits;  // or the caller's picks (internal.h: MoeSingleToken)
+    st.ids = a.topk_ids;
+    st.weights = a.topk_weights;
     st.experts = E;
     st.renormalize = a.renormalize;
     st.counters = reinterpret_cast<int*>(ws + L.counters);

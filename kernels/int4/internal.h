@@ -84,12 +84,19 @@ inline int64_t moe_decode_grid_rows(int m, int topk, int experts, int block_m) {
 // programmatic moe_sum launch costs); a block per pick (one top-k per block, no align) pays at
 // M = 2 (session 24, below).
 struct MoeSingleToken {
-  const float* logits = nullptr;  // [M, E]
+  const float* logits = nullptr;  // [M, E], or null with ids / weights
+  // Caller routing (MoeArgs::topk_ids / topk_weights, [M, topk]): each block reads its pick
+  // instead of routing. A pick outside [0, experts) streams expert 0 at weight 0, so every
+  // block of a token still takes part in its slot sum (the four-launch path skips such a
+  // slot instead: the same bits, x + 0 = x).
+  const int32_t* ids = nullptr;
+  const float* weights = nullptr;
   int experts = 0;
   bool renormalize = false;
   int* counters = nullptr;        // [num_counters = M * H / 64], zeroed by GEMM1, counted by GEMM2
   int num_counters = 0;
   void* y = nullptr;              // [M, H] activation dtype (GEMM2)
+  __host__ __device__ bool active() const { return logits != nullptr || ids != nullptr; }
 };
 // The single-token path serves M <= moe_single_max_m(2I x H): every block takes one pick (token b /
 // topk, slot b % topk) and routes its token itself, so the routing, align and sum launches

@@ -126,8 +126,8 @@ TEST_P(Int4FusedMoe, MatchesReference) {
 }
 
 // Caller routing (MoeArgs::topk_ids / topk_weights): (1) the ids and weights moe_topk computes,
-// passed back in, give the same bits as router_logits (the single-token path at small M runs
-// as four launches then, which it matches bit for bit); (2) ids outside [0, E) (-1 and E + 2:
+// passed back in, give the same bits as router_logits (at small M both take the single-token
+// path, whose blocks then read their picks instead of routing); (2) ids outside [0, E) (-1 and E + 2:
 // experts of other ranks) and weights that are no softmax (a sigmoid-like score times 2.5, as a
 // routed scaling factor) match the fp64 reference that leaves those slots out; a token whose
 // slots are all foreign comes out zero; (3) both routings, or ids without weights, are refused.

@@ -21,6 +21,16 @@ if [ "$part" = A ]; then
   echo "== A1b MoE example (desc_act checkpoint)"; timeout 60 $D/lowbit_example_int4_moe > $R/example_int4_moe.log 2>&1; echo rc $?; tail -3 $R/example_int4_moe.log
   echo "== A2 gpu int4 (all)"
   timeout 240 $D/lowbit_tests_gpu_int4 --gtest_brief=1 > $R/gpu_int4.log 2>&1; echo rc $?; tail -4 $R/gpu_int4.log
+elif [ "$part" = B ]; then
+  # Part B: the caller-routing patch applied on main (binaries of the commit after 6cf568f's
+  # act-order work, staged in .dev/s39b with lowbit too): the whole suite, the MoE example, and
+  # what caller routing costs against the logits' routing now.
+  D=.dev/s39b
+  for f in $D/*.xz; do [ -e "$f" ] && xz -d -T4 "$f"; done; chmod +x $D/*
+  echo "== B1 gpu int4 (all)"; timeout 240 $D/lowbit_tests_gpu_int4 --gtest_brief=1 > $R/gpu_int4_b.log 2>&1; echo rc $?; tail -3 $R/gpu_int4_b.log
+  echo "== B2 MoE example"; timeout 60 $D/lowbit_example_int4_moe > $R/example_int4_moe_b.log 2>&1; echo rc $?; tail -1 $R/example_int4_moe_b.log
+  for r in logits caller; do
+    echo "== B3 $r"; timeout 150 $D/lowbit bench moe --shapes qwen3-30b-a3b.tp1,qwen3-30b-a3b.tp2,deepseek-v2-lite,qwen3.5-35b-a3b,mixtral-8x7b --m 1,2,3,4,8,16,128 --routing $r --out $R/moe_routing_$r > $R/moe_b_$r.log 2>&1; echo "$r rc $?"; grep -h "total #wrong" $R/moe_b_$r.log; done
 else
   D=.dev/s38p
   for f in $D/*.xz; do [ -e "$f" ] && xz -d -T4 "$f"; done; chmod +x $D/*
