@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -49,13 +50,13 @@ struct MoeShape {
 
 int run_bench_moe(const std::vector<std::string>& argv) {
   cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "path", "shapes", "layout", "block-m", "routing"},
-                 {"quick", "asym", "help"});
+                 {"quick", "asym", "act-order", "help"});
   if (!args.ok() || args.has("help")) {
     if (!args.ok()) std::fprintf(stderr, "bench moe: %s\n", args.error().c_str());
     std::fprintf(stderr,
                  "usage: lowbit bench moe [--m 1,8,16,32,128,512,2048,8192] [--quick] [--shapes qwen3-30b-a3b.tp1,...]\n"
                  "       [--path auto,fused,grouped] [--layout auto|npacked] [--dtype bf16|fp16] [--group 32|64|128|-1]\n"
-                 "       [--asym] [--block-m 0|8|16|32|64|128] [--routing logits|caller] [--reps 10]\n"
+                 "       [--asym] [--block-m 0|8|16|32|64|128] [--routing logits|caller] [--act-order] [--reps 10]\n"
                  "       [--out docs/benchmarks/moe]\n");
     return args.ok() ? 0 : 2;
   }
@@ -87,6 +88,11 @@ int run_bench_moe(const std::vector<std::string>& argv) {
     return 2;
   }
   const bool caller_routing = routing == "caller";
+  // --act-order: every expert of w13 and w2 carries a random input permutation (k_perm, as a
+  // desc_act GPTQ checkpoint's): fused_moe gathers x and the intermediate per routed pair
+  // (kernels.h); the reference applies the permutations. Marlin columns and the grouped path
+  // are left out (the grouped path refuses act-order experts).
+  const bool act_order = args.has("act-order");
   if (layout != "auto" && layout != "npacked") {
     std::fprintf(stderr, "bench moe: unknown --layout %s (auto, npacked)\n", layout.c_str());
     return 2;
@@ -121,10 +127,10 @@ int run_bench_moe(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "bench moe: %s\n", st.to_string().c_str());
     return 1;
   }
-  std::printf("# %s\n# copy bandwidth %.0f GB/s (read-only stream %.0f GB/s); %s, G=%d, %s, routing %s; times are "
+  std::printf("# %s\n# copy bandwidth %.0f GB/s (read-only stream %.0f GB/s); %s, G=%d, %s, routing %s%s; times are "
               "CUDA-graph medians\n",
               lowbit::bench::machine_description().c_str(), copy_gbps, read_gbps, dtype_name(act), group,
-              sym ? "sym" : "asym", routing.c_str());
+              sym ? "sym" : "asym", routing.c_str(), act_order ? ", act-order experts (k_perm)" : "");
   cublasHandle_t handle;
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "bench moe: cublasCreate failed\n");
@@ -171,12 +177,39 @@ int run_bench_moe(const std::vector<std::string>& argv) {
     if (layout == "npacked")
       for (auto* v : {&w13, &w2})
         for (auto& d : *v) d->view.kind = KernelLayoutKind::kNPackedInterleaved;
+    // --act-order: one random permutation per expert and stack, shared by the copies.
+    std::vector<int32_t> perm13, perm2;
+    DevBuf dperm13, dperm2;
+    if (act_order) {
+      std::mt19937 prng(99u + sh.E);
+      auto perms = [&](int K) {
+        std::vector<int32_t> v(static_cast<size_t>(sh.E) * K);
+        for (int e = 0; e < sh.E; ++e) {
+          auto first = v.begin() + static_cast<std::ptrdiff_t>(e) * K;
+          std::iota(first, first + K, 0);
+          std::shuffle(first, first + K, prng);
+        }
+        return v;
+      };
+      perm13 = perms(sh.H);
+      perm2 = perms(sh.I);
+      dperm13 = upload(perm13);
+      dperm2 = upload(perm2);
+      for (auto& d : w13) d->view.k_perm = dperm13.as<int32_t>();
+      for (auto& d : w2) d->view.k_perm = dperm2.as<int32_t>();
+    }
+    // The weights in stored row order (dequantize takes no permutation; the reference applies it).
+    auto stored_order = [](KernelWeightsView v) {
+      v.k_perm = nullptr;
+      return v;
+    };
     const char* layout_name = kernel_layout_name(w13[0]->view.kind);
 #ifdef LOWBIT_HAVE_VLLM_MARLIN
     // Marlin's copies of the experts, copy 0 converted from lowbit's copy 0.
     std::vector<vm::Weights> mw13, mw2;
     Status msup = vm::supported(s13);
     if (msup.ok()) msup = vm::supported(s2);
+    if (act_order) msup = make_status(StatusCode::kNotSupported, "--act-order (the wrapper takes no g_idx)");
     if (!msup.ok() || w13[0]->view.kind != KernelLayoutKind::kMmaTiled) {
       std::printf("# %s: no Marlin columns: %s\n", sh.name, msup.ok() ? "not MMA-tiled" : msup.to_string().c_str());
     } else {
@@ -201,8 +234,8 @@ int run_bench_moe(const std::vector<std::string>& argv) {
         std::fprintf(stderr, "bench moe: out of memory for %s\n", sh.name);
         return 1;
       }
-      st = dequantize(w13[c % copies]->view, f13.back().as<uint16_t>(), stream);
-      if (st.ok()) st = dequantize(w2[c % copies]->view, f2.back().as<uint16_t>(), stream);
+      st = dequantize(stored_order(w13[c % copies]->view), f13.back().as<uint16_t>(), stream);
+      if (st.ok()) st = dequantize(stored_order(w2[c % copies]->view), f2.back().as<uint16_t>(), stream);
       if (!st.ok()) {
         std::fprintf(stderr, "bench moe: %s\n", st.to_string().c_str());
         return 1;
@@ -304,11 +337,16 @@ int run_bench_moe(const std::vector<std::string>& argv) {
       }
 #endif
       for (const std::string& pname : path_names) {
-        const MoePath path = pname == "fused"     ? MoePath::kFused
-                             : pname == "grouped" ? MoePath::kGrouped
-                                                  : moe_auto_path(m, sh.topk, sh.E, sh.H, sh.I, w13[0]->view.kind);
+        MoePath path = pname == "fused"     ? MoePath::kFused
+                       : pname == "grouped" ? MoePath::kGrouped
+                                            : moe_auto_path(m, sh.topk, sh.E, sh.H, sh.I, w13[0]->view.kind);
+        if (act_order && pname == "grouped") {
+          std::printf("# %s M=%d: no grouped row with --act-order (the path refuses act-order experts)\n", sh.name, m);
+          continue;
+        }
+        if (act_order) path = MoePath::kFused;  // what fused_moe runs for act-order experts at any M
         size_t wsb = 0;
-        (void)moe_workspace_size(m, sh.topk, sh.E, sh.H, sh.I, act, block_m, &wsb, path);
+        (void)moe_workspace_size(w13[0]->view, w2[0]->view, m, sh.topk, block_m, &wsb, path);
         DevBuf work(wsb);
         int call = 0;
         auto run_int4 = [&](cudaStream_t s) {
@@ -349,8 +387,11 @@ int run_bench_moe(const std::vector<std::string>& argv) {
                                          static_cast<size_t>(2) * sh.I * sh.H);
             auto W2 = download<uint16_t>(f2[0].as<uint16_t>() + static_cast<size_t>(e) * sh.H * sh.I,
                                          static_cast<size_t>(sh.H) * sh.I);
+            // Stored row k of expert e takes input perm[e][k] (--act-order), else input k.
+            const int32_t* p13 = act_order ? perm13.data() + static_cast<size_t>(e) * sh.H : nullptr;
+            const int32_t* p2 = act_order ? perm2.data() + static_cast<size_t>(e) * sh.I : nullptr;
             std::vector<float> xf(sh.H);
-            for (int k = 0; k < sh.H; ++k) xf[k] = half_bits_to_float(act, xm[k]);
+            for (int k = 0; k < sh.H; ++k) xf[k] = half_bits_to_float(act, xm[p13 ? p13[k] : k]);
             for (int n = 0; n < sh.I; ++n) {
               double g = 0, u = 0, g2 = 0, u2 = 0;
               const uint16_t* rg = W1.data() + static_cast<size_t>(n) * sh.H;
@@ -372,8 +413,9 @@ int run_bench_moe(const std::vector<std::string>& argv) {
               double o = 0, o2 = 0, e1 = 0;
               const uint16_t* r2 = W2.data() + static_cast<size_t>(h) * sh.I;
               for (int n = 0; n < sh.I; ++n) {
+                const int in = p2 ? p2[n] : n;
                 const double w = half_bits_to_float(act, r2[n]);
-                o += a[n] * w, o2 += a[n] * w * a[n] * w, e1 += da[n] * std::fabs(w);
+                o += a[in] * w, o2 += a[in] * w * a[in] * w, e1 += da[in] * std::fabs(w);
               }
               ref[h] += wsl * o;
               extra[h] += wsl * (e1 + 6 * uw * std::sqrt(o2));
@@ -483,7 +525,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
                         {"tflops", tflops}, {"tbps", tbs}, {"pct_floor", pct}, {"floor_us", floor_us},
                         {"pct_read_bw", rdbw}, {"cublas_us", tb.median_us}, {"cublas_tflops", flops / (tb.median_us * 1e6)}, {"speedup", speedup},
                         {"wrong", wrong}, {"dtype", dtype_name(act)}, {"group", group}, {"group_w2", group2}, {"sym", sym},
-                        {"routing", routing}});
+                        {"routing", routing}, {"act_order", act_order}});
 #ifdef LOWBIT_HAVE_VLLM_MARLIN
         if (have_tm) {
           rows.back()["marlin_gemm_us"] = tmg.median_us;
