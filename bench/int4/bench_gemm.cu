@@ -10,10 +10,13 @@
 // bench/baselines/vllm_machete.h) the same way.
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <memory>
 #include <cstdio>
+#include <memory>
+#include <numeric>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,13 +75,13 @@ int count_wrong(DType act, int m, int n, const void* y, const void* yref) {
 
 int run_bench_gemm(const std::vector<std::string>& argv) {
   cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "shapes", "path", "layout", "cooldown-ms"},
-                 {"quick", "asym", "help"});
+                 {"quick", "asym", "act-order", "help"});
   if (!args.ok() || args.has("help")) {
     if (!args.ok()) std::fprintf(stderr, "bench gemm: %s\n", args.error().c_str());
     std::fprintf(stderr,
                  "usage: lowbit bench gemm [--m 1,8,16,32,128,512,2048,8192] [--quick] [--shapes llama3-8b.qkv,...]\n"
                  "       [--path auto,skinny,tiled,cublas,pipelined] [--layout auto,npacked] [--dtype bf16|fp16]\n"
-                 "       [--group 32|64|128|-1] [--asym] [--reps 10] [--cooldown-ms 2000] [--out docs/benchmarks/gemm]\n"
+                 "       [--group 32|64|128|-1] [--asym] [--act-order] [--reps 10] [--cooldown-ms 2000] [--out docs/benchmarks/gemm]\n"
                  "  --shapes also takes one TP rank's share of Llama-3-70B: llama3-70b.tp{2,4,8}.{qkv,o,gate_up,down}\n");
     return args.ok() ? 0 : 2;
   }
@@ -91,6 +94,11 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
   const bool sym = !args.has("asym");
   const int reps = static_cast<int>(args.get_int("reps", 10));
   const std::string out = args.get("out", "docs/benchmarks/gemm");
+  // --act-order: the weights carry a random input permutation (k_perm, as a desc_act GPTQ
+  // layer's): gemm() gathers x[:, k_perm] into its workspace first, and the times include that.
+  // The cuBLAS reference and baseline run on the permuted x (gathered on the host, untimed); no
+  // Marlin or Machete columns (the wrappers take no g_idx).
+  const bool act_order = args.has("act-order");
   // --cooldown-ms: idle time before timing a shape, or a row of M <= 512, after rows of
   // M >= 2048 (their cuBLAS and int4 GEMMs draw full power; the small-M rows right after them
   // ran up to 32% slower than in a run of small M alone: session 19, round IE).
@@ -153,10 +161,10 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "bench gemm: %s\n", st.to_string().c_str());
     return 1;
   }
-  std::printf("# %s\n# copy bandwidth %.0f GB/s (read-only stream %.0f GB/s); %s, G=%d, %s; times are CUDA-graph "
+  std::printf("# %s\n# copy bandwidth %.0f GB/s (read-only stream %.0f GB/s); %s, G=%d, %s%s; times are CUDA-graph "
               "medians; read_us: a zero-compute kernel reading the same int4 words and scales\n",
               lowbit::bench::machine_description().c_str(), copy_gbps, read_gbps, dtype_name(act), group,
-              sym ? "sym" : "asym");
+              sym ? "sym" : "asym", act_order ? ", act-order (k_perm: x gathered first, timed)" : "");
   cublasHandle_t handle;
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "bench gemm: cublasCreate failed\n");
@@ -205,6 +213,16 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
       extra.push_back(std::make_unique<DevInt4>(ws, 1000u + sh.n + 17u * c, scale));
       w4.push_back(extra.back().get());
     }
+    std::vector<int32_t> perm;
+    DevBuf dperm;
+    if (act_order) {
+      perm.resize(sh.k);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::mt19937 prng(4242u + sh.k);
+      std::shuffle(perm.begin(), perm.end(), prng);
+      dperm = upload(perm);
+      for (DevInt4* d : w4) d->view.k_perm = dperm.as<int32_t>();
+    }
     // The zero-compute reference: a kernel streaming the same int4 words and scales (same
     // rotation, programmatic launches like the decode kernel's); %read = read_us / time_us.
     lowbit::bench::Timing tread{};
@@ -225,7 +243,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     // dequantized weights, like lowbit's).
     std::vector<vm::Weights> mw;
     vm::Workspace mws;
-    if (Status ms = vm::supported(ws); !ms.ok()) {
+    if (Status ms = act_order ? make_status(StatusCode::kNotSupported, "--act-order") : vm::supported(ws); !ms.ok()) {
       std::printf("# %s: no Marlin column: %s\n", sh.name.c_str(), ms.to_string().c_str());
     } else {
       st = vm::make_copies(probe.view, copies, stream, &mw);
@@ -241,7 +259,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     // allocates CUTLASS's get_workspace_size per call; a call needing more fails by name).
     std::vector<vmc::Weights> mcw;
     vmc::Workspace mcws;
-    if (Status ms = vmc::supported(ws); !ms.ok()) {
+    if (Status ms = act_order ? make_status(StatusCode::kNotSupported, "--act-order") : vmc::supported(ws); !ms.ok()) {
       std::printf("# %s: no Machete column: %s\n", sh.name.c_str(), ms.to_string().c_str());
     } else {
       st = vmc::make_copies(probe.view, copies, stream, &mcw);
@@ -262,7 +280,9 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
       LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());  // fills ran on the default stream; `stream` does not wait for it
       for (int c = 0; c < bcopies; ++c) {
         wbf.emplace_back(wbf_bytes);
-        st = dequantize(w4[c % copies]->view, wbf.back().as<uint16_t>(), stream);
+        KernelWeightsView stored = w4[c % copies]->view;  // dequantize takes no permutation
+        stored.k_perm = nullptr;
+        st = dequantize(stored, wbf.back().as<uint16_t>(), stream);
         if (!st.ok()) break;
       }
       if (!st.ok() || !wbf.back().p) {
@@ -274,9 +294,20 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
             yref(static_cast<size_t>(m) * sh.n * 2);
         fill_act(x.p, static_cast<size_t>(m) * sh.k, 77u + m, act, 0.1f, 1.f);
         LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());  // x fill (default stream) before `stream` uses it
+        // --act-order: cuBLAS multiplies the stored-order weights by x[:, k_perm].
+        DevBuf xperm;
+        if (act_order) {
+          const auto xh = download<uint16_t>(x.as<uint16_t>(), static_cast<size_t>(m) * sh.k);
+          std::vector<uint16_t> xp(xh.size());
+          for (int r = 0; r < m; ++r)
+            for (int j = 0; j < sh.k; ++j)
+              xp[static_cast<size_t>(r) * sh.k + j] = xh[static_cast<size_t>(r) * sh.k + perm[j]];
+          xperm = upload(xp);
+        }
+        const void* xref = act_order ? xperm.p : x.p;
         int bcall = 0;
         auto run_cublas = [&](cudaStream_t s) -> Status {
-          if (cublas_gemm(handle, act, m, sh.n, sh.k, x.p, wbf[bcall++ % bcopies].p, yref.p) != CUBLAS_STATUS_SUCCESS)
+          if (cublas_gemm(handle, act, m, sh.n, sh.k, xref, wbf[bcall++ % bcopies].p, yref.p) != CUBLAS_STATUS_SUCCESS)
             return make_status(StatusCode::kInternal, "cublasGemmEx failed");
           return Status::Ok();
         };
@@ -297,7 +328,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
           if (path == GemmPath::kTiled && kind == KernelLayoutKind::kMmaTiled) continue;       // needs N-packed
           if (path == GemmPath::kPipelined && kind != KernelLayoutKind::kMmaTiled) continue;   // needs MMA-tiled
           size_t wsb = 0;
-          (void)gemm_workspace_size(ws, m, &wsb, path);
+          (void)gemm_workspace_size(w4[0]->view, m, &wsb, path);  // the view: the act-order copy of x too
           DevBuf work(wsb);
           int call = 0;
           auto run_int4 = [&](cudaStream_t s) {
@@ -427,6 +458,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
                           {"speedup", speedup},
                           {"wrong", wrong},
                           {"dtype", dtype_name(act)},
+                          {"act_order", act_order},
                           {"group", group},
                           {"sym", sym}});
 #ifdef LOWBIT_HAVE_VLLM_MARLIN

@@ -32,6 +32,8 @@ elif [ "$part" = B ]; then
   for r in logits caller; do
     echo "== B3 $r"; timeout 150 $D/lowbit bench moe --shapes qwen3-30b-a3b.tp1,qwen3-30b-a3b.tp2,deepseek-v2-lite,qwen3.5-35b-a3b,mixtral-8x7b --m 1,2,3,4,8,16,128 --routing $r --out $R/moe_routing_$r > $R/moe_b_$r.log 2>&1; echo "$r rc $?"; grep -h "total #wrong" $R/moe_b_$r.log; done
   echo "== B4 act-order experts"; timeout 150 $D/lowbit bench moe --shapes qwen3-30b-a3b.tp1,qwen3-30b-a3b.tp2,deepseek-v2-lite,qwen3.5-35b-a3b,mixtral-8x7b --m 1,2,3,4,8,16,128 --act-order --out $R/moe_act_order > $R/moe_b_act.log 2>&1; echo "act rc $?"; grep -h "total #wrong" $R/moe_b_act.log
+  for v in plain act; do
+    echo "== B5 dense $v"; timeout 150 $D/lowbit bench gemm --m 1,8,16,32,128,512 --cooldown-ms 300 $([ $v = act ] && echo --act-order) --out $R/gemm_$v > $R/gemm_b_$v.log 2>&1; echo "$v rc $?"; grep -h "total #wrong" $R/gemm_b_$v.log; done
 else
   D=.dev/s38p
   for f in $D/*.xz; do [ -e "$f" ] && xz -d -T4 "$f"; done; chmod +x $D/*
