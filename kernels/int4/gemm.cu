@@ -79,6 +79,7 @@ size_t path_need(const WeightShape& shape, GemmPath p, int m, bool tiled = false
       return std::max(skinny_need(shape, m), xs);
     }
     case GemmPath::kDequantCublas: return detail::dequant_gemm_workspace_bytes(shape);
+    case GemmPath::kPipelined: return tiled ? detail::pipelined_sk_workspace_bytes(shape, m) : 0;  // stream-K sums
     default: return 0;
   }
 }
@@ -232,7 +233,7 @@ Status gemm(const GemmArgs& args, const KernelWeightsView& w, void* workspace, s
       LOWBIT_CHECK_ARG(static_cast<uint64_t>(a.m) * static_cast<uint64_t>(w.shape.k) < (uint64_t{1} << 32),
                        "int4::gemm: path pipelined needs M * K < 2^32 (M=%d K=%d)", a.m, w.shape.k);
       LOWBIT_CUDA_RETURN(gather_x());
-      LOWBIT_CUDA_RETURN(detail::launch_gemm_pipelined(a.x, a.y, a.m, w, a.expert, st));
+      LOWBIT_CUDA_RETURN(detail::launch_gemm_pipelined(a.x, a.y, a.m, w, a.expert, st, workspace, workspace_bytes));
       return Status::Ok();
     }
     LOWBIT_CHECK_ARG(a.m <= kSkinnyMaxM, "int4::gemm: the decode path serves M <= %d (m=%d)", kSkinnyMaxM, a.m);

@@ -28,7 +28,7 @@ cudaError_t launch_wg_rows(const PipeParams& prm, int sms, cudaStream_t stream) 
 }
 
 template <typename T, bool kSym>
-cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
+cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream, void* ws, size_t ws_bytes) {
   const bool wg = pipe_wgmma_ok();
   int bm = env_pipe_rows() > 0 ? env_pipe_rows()
                                : pipelined_rows_for(prm.M, prm.N, prm.K, wg, sms, pipe_split_tail_planned());
@@ -36,8 +36,8 @@ cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
   if (bm == 128 && !wg) bm = 64;
   if (bm == 48 && !(wg && env_pipe_wg48())) bm = 64;
   if (bm == 16) return launch_typed<T, 16, kSym, false>(prm, sms, stream);
-  if (bm == 32 && wg && env_pipe_wg32()) return launch_typed<T, 32, kSym, true>(prm, sms, stream);
-  if (bm == 48) return launch_typed<T, 48, kSym, true>(prm, sms, stream);
+  if (bm == 32 && wg && env_pipe_wg32()) return launch_typed<T, 32, kSym, true>(prm, sms, stream, ws, ws_bytes);
+  if (bm == 48) return launch_typed<T, 48, kSym, true>(prm, sms, stream, ws, ws_bytes);
   if (bm == 32) return launch_typed<T, 32, kSym, false>(prm, sms, stream);
   // 256-row tiles exist only warp-specialized (pipelined_ws_tile.cuh); where those cannot run
   // (LOWBIT_INT4_PIPE_WS=0, unaligned operands, no tensor map) the 128-row tile takes the GEMM.
@@ -49,7 +49,7 @@ cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream) {
   if (bm == 256) bm = wg ? 128 : 64;
   if (bm == 96) return launch_wg_rows<T, 96, kSym>(prm, sms, stream);
   if (bm == 128) return launch_wg_rows<T, 128, kSym>(prm, sms, stream);
-  if (wg) return launch_typed<T, 64, kSym, true>(prm, sms, stream);
+  if (wg) return launch_typed<T, 64, kSym, true>(prm, sms, stream, ws, ws_bytes);
   return launch_typed<T, 64, kSym, false>(prm, sms, stream);
 }
 
@@ -64,6 +64,22 @@ int device_sm_count() { return kern::current_sm_count(); }
 
 void set_pipe_ws(int mode) { kern::g_pipe_ws_override.store(mode == 1 || mode == 2 ? mode : 0); }
 void set_pipe_tail(int mode) { kern::g_pipe_tail_override.store(mode == 1 || mode == 2 ? mode : 0); }
+void set_pipe_sk(int blocks) { kern::pipe_sk_override().store(blocks < 0 ? -1 : blocks); }
+long long pipe_sk_launches() { return kern::pipe_sk_launch_count().load(std::memory_order_relaxed); }
+size_t pipelined_sk_workspace_bytes(const WeightShape& s, int m) {
+  // The most a stream-K launch of the 32- / 48-row tiles can take at this M on this device (two
+  // blocks per SM, the plan's rule), or 0 where the rule never takes it.
+  if (m > 48 || !kern::pipe_wgmma_ok() || s.n % kMmaTileCols != 0) return 0;
+  const int sms = device_sm_count();
+  const int bm = m <= 32 ? 32 : 48;
+  kern::PipePlan pl;
+  pl.bm = bm;
+  pl.row_tiles = 1;
+  pl.col_tiles = (s.n / 64 + kern::kPipeWarps - 1) / kern::kPipeWarps;
+  pl.splits = 1;
+  const kern::PipeSkPlan sk = kern::pipe_sk_plan(pl, s.k, sms, 2);
+  return sk.blocks > 0 ? kern::pipe_sk_workspace_bytes(48, sk.blocks) : 0;
+}
 bool pipe_split_tail_on() { return kern::pipe_split_tail_planned(); }
 
 #ifdef LOWBIT_INT4_TRACE
@@ -75,7 +91,7 @@ void pipe_trace_dump(const char* path) {
 long long pipe_ws_launches() { return kern::g_pipe_ws_launches.load(std::memory_order_relaxed); }
 
 cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
-                                  cudaStream_t stream) {
+                                  cudaStream_t stream, void* workspace, size_t workspace_bytes) {
   const WeightShape& s = w.shape;
   kern::PipeParams p;
   p.qw = static_cast<const uint4*>(w.qweight) + static_cast<size_t>(expert) * tiled_expert_uint4s(s);
@@ -92,9 +108,10 @@ cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWei
   const int sms = device_sm_count();
   const bool sym = p.zeros == nullptr;
   if (s.act == DType::kBF16)
-    return sym ? kern::launch_rows<__nv_bfloat16, true>(p, sms, stream)
-               : kern::launch_rows<__nv_bfloat16, false>(p, sms, stream);
-  return sym ? kern::launch_rows<__half, true>(p, sms, stream) : kern::launch_rows<__half, false>(p, sms, stream);
+    return sym ? kern::launch_rows<__nv_bfloat16, true>(p, sms, stream, workspace, workspace_bytes)
+               : kern::launch_rows<__nv_bfloat16, false>(p, sms, stream, workspace, workspace_bytes);
+  return sym ? kern::launch_rows<__half, true>(p, sms, stream, workspace, workspace_bytes)
+             : kern::launch_rows<__half, false>(p, sms, stream, workspace, workspace_bytes);
 }
 
 }  // namespace detail

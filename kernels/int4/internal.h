@@ -198,8 +198,17 @@ long long pipe_ws_launches();
 // launches and kAuto's time model use it now (also off where the warp-specialized tiles are).
 void set_pipe_tail(int mode);
 bool pipe_split_tail_on();
+// Stream-K of the 32- and 48-row wgmma tiles (pipe_sk_plan, pipelined_plan.h): 0 as
+// LOWBIT_INT4_PIPE_SK says (unset: the plan's rule; 0: never; n: n blocks), -1 never, n > 0 n
+// blocks wherever such a tile runs (tests). pipelined_sk_workspace_bytes: the workspace a
+// stream-K launch may take at this M on this device (0 where the rule never takes it).
+void set_pipe_sk(int blocks);
+long long pipe_sk_launches();
+size_t pipelined_sk_workspace_bytes(const WeightShape& s, int m);
+// The workspace (may be null) holds the stream-K partial sums; with too little the kernel runs
+// its plan without stream-K.
 cudaError_t launch_gemm_pipelined(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
-                                  cudaStream_t stream);
+                                  cudaStream_t stream, void* workspace = nullptr, size_t workspace_bytes = 0);
 cudaError_t launch_gemm_tc(const void* x, void* y, int m, const KernelWeightsView& w, int expert, cudaStream_t stream);
 cudaError_t launch_gemm_kpacked(const void* x, void* y, int m, const KernelWeightsView& w, int expert,
                                 cudaStream_t stream);

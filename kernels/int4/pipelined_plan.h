@@ -156,6 +156,67 @@ inline void pipe_split_tail(PipePlan& p, int k, long long wave, int max_splits) 
   p.tail_steps = steps;
 }
 
+// Stream-K for the one-wave 32- and 48-row wgmma tiles (dense; session 39; the 64-row kernel
+// would spill at the 128 registers of two blocks per SM). Where a plan of one
+// rank per tile holds more tiles than SMs but no more than the wave of two blocks per SM (split-K
+// needs tiles x 2 <= the wave), some SMs run two tiles and the rest one: 70b.gate_up at M = 17..64
+// is 224 tiles on 132 SMs, 92 SMs streaming 2 MB while 40 stream 1 MB, so the GEMM takes the time
+// of 2 tiles per SM for 1.7 tiles of work. Stream-K (Osama et al., 2023) gives every resident block
+// the same run of (tile, stage) units instead, tile-major: a block's run starts inside one tile
+// and ends inside a later one, so a tile is shared by 2-3 blocks. The block that holds a tile's
+// first stage (the "head", which runs that part last: its run ends there) waits for the partial
+// sums the others published (their runs start with them), adds them in block order
+// (deterministic) and stores the tile. Every block is resident at once (blocks <= the wave), so
+// a wait ends; it is bounded anyway (kPipeSkWaitNs).
+// Taken when 2 x SMs / tiles >= kPipeSkMinGain (the imbalance it removes; the partial sums, one
+// flag reset and the runs' second pipeline fill cost a few percent) and each block streams at
+// least kPipeSkMinStages stages.
+constexpr double kPipeSkMinGain = 1.08;
+constexpr int kPipeSkMinStages = 32;
+constexpr unsigned long long kPipeSkWaitNs = 2000000000ull;  // 2 s: a block never arrived
+struct PipeSkPlan {
+  int blocks = 0;        // 0: no stream-K
+  int stages = 0;        // stages per tile (ceil(K / 64))
+  long long units = 0;   // tiles x stages
+};
+// forced_blocks > 0 (tests, measurements): that many blocks (at most the wave, at least one
+// unit each) whatever the gain; < 0: never.
+inline PipeSkPlan pipe_sk_plan(const PipePlan& pl, int k, int sms, int blocks_per_sm, int forced_blocks = 0) {
+  PipeSkPlan s;
+  const long long tiles = static_cast<long long>(pl.row_tiles) * pl.col_tiles;
+  const int stages = (k / 16 + kPipeStageSteps - 1) / kPipeStageSteps;
+  const long long wave = static_cast<long long>(blocks_per_sm > 0 ? blocks_per_sm : 1) * (sms > 0 ? sms : 1);
+  const long long units = tiles * stages;
+  long long blocks = 0;
+  if (forced_blocks < 0 || tiles < 1 || stages < 1) return s;
+  if (forced_blocks > 0) {
+    blocks = forced_blocks < wave ? forced_blocks : wave;
+  } else {
+    if (pl.splits != 1 || blocks_per_sm != 2 || tiles <= sms || tiles > wave) return s;
+    if (2.0 * sms / static_cast<double>(tiles) < kPipeSkMinGain) return s;
+    blocks = wave;
+    if (units / blocks < kPipeSkMinStages) return s;
+  }
+  if (blocks > units) blocks = units;
+  s.blocks = static_cast<int>(blocks);
+  s.stages = stages;
+  s.units = units;
+  return s;
+}
+// Workspace of a stream-K launch: one fp32 partial tile (bm x 256) per block, then a flag per
+// block (zeroed before each launch), each region 256 B aligned.
+inline size_t pipe_sk_partials_bytes(int bm, int blocks) {
+  return (static_cast<size_t>(blocks) * bm * kPipeCols * 4 + 255) / 256 * 256;
+}
+inline size_t pipe_sk_workspace_bytes(int bm, int blocks) {
+  return pipe_sk_partials_bytes(bm, blocks) + (static_cast<size_t>(blocks) * 4 + 255) / 256 * 256;
+}
+// The block that holds unit u of a run of `units` over `blocks` blocks (block b: units
+// [b * units / blocks, (b + 1) * units / blocks)).
+LOWBIT_HD long long pipe_sk_block_of(long long u, long long units, long long blocks) {
+  return ((u + 1) * blocks - 1) / units;
+}
+
 // Rows per block tile for one GEMM: pipelined_rows(), except where the 128-row wgmma tiles
 // would leave much of the GPU idle. Their plan (one resident block per SM) cannot split K
 // once twice its units pass the SM count (70b.qkv at M = 129..256: 80 units, 52 of 132 SMs

@@ -94,9 +94,17 @@ struct PipeMoeParams : PipeParams {
   size_t sc_estride = 0;                // one expert's scales / zeros
   int ids_early = 0;  // down, launched by fused_moe right after GEMM1: ids before the wait (see the kernel)
 };
+// Stream-K dense launches (pipe_sk_plan of pipelined_plan.h): the runs and the workspace.
+struct PipeSkParams : PipeParams {
+  float* sk_part = nullptr;  // [sk_blocks][BM x 256] fp32 partial tiles
+  int* sk_flags = nullptr;   // [sk_blocks], zeroed before the launch; 1: block b's partial is out
+  long long sk_units = 0;    // tiles x sk_stages
+  int sk_blocks = 0, sk_stages = 0;
+};
 enum PipeMode : int { kPipeDense = 0, kPipeMoeGateUp = 1, kPipeMoeDown = 2 };
-template <int MODE>
-using PipeParamsFor = std::conditional_t<MODE == kPipeDense, PipeParams, PipeMoeParams>;
+template <int MODE, bool kSK = false>
+using PipeParamsFor =
+    std::conditional_t<kSK, PipeSkParams, std::conditional_t<MODE == kPipeDense, PipeParams, PipeMoeParams>>;
 
 // Shared memory of one stage, in bytes: the 4 warps' weights (4 K steps x 512 B each), the
 // tile's x rows (4 K steps x 32 B), and per warp two scale rows and two zero rows of 64
@@ -489,12 +497,14 @@ __device__ __forceinline__ void wg_stage(float (&acc)[GW][NT][4], uint32_t st, c
 constexpr int kStoreUnroll = 4;
 template <typename T, int BM, int kThreads, int kEpiPitch, int kCols>
 __device__ __forceinline__ void pipe_store_split(const PipeParams& p, const float* epi, int m0, int ct, int rank, int tid);
+// One rank's tile (no split-K): what pipe_store_dense does for splits == 1, on its own for the
+// stream-K heads (the split-K branch beside it, inlined into their segment loop, raised the
+// kernel past its register budget).
 template <typename T, int BM, int kThreads, int kEpiPitch, int kCols = kPipeCols>
-__device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const float* epi, int m0, int ct, int rank,
-                                                 int tid) {
+__device__ __forceinline__ void pipe_store_tile(const PipeParams& p, const float* epi, int m0, int ct, int tid) {
   T* __restrict__ y = static_cast<T*>(p.y);
   constexpr int kChunks = BM * (kCols / 8);
-  if (p.splits == 1) {
+  {
     constexpr int kIters = (kChunks + kThreads - 1) / kThreads;
     const uint32_t e0 = smem_addr(epi);
 #pragma unroll 1
@@ -524,6 +534,13 @@ __device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const floa
         *reinterpret_cast<uint4*>(y + static_cast<size_t>(row) * p.N + col) = make_uint4(out[0], out[1], out[2], out[3]);
       }
     }
+  }
+}
+template <typename T, int BM, int kThreads, int kEpiPitch, int kCols = kPipeCols>
+__device__ __forceinline__ void pipe_store_dense(const PipeParams& p, const float* epi, int m0, int ct, int rank,
+                                                 int tid) {
+  if (p.splits == 1) {
+    pipe_store_tile<T, BM, kThreads, kEpiPitch, kCols>(p, epi, m0, ct, tid);
     return;
   }
   pipe_store_split<T, BM, kThreads, kEpiPitch, kCols>(p, epi, m0, ct, rank, tid);
@@ -650,11 +667,68 @@ __device__ __forceinline__ void pipe_store_moe_down(const PipeMoeParams& p, cons
   }
 }
 
-template <typename T, int BM, bool kSym, bool kWg, int MODE>
+// Stream-K (kSK): a block whose run starts inside a tile publishes its fp32 sums of that tile
+// (the epilogue's tile, BM x 256) and raises its flag; the tile's head (the block holding its
+// first stage) waits for the flags of the blocks after it that hold the rest, adds their sums in
+// block order and stores. Fence then flag (release); the head reads the flag (acquire), then
+// the sums through L2.
+template <int BM, int kThreads, int kEpiPitch>
+__device__ __forceinline__ void pipe_sk_publish(const PipeSkParams& p, const float* epi, int tid) {
+  float4* part = reinterpret_cast<float4*>(p.sk_part + static_cast<size_t>(blockIdx.x) * BM * kPipeCols);
+  for (int i = tid; i < BM * kPipeCols / 4; i += kThreads)
+    __stcg(part + i, *reinterpret_cast<const float4*>(epi + (i >> 6) * kEpiPitch + (i & 63) * 4));
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p.sk_flags + blockIdx.x), "r"(1) : "memory");
+}
+template <int BM, int kThreads, int kEpiPitch>
+__device__ __forceinline__ void pipe_sk_collect(const PipeSkParams& p, float* epi, long long tile, int tid) {
+  const long long last_unit = (tile + 1) * p.sk_stages - 1;
+  const int last = static_cast<int>(pipe_sk_block_of(last_unit, p.sk_units, p.sk_blocks));
+  __shared__ int s_missing;  // a block whose sums never came (-1: none)
+  if (tid == 0) {
+    s_missing = -1;
+    for (int q = static_cast<int>(blockIdx.x) + 1; q <= last && s_missing < 0; ++q) {
+      unsigned long long t0 = 0, now = 0;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+      for (;;) {
+        int v;
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p.sk_flags + q) : "memory");
+        if (v == 1) break;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        if (now - t0 > kPipeSkWaitNs) {  // (no printf here: a call in the kernel serializes its wgmmas)
+          s_missing = q;
+          break;
+        }
+        __nanosleep(64);
+      }
+    }
+  }
+  __syncthreads();
+  if (s_missing >= 0) {  // no silent wrong numbers: the tile comes out NaN
+    for (int i = tid; i < BM * kPipeCols; i += kThreads) epi[(i >> 8) * kEpiPitch + (i & 255)] = __int_as_float(0x7fc00000);
+    __syncthreads();
+    return;
+  }
+  for (int q = static_cast<int>(blockIdx.x) + 1; q <= last; ++q) {
+    const float4* part = reinterpret_cast<const float4*>(p.sk_part + static_cast<size_t>(q) * BM * kPipeCols);
+    for (int i = tid; i < BM * kPipeCols / 4; i += kThreads) {
+      float4* e = reinterpret_cast<float4*>(epi + (i >> 6) * kEpiPitch + (i & 63) * 4);
+      const float4 v = __ldcg(part + i);
+      float4 a = *e;
+      a.x += v.x, a.y += v.y, a.z += v.z, a.w += v.w;
+      *e = a;
+    }
+  }
+  __syncthreads();
+}
+
+template <typename T, int BM, bool kSym, bool kWg, int MODE, bool kSK = false>
 // (wgmma tiles: the resident blocks per SM of pipe_wg_blocks_per_sm(), the wave the plans count on.)
 __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm(BM) : 1)
-    gemm_pipelined_kernel(const PipeParamsFor<MODE> p) {
+    gemm_pipelined_kernel(const PipeParamsFor<MODE, kSK> p) {
   constexpr bool kMoe = MODE != kPipeDense, kGateUp = MODE == kPipeMoeGateUp;
+  static_assert(!kSK || (MODE == kPipeDense && kWg), "stream-K: dense wgmma tiles");
   using L = PipeSmem<BM, kWg>;
   constexpr int NT = BM / 8;  // n8 tiles
   constexpr int kThreads = pipe_threads(kWg);
@@ -664,9 +738,30 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
   // weights of group `warp` as in the mma.sync kernel.
   const int warp = (tid >> 5) & (kPipeWarps - 1), wgi = tid >> 7;
   const bool loader = !kWg || wgi == 0;
-  const int rank = static_cast<int>(blockIdx.x % p.splits);
+  // Stream-K: this block's run of units [sk_u, sk_end) (tile-major, a unit = one stage), one pass
+  // of the loop below per tile it touches; otherwise one pass (the loop's last statement returns).
+  long long sk_u = 0, sk_end = 0;
+  if constexpr (kSK) {
+    sk_u = static_cast<long long>(blockIdx.x) * p.sk_units / p.sk_blocks;
+    sk_end = static_cast<long long>(blockIdx.x + 1) * p.sk_units / p.sk_blocks;
+  }
+  for (;;) {
+  int rank = static_cast<int>(blockIdx.x % p.splits);
   int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
   int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
+  long long sk_tile = 0;
+  int sk_st0 = 0, sk_st1 = 0;  // the segment's stages of its tile
+  if constexpr (kSK) {
+    if (sk_u >= sk_end) return;
+    sk_tile = sk_u / p.sk_stages;
+    sk_st0 = static_cast<int>(sk_u - sk_tile * p.sk_stages);
+    sk_st1 = static_cast<int>(sk_end - sk_tile * p.sk_stages < p.sk_stages ? sk_end - sk_tile * p.sk_stages
+                                                                             : p.sk_stages);
+    sk_u += sk_st1 - sk_st0;
+    rank = 0;
+    rt = static_cast<int>(sk_tile % p.row_tiles);
+    ct = static_cast<int>(sk_tile / p.row_tiles);
+  }
   if constexpr (kMoe) {
     // Raster groups of raster_rows row tiles: all column tiles of a group before the next
     // group, row tiles fastest within it. With every row tile first (the dense order) a wave
@@ -707,8 +802,8 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
     wvalid = 2 * ct + (warp & 1) < p.half_groups;
   }
   const int m0 = rt * BM;
-  const int s_begin = rank * p.split_steps;
-  const int s_end = min(p.ksteps, s_begin + p.split_steps);
+  const int s_begin = kSK ? sk_st0 * kPipeStageSteps : rank * p.split_steps;
+  const int s_end = kSK ? min(p.ksteps, sk_st1 * kPipeStageSteps) : min(p.ksteps, s_begin + p.split_steps);
   const int nstages = s_begin < s_end ? (s_end - s_begin + kPipeStageSteps - 1) / kPipeStageSteps : 0;
   // wgmma's swizzled x tiles need 1024 B aligned stages (L::kAlign bytes of slack).
   const uint32_t sbase = kWg ? (smem_addr(smem) + 1023u) & ~1023u : smem_addr(smem);
@@ -878,8 +973,20 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
     pipe_store_moe_down<BM, kThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
     return;
   }
+  if constexpr (kSK) {
+    if (sk_st0 != 0) {
+      pipe_sk_publish<BM, kThreads, L::kEpiPitch>(p, epi, tid);  // ends with a barrier: epi is free
+      continue;
+    }
+    if (sk_st1 != p.sk_stages) pipe_sk_collect<BM, kThreads, L::kEpiPitch>(p, epi, sk_tile, tid);
+    pipe_store_tile<T, BM, kThreads, L::kEpiPitch>(p, epi, m0, ct, tid);
+    __syncthreads();  // the next segment's stages reuse epi
+    continue;
+  }
   pipe_store_dense<T, BM, kThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid);
   if (p.splits > 1) pipe_split_exit_barrier();  // no rank leaves while another still reads its tile
+  return;
+  }  // for: one pass per segment
 }
 
 // Measurement knobs (read once): LOWBIT_INT4_PIPE_ROWS=16|32|48|64|96|128 forces the rows per
@@ -940,11 +1047,34 @@ cudaError_t blocks_per_sm_once(Kernel kernel, unsigned threads, size_t smem, std
   *blocks = nb;
   return cudaSuccess;
 }
-template <typename T, int BM, bool kSym, bool kWg, int MODE>
+template <typename T, int BM, bool kSym, bool kWg, int MODE, bool kSK = false>
 cudaError_t pipe_blocks_per_sm(int* blocks) {
   static std::atomic<int> per_sm{0};
-  return blocks_per_sm_once(gemm_pipelined_kernel<T, BM, kSym, kWg, MODE>, pipe_threads(kWg), PipeSmem<BM, kWg>::kTotal,
-                            per_sm, blocks);
+  return blocks_per_sm_once(gemm_pipelined_kernel<T, BM, kSym, kWg, MODE, kSK>, pipe_threads(kWg),
+                            PipeSmem<BM, kWg>::kTotal, per_sm, blocks);
+}
+
+// Stream-K blocks for dense launches (tests and measurements; read once from
+// LOWBIT_INT4_PIPE_SK = 0 (never) / n > 0 (n blocks wherever a 32- or 48-row wgmma tile runs),
+// unset: the plan's rule), or set by detail::set_pipe_sk (which wins over the environment).
+inline std::atomic<int>& pipe_sk_override() {
+  static std::atomic<int> v{0};  // 0: environment; -1: never; n > 0: n blocks
+  return v;
+}
+inline std::atomic<long long>& pipe_sk_launch_count() {  // stream-K launches so far (tests)
+  static std::atomic<long long> n{0};
+  return n;
+}
+inline int pipe_sk_forced_blocks() {
+  const int o = pipe_sk_override().load(std::memory_order_relaxed);
+  if (o != 0) return o;
+  static const int env = [] {
+    const char* e = std::getenv("LOWBIT_INT4_PIPE_SK");
+    if (e == nullptr) return 0;
+    const int v = std::atoi(e);
+    return v > 0 ? v : -1;
+  }();
+  return env;
 }
 
 // The split-K plan of a dense launch of `kernel` (bm-row tiles, nb resident blocks per SM; the
@@ -973,7 +1103,8 @@ PipePlan pipe_dense_launch_plan(Kernel kernel, int bm, unsigned threads, size_t 
 }
 
 template <typename T, int BM, bool kSym, bool kWg>
-cudaError_t launch_typed(const PipeParams& prm, int sms, cudaStream_t stream) {
+cudaError_t launch_typed(const PipeParams& prm, int sms, cudaStream_t stream, void* ws = nullptr,
+                         size_t ws_bytes = 0) {
   auto kernel = gemm_pipelined_kernel<T, BM, kSym, kWg, kPipeDense>;
   constexpr size_t kSmem = PipeSmem<BM, kWg>::kTotal;
   constexpr unsigned kThreads = pipe_threads(kWg);
@@ -982,6 +1113,35 @@ cudaError_t launch_typed(const PipeParams& prm, int sms, cudaStream_t stream) {
   static ClusterSchedulable clusters = {};
   PipeParams q = prm;
   const PipePlan pl = pipe_dense_launch_plan(kernel, BM, kThreads, kSmem, sms, nb, clusters, q);
+  if constexpr (kWg && BM <= 48) {  // (the 64-row stream-K kernel spills at two blocks per SM's 128 registers)
+    // Stream-K where the plan leaves SMs unevenly loaded (pipe_sk_plan), if the caller's
+    // workspace holds its partial sums (gemm_workspace_size counts them; with less, the plan
+    // above runs). Its blocks must all be resident at once: the stream-K kernel's own occupancy.
+    const int forced = pipe_sk_forced_blocks();
+    int nb_sk = 0;
+    if (forced >= 0 && ws != nullptr) {
+      if (const cudaError_t e = pipe_blocks_per_sm<T, BM, kSym, kWg, kPipeDense, true>(&nb_sk); e != cudaSuccess) return e;
+      const PipeSkPlan sk = pipe_sk_plan(pl, q.K, sms, nb_sk, forced);
+      if (sk.blocks > 0 && ws_bytes >= pipe_sk_workspace_bytes(BM, sk.blocks) &&
+          reinterpret_cast<uintptr_t>(ws) % 256 == 0) {
+        PipeSkParams s;
+        static_cast<PipeParams&>(s) = q;
+        s.splits = 1;
+        s.split_steps = q.ksteps;
+        s.sk_part = static_cast<float*>(ws);
+        s.sk_flags = reinterpret_cast<int*>(static_cast<char*>(ws) + pipe_sk_partials_bytes(BM, sk.blocks));
+        s.sk_units = sk.units;
+        s.sk_blocks = sk.blocks;
+        s.sk_stages = sk.stages;
+        if (const cudaError_t e = cudaMemsetAsync(s.sk_flags, 0, static_cast<size_t>(sk.blocks) * 4, stream);
+            e != cudaSuccess)
+          return e;
+        pipe_sk_launch_count().fetch_add(1, std::memory_order_relaxed);
+        return launch_split_clusters(gemm_pipelined_kernel<T, BM, kSym, kWg, kPipeDense, true>, s, 1,
+                                     static_cast<unsigned>(sk.blocks), 1, 1, kThreads, kSmem, stream, pdl_enabled());
+      }
+    }
+  }
   return launch_split_clusters(kernel, q, pl.splits, static_cast<unsigned>(pl.row_tiles * pl.col_tiles), 1, 1,
                                kThreads, kSmem, stream, pdl_enabled());
 }

@@ -45,6 +45,51 @@ TEST(Int4PipelinedPlan, RowTilesAndRankRanges) {
           }
 }
 
+// Stream-K (pipe_sk_plan): taken where one-rank tiles outnumber the SMs within the wave of two
+// blocks per SM (70b.gate_up at M = 17..64: 224 tiles of 128 stages -> 264 blocks of 108-109
+// stages), not where the plan splits K or fills the wave evenly; the runs cover every unit once,
+// each block holding a contiguous run that pipe_sk_block_of inverts.
+TEST(Int4PipelinedPlan, StreamK) {
+  for (int m : {17, 32, 48, 64}) {
+    const PipePlan p = pipelined_plan(m, 57344, 8192, pipelined_rows(m, true), kH200Sms, 2);
+    ASSERT_EQ(p.splits, 1) << m;
+    const PipeSkPlan sk = pipe_sk_plan(p, 8192, kH200Sms, 2);
+    EXPECT_EQ(sk.blocks, 2 * kH200Sms) << m;
+    EXPECT_EQ(sk.stages, 128);
+    EXPECT_EQ(sk.units, 224LL * 128);
+    EXPECT_EQ(pipe_sk_plan(p, 8192, kH200Sms, 1).blocks, 0) << "one block per SM: no even wave of two";
+    EXPECT_EQ(pipe_sk_plan(p, 8192, kH200Sms, 2, -1).blocks, 0) << "forced off";
+  }
+  // Split-K plans (8b.gate_up: 112 tiles in 2 ranks), few tiles (70b.qkv), a whole wave (264 tiles)
+  // and short K per block take no stream-K.
+  EXPECT_EQ(pipe_sk_plan(pipelined_plan(32, 28672, 4096, 32, kH200Sms, 2), 4096, kH200Sms, 2).blocks, 0);
+  EXPECT_EQ(pipe_sk_plan(pipelined_plan(32, 10240, 8192, 32, kH200Sms, 2), 8192, kH200Sms, 2).blocks, 0);
+  EXPECT_EQ(pipe_sk_plan(pipelined_plan(32, 67584, 8192, 32, kH200Sms, 2), 8192, kH200Sms, 2).blocks, 0);
+  EXPECT_EQ(pipe_sk_plan(pipelined_plan(32, 57344, 1024, 32, kH200Sms, 2), 1024, kH200Sms, 2).blocks, 0);
+  // Forced: capped by the wave and by the units (every block at least one stage).
+  const PipePlan small = pipelined_plan(20, 1024, 4128, 32, kH200Sms, 2);
+  EXPECT_EQ(pipe_sk_plan(small, 4128, kH200Sms, 2, 10).blocks, 10);
+  EXPECT_EQ(pipe_sk_plan(small, 4128, kH200Sms, 2, 10).stages, 65);  // the last stage holds 2 K steps
+  EXPECT_EQ(pipe_sk_plan(small, 4128, 2, 2, 10).blocks, 4);
+  const PipePlan tiny = pipelined_plan(20, 256, 64, 32, kH200Sms, 2);
+  EXPECT_EQ(pipe_sk_plan(tiny, 64, kH200Sms, 2, 10).blocks, 1);
+  for (long long units : {7LL, 256LL, 260LL, 28672LL})
+    for (long long blocks : {1LL, 3LL, 7LL, 10LL, 264LL}) {
+      if (blocks > units) continue;
+      long long prev_end = 0;
+      for (long long b = 0; b < blocks; ++b) {
+        const long long u0 = b * units / blocks, u1 = (b + 1) * units / blocks;
+        EXPECT_EQ(u0, prev_end);
+        EXPECT_LT(u0, u1) << "an empty run: units " << units << " blocks " << blocks;
+        for (long long u = u0; u < u1; u += (u1 - u0 > 4 ? (u1 - u0) / 4 : 1)) EXPECT_EQ(pipe_sk_block_of(u, units, blocks), b);
+        EXPECT_EQ(pipe_sk_block_of(u1 - 1, units, blocks), b);
+        prev_end = u1;
+      }
+      EXPECT_EQ(prev_end, units);
+    }
+  EXPECT_EQ(pipe_sk_workspace_bytes(32, 264), 264u * 32 * 256 * 4 + 1280);
+}
+
 TEST(Int4PipelinedPlan, LlamaShapesOnH200) {
   // The plan's split-K ranks and K steps per rank (bm-row tiles, per_sm resident blocks per SM).
   auto expect_ranks = [](int m, int n, int k, int bm, int per_sm, int splits, int steps) {

@@ -474,6 +474,69 @@ TEST(Int4PrefillGemm, SplitTail) {
   }
 }
 
+// Stream-K (pipe_sk_plan): forced onto small weights with a few blocks, so that tiles are
+// shared by 2-3 blocks (heads that collect one or two partial sums, runs that start and end inside
+// tiles, a last stage of 2 K steps at K = 4128, G = 32 / 64 / 128 / per-channel, sym and asym):
+// the output agrees with dequant + cuBLAS and with the plan without stream-K to fp16 rounding,
+// a CUDA graph replays it bit for bit, and the flags the workspace held (poisoned: 0xFF) do not
+// matter (zeroed by each launch).
+TEST(Int4PipelinedStreamK, SharedTilesMatchTheReference) {
+  if (!detail::pipelined_uses_wgmma()) GTEST_SKIP() << "stream-K runs the 32- and 48-row wgmma tiles (sm_90a)";
+  struct SkDefault {  // back to the environment's setting however the test ends
+    ~SkDefault() { detail::set_pipe_sk(0); }
+  } sk_default;
+  struct Case {
+    int m, n, k, g;
+    bool sym;
+    int blocks;
+  };
+  // (48-row tiles run at M = 33..48 on weights of >= 48 Mi elements: the last case.)
+  for (const Case c : {Case{20, 1024, 4096, 128, true, 10}, Case{24, 1024, 4128, 32, false, 7},
+                       Case{32, 768, 2048, kPerChannel, true, 9}, Case{32, 1280, 1024, 64, false, 5},
+                       Case{17, 256, 8192, 128, true, 5}, Case{40, 1536, 32768, 128, false, 11}}) {
+    const WeightShape s{1, c.n, c.k, c.g, c.sym, DType::kF16};
+    SCOPED_TRACE(::testing::Message() << "M=" << c.m << " N=" << c.n << " K=" << c.k << " G=" << c.g << " blocks=" << c.blocks);
+    PipeVsDequant t(s, c.m, 53u + c.m);
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    const size_t n = t.n;
+    DevBuf ws(std::max(t.ws.bytes, kern::pipe_sk_workspace_bytes(48, c.blocks)));
+    DevBuf y_sk(n * 2), y_graph(n * 2), y_plain(n * 2), y_ref(n * 2);
+    for (DevBuf* y : {&y_sk, &y_graph, &y_plain, &y_ref, &ws}) ASSERT_EQ(cudaMemset(y->p, 0xFF, y->bytes), cudaSuccess);
+    cudaStream_t st;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+    GemmArgs a;
+    a.x = t.x.p;
+    a.m = c.m;
+    a.path = GemmPath::kPipelined;
+    detail::set_pipe_sk(c.blocks);
+    const long long before = detail::pipe_sk_launches();
+    a.y = y_sk.p;
+    ASSERT_NO_FATAL_FAILURE(gemm_and_sync(a, t.dw->view, ws, ws.bytes, st));
+    EXPECT_EQ(detail::pipe_sk_launches(), before + 1) << "the forced stream-K launch did not run";
+    a.y = y_graph.p;
+    ASSERT_NO_FATAL_FAILURE(gemm_in_graph(a, t.dw->view, ws, ws.bytes, st));
+    detail::set_pipe_sk(-1);
+    a.y = y_plain.p;
+    ASSERT_NO_FATAL_FAILURE(gemm_and_sync(a, t.dw->view, ws, ws.bytes, st));
+    EXPECT_EQ(detail::pipe_sk_launches(), before + 2) << "stream-K off still launched it";
+    a.path = GemmPath::kDequantCublas;
+    a.y = y_ref.p;
+    ASSERT_NO_FATAL_FAILURE(gemm_and_sync(a, t.dw->view, ws, ws.bytes, st));
+    const auto rs = download<uint16_t>(y_sk.p, n), rr = download<uint16_t>(y_ref.p, n);
+    EXPECT_EQ(rs, download<uint16_t>(y_graph.p, n)) << "stream-K sums must be deterministic";
+    EXPECT_TRUE(close_f16(rs, rr));
+    EXPECT_TRUE(close_f16(rs, download<uint16_t>(y_plain.p, n)));
+    // Too small a workspace: the plan without stream-K runs instead (no launch of it).
+    detail::set_pipe_sk(c.blocks);
+    a.path = GemmPath::kPipelined;
+    a.y = y_plain.p;
+    ASSERT_NO_FATAL_FAILURE(gemm_and_sync(a, t.dw->view, ws, kern::pipe_sk_partials_bytes(32, c.blocks) - 1, st));
+    EXPECT_EQ(detail::pipe_sk_launches(), before + 2);
+    EXPECT_TRUE(close_f16(download<uint16_t>(y_plain.p, n), rr));
+    cudaStreamDestroy(st);
+  }
+}
+
 // kAuto at M = 513..2047 (MMA-tiled, G = 128) follows the time model of pipelined_plan.h: on a
 // 4096 x 4096 weight (llama3-8b.o) it takes the pipelined kernel at M = 1024 (one wave of 128
 // 128-row tiles) and dequant + cuBLAS at M = 1100 (a second, nearly empty wave). Its output is

@@ -34,6 +34,19 @@ elif [ "$part" = B ]; then
   echo "== B4 act-order experts"; timeout 150 $D/lowbit bench moe --shapes qwen3-30b-a3b.tp1,qwen3-30b-a3b.tp2,deepseek-v2-lite,qwen3.5-35b-a3b,mixtral-8x7b --m 1,2,3,4,8,16,128 --act-order --out $R/moe_act_order > $R/moe_b_act.log 2>&1; echo "act rc $?"; grep -h "total #wrong" $R/moe_b_act.log
   for v in plain act; do
     echo "== B5 dense $v"; timeout 150 $D/lowbit bench gemm --m 1,8,16,32,128,512 --cooldown-ms 300 $([ $v = act ] && echo --act-order) --out $R/gemm_$v > $R/gemm_b_$v.log 2>&1; echo "$v rc $?"; grep -h "total #wrong" $R/gemm_b_$v.log; done
+elif [ "$part" = C ]; then
+  # Part C: stream-K for the one-wave 32- / 48-row tiles (branch streamk; binaries in .dev/s39c):
+  # its test, the whole suite, then 70b.gate_up (the shape whose plan it changes) at M = 17..48
+  # with stream-K on (the plan's rule) and off (LOWBIT_INT4_PIPE_SK=0), two alternating passes,
+  # Machete in the same runs; 8b.gate_up and 70b.down as controls (their plans do not change).
+  D=.dev/s39c
+  for f in $D/*.xz; do [ -e "$f" ] && xz -d -T4 "$f"; done; chmod +x $D/*
+  echo "== C1 stream-K test"; timeout 120 $D/lowbit_tests_gpu_int4 --gtest_filter='Int4PipelinedStreamK*' > $R/sk_test.log 2>&1; echo rc $?; grep -E "OK \]|FAILED|Failure|PASSED" $R/sk_test.log | head -20
+  echo "== C2 gpu int4 (all)"; timeout 240 $D/lowbit_tests_gpu_int4 --gtest_brief=1 > $R/gpu_int4_c.log 2>&1; echo rc $?; tail -3 $R/gpu_int4_c.log
+  for pass in 1 2; do for v in on off; do
+    echo "== C3 pass $pass stream-K $v"
+    ( [ $v = off ] && export LOWBIT_INT4_PIPE_SK=0; timeout 120 $D/lowbit bench gemm --shapes llama3-70b.gate_up,llama3-8b.gate_up,llama3-70b.down --m 17,24,32,40,48 --cooldown-ms 300 --out $R/gemm_sk_${v}_$pass > $R/gemm_sk_${v}_$pass.log 2>&1; echo "rc $?" ); grep -h "total #wrong" $R/gemm_sk_${v}_$pass.log
+  done; done
 else
   D=.dev/s38p
   for f in $D/*.xz; do [ -e "$f" ] && xz -d -T4 "$f"; done; chmod +x $D/*
