@@ -6,6 +6,7 @@
 // A copy, bit for bit: 16-bit elements moved, no arithmetic.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/int4/internal.h"
@@ -69,6 +70,78 @@ __global__ void gather_moe_act_order_kernel(const uint16_t* __restrict__ src, ui
   }
 }
 
+// Staged: the kernels above read every element through the permutation with its own 2-byte
+// load, 32 different lines per warp instruction, so a large gather is bound by L1 wavefronts,
+// not bytes (dense M = 512, K = 28672: 69 us for 29 MB, session 39). Here a block copies one
+// source row into shared memory with 16 B loads first, then writes the `fan` output rows made
+// from it (MoE GEMM1: the token's topk pairs, each through its expert's permutation) with the
+// permuted reads served by shared memory. grid.y splits the output columns when there are few
+// rows, so that more blocks than rows share the work (each stages the whole row).
+constexpr int kStagedThreads = 256;
+constexpr size_t kStagedMaxRowBytes = 160 * 1024;  // rows of up to 80 Ki elements
+
+__global__ void __launch_bounds__(kStagedThreads) gather_rows_staged_kernel(
+    const uint16_t* __restrict__ src, uint16_t* __restrict__ out, const int32_t* __restrict__ ids,
+    const int32_t* __restrict__ perm, int fan, int experts, int k) {
+  extern __shared__ uint4 s_row4[];
+  const uint16_t* s_row = reinterpret_cast<const uint16_t*>(s_row4);
+  const int chunks = k / 8;
+  const size_t r = blockIdx.x;
+  const uint4* row4 = reinterpret_cast<const uint4*>(src + r * k);
+  for (int i = threadIdx.x; i < chunks; i += kStagedThreads) s_row4[i] = __ldg(row4 + i);
+  __syncthreads();
+  const int per = (chunks + gridDim.y - 1) / gridDim.y;
+  const int c0 = blockIdx.y * per, c1 = min(chunks, c0 + per);
+  for (int f = 0; f < fan; ++f) {
+    const size_t p = r * fan + f;
+    int e = 0;
+    if (ids != nullptr) {
+      e = ids[p];
+      if (e < 0 || e >= experts) continue;  // a foreign expert: no GEMM reads this row
+    }
+    const ::int4* pe = reinterpret_cast<const ::int4*>(perm + static_cast<size_t>(e) * k);
+    uint4* orow = reinterpret_cast<uint4*>(out + p * k);
+    for (int c = c0 + threadIdx.x; c < c1; c += kStagedThreads) {
+      const ::int4 a = __ldg(pe + 2 * c), b = __ldg(pe + 2 * c + 1);
+      orow[c] = make_uint4(static_cast<uint32_t>(s_row[a.x]) | static_cast<uint32_t>(s_row[a.y]) << 16,
+                           static_cast<uint32_t>(s_row[a.z]) | static_cast<uint32_t>(s_row[a.w]) << 16,
+                           static_cast<uint32_t>(s_row[b.x]) | static_cast<uint32_t>(s_row[b.y]) << 16,
+                           static_cast<uint32_t>(s_row[b.z]) | static_cast<uint32_t>(s_row[b.w]) << 16);
+    }
+  }
+}
+
+// Whether the staged kernel takes these operands (16 B aligned rows and permutation rows, K % 8
+// == 0, a row within kStagedMaxRowBytes), and its launch: src_rows blocks (x slices).
+bool staged_ok(const void* src, const void* out, const int32_t* perm, int k) {
+  const auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  return k % 8 == 0 && k > 0 && static_cast<size_t>(k) * 2 <= kStagedMaxRowBytes && a16(src) && a16(out) && a16(perm);
+}
+cudaError_t launch_staged(const void* src, int src_rows, int fan, const int32_t* ids, int experts, const int32_t* perm,
+                          int k, void* out, cudaStream_t stream) {
+  if (src_rows < 1) return cudaSuccess;
+  const size_t smem = static_cast<size_t>(k) * 2;
+  static std::atomic<size_t> opted{48 * 1024};  // dynamic shared memory the kernel is opted in to
+  if (smem > opted.load(std::memory_order_relaxed)) {
+    if (const cudaError_t e = cudaFuncSetAttribute(gather_rows_staged_kernel,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(kStagedMaxRowBytes));
+        e != cudaSuccess)
+      return e;
+    opted.store(kStagedMaxRowBytes, std::memory_order_relaxed);
+  }
+  // ~2 blocks per SM of an H200 in all; each slice keeps >= one chunk per thread.
+  const int chunks = k / 8;
+  int slices = (264 + src_rows - 1) / src_rows;
+  const int most = chunks / kStagedThreads > 1 ? chunks / kStagedThreads : 1;
+  if (slices > most) slices = most;
+  if (slices < 1) slices = 1;
+  gather_rows_staged_kernel<<<dim3(static_cast<unsigned>(src_rows), static_cast<unsigned>(slices)), kStagedThreads,
+                              smem, stream>>>(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(out), ids,
+                                              perm, fan, experts, k);
+  return cudaGetLastError();
+}
+
 int gather_blocks(size_t items, int threads) {
   const size_t want = (items + threads - 1) / threads;
   return static_cast<int>(want < 65535 ? (want > 0 ? want : 1) : 65535);
@@ -78,6 +151,7 @@ int gather_blocks(size_t items, int threads) {
 
 cudaError_t launch_gather_act_order(const void* x, void* out, const int32_t* perm, int m, int k,
                                     cudaStream_t stream) {
+  if (staged_ok(x, out, perm, k)) return launch_staged(x, m, 1, nullptr, 1, perm, k, out, stream);
   const bool vec = k % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
   const size_t items = static_cast<size_t>(m) * (vec ? k / 8 : k);
   const int threads = 256;
@@ -94,6 +168,8 @@ cudaError_t launch_gather_act_order(const void* x, void* out, const int32_t* per
 cudaError_t launch_gather_moe_act_order(const void* src, int row_div, const int32_t* ids, int rows, int experts,
                                         const int32_t* perm, int k, void* out, cudaStream_t stream) {
   if (k % 8 != 0 || row_div < 1 || reinterpret_cast<uintptr_t>(out) % 16 != 0) return cudaErrorInvalidValue;
+  if (rows % row_div == 0 && staged_ok(src, out, perm, k))
+    return launch_staged(src, rows / row_div, row_div, ids, experts, perm, k, out, stream);
   const int threads = 256;
   gather_moe_act_order_kernel<<<gather_blocks(static_cast<size_t>(rows) * (k / 8), threads), threads, 0, stream>>>(
       static_cast<const uint16_t*>(src), static_cast<uint16_t*>(out), ids, perm, rows, row_div, experts, k);

@@ -47,6 +47,17 @@ elif [ "$part" = C ]; then
     echo "== C3 pass $pass stream-K $v"
     ( [ $v = off ] && export LOWBIT_INT4_PIPE_SK=0; timeout 120 $D/lowbit bench gemm --shapes llama3-70b.gate_up,llama3-8b.gate_up,llama3-70b.down --m 17,24,32,40,48 --cooldown-ms 300 --out $R/gemm_sk_${v}_$pass > $R/gemm_sk_${v}_$pass.log 2>&1; echo "rc $?" ); grep -h "total #wrong" $R/gemm_sk_${v}_$pass.log
   done; done
+elif [ "$part" = H ]; then
+  # Part H: the act-order gather staged through shared memory (binaries in .dev/s39d): the act-order
+  # suites, the whole suite, then the act-order costs again (dense and MoE, with the plain runs).
+  D=.dev/s39d
+  for f in $D/*.xz; do [ -e "$f" ] && xz -d -T4 "$f"; done; chmod +x $D/*
+  echo "== H1 act-order suites"; timeout 150 $D/lowbit_tests_gpu_int4 --gtest_filter='Paths/Int4MoeActOrder*:Int4MoeActOrder*:*Int4GemmActOrder*' > $R/act_order_h.log 2>&1; echo rc $?; grep -E "FAILED|PASSED" $R/act_order_h.log | head
+  echo "== H2 gpu int4 (all)"; timeout 240 $D/lowbit_tests_gpu_int4 --gtest_brief=1 > $R/gpu_int4_h.log 2>&1; echo rc $?; tail -3 $R/gpu_int4_h.log
+  for v in plain act; do
+    echo "== H3 dense $v"; timeout 150 $D/lowbit bench gemm --m 1,8,16,32,128,512 --cooldown-ms 300 $([ $v = act ] && echo --act-order) --out $R/gemm_h_$v > $R/gemm_h_$v.log 2>&1; echo "$v rc $?"; grep -h "total #wrong" $R/gemm_h_$v.log
+    echo "== H4 moe $v"; timeout 150 $D/lowbit bench moe --shapes qwen3-30b-a3b.tp1,qwen3-30b-a3b.tp2,deepseek-v2-lite,qwen3.5-35b-a3b,mixtral-8x7b --m 1,2,3,4,8,16,128 $([ $v = act ] && echo --act-order) --out $R/moe_h_$v > $R/moe_h_$v.log 2>&1; echo "$v rc $?"; grep -h "total #wrong" $R/moe_h_$v.log
+  done
 else
   D=.dev/s38p
   for f in $D/*.xz; do [ -e "$f" ] && xz -d -T4 "$f"; done; chmod +x $D/*
