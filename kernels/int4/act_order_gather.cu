@@ -77,6 +77,11 @@ __global__ void gather_moe_act_order_kernel(const uint16_t* __restrict__ src, ui
 // from it (MoE GEMM1: the token's topk pairs, each through its expert's permutation) with the
 // permuted reads served by shared memory. grid.y splits the output columns when there are few
 // rows, so that more blocks than rows share the work (each stages the whole row).
+// Only for gathers of >= kStagedMinElems outputs: smaller ones are bound by latency, where the
+// per-element kernels' wider grids win (session 39, part H: 70b.down M = 1 / 8 took +7.9 / +8.2 us
+// staged against +5.4 / +6.9, Qwen3 MoE at M = 1..16 +2-4 us; from ~0.5 Mi outputs staged wins:
+// 70b.down M = 32 / 128 / 512 +7.0 / +10.5 / +21.1 us against +8.9 / +23.2 / +69.2).
+constexpr size_t kStagedMinElems = size_t{1} << 19;
 constexpr int kStagedThreads = 256;
 constexpr size_t kStagedMaxRowBytes = 160 * 1024;  // rows of up to 80 Ki elements
 
@@ -151,7 +156,8 @@ int gather_blocks(size_t items, int threads) {
 
 cudaError_t launch_gather_act_order(const void* x, void* out, const int32_t* perm, int m, int k,
                                     cudaStream_t stream) {
-  if (staged_ok(x, out, perm, k)) return launch_staged(x, m, 1, nullptr, 1, perm, k, out, stream);
+  if (static_cast<size_t>(m) * k >= kStagedMinElems && staged_ok(x, out, perm, k))
+    return launch_staged(x, m, 1, nullptr, 1, perm, k, out, stream);
   const bool vec = k % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
   const size_t items = static_cast<size_t>(m) * (vec ? k / 8 : k);
   const int threads = 256;
@@ -168,7 +174,7 @@ cudaError_t launch_gather_act_order(const void* x, void* out, const int32_t* per
 cudaError_t launch_gather_moe_act_order(const void* src, int row_div, const int32_t* ids, int rows, int experts,
                                         const int32_t* perm, int k, void* out, cudaStream_t stream) {
   if (k % 8 != 0 || row_div < 1 || reinterpret_cast<uintptr_t>(out) % 16 != 0) return cudaErrorInvalidValue;
-  if (rows % row_div == 0 && staged_ok(src, out, perm, k))
+  if (static_cast<size_t>(rows) * k >= kStagedMinElems && rows % row_div == 0 && staged_ok(src, out, perm, k))
     return launch_staged(src, rows / row_div, row_div, ids, experts, perm, k, out, stream);
   const int threads = 256;
   gather_moe_act_order_kernel<<<gather_blocks(static_cast<size_t>(rows) * (k / 8), threads), threads, 0, stream>>>(
