@@ -149,6 +149,8 @@ std::vector<ActCase> act_cases() {
   // MMA-tiled (the dense default): decode at M = 1 / 8 / 16, the pipelined kernel, dequant + cuBLAS.
   for (int m : {1, 8, 16, 64, 300})
     v.push_back({1, 0, m, 512, 1024, 128, true, DType::kBF16, GemmPath::kAuto, tiled});
+  // A gather of >= 0.5 Mi elements: the row-staged gather kernel (act_order_gather.cu).
+  v.push_back({1, 0, 600, 256, 1024, 64, false, DType::kF16, GemmPath::kAuto, tiled});
   v.push_back({1, 0, 24, 256, 512, 32, false, DType::kF16, GemmPath::kPipelined, tiled});
   v.push_back({1, 0, 5, 256, 512, kPerChannel, true, DType::kF16, GemmPath::kSkinny, tiled});
   v.push_back({1, 0, 40, 256, 512, 64, false, DType::kBF16, GemmPath::kDequantCublas, tiled});
@@ -346,6 +348,9 @@ std::vector<MoeActCase> moe_act_cases() {
       {300, 4, 256, 512, 2, 64, true, DType::kBF16, true, true, false, -1},
       // N-packed experts (the skinny tile).
       {5, 8, 256, 96, 2, 32, false, DType::kF16, true, true, false, npacked},
+      // GEMM1's gather of 0.5 Mi elements (M x topk x H): the row-staged kernel, a token's two pairs
+      // written from one staged row.
+      {256, 8, 1024, 256, 2, 128, true, DType::kBF16, true, true, false, -1},
   };
 }
 
