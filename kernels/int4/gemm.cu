@@ -101,7 +101,7 @@ Status validate_weights_view(const KernelWeightsView& w, const char* who, bool a
   if (w.k_perm != nullptr && !act_order_ok)
     return make_status(StatusCode::kNotSupported,
                        "%s: act-order weight (k_perm set): this entry point takes activations in stored row order; "
-                       "int4::gemm gathers x[:, k_perm] itself, fused_moe and dequantize do not", who);
+                       "int4::gemm and fused_moe gather the activations themselves, this one does not", who);
   if (w.k_perm != nullptr && !aligned(w.k_perm, 4))
     return make_status(StatusCode::kMisaligned, "%s: k_perm must be 4 B aligned", who);
   LOWBIT_CHECK_ARG(s.experts >= 1 && s.n >= 1 && s.k >= 2, "%s: bad weight shape E=%d N=%d K=%d", who, s.experts, s.n,

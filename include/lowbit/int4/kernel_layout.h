@@ -143,7 +143,8 @@ struct KernelWeightsView {
   const uint16_t* zeros = nullptr;   // [E, NG, N] or nullptr (symmetric)
   // [E, K] act-order permutation on the device (4 B aligned), or nullptr (identity). gemm()
   // gathers x[:, k_perm] into its workspace first (gemm_workspace_size(view, ...) counts it);
-  // fused_moe() and dequantize() refuse such a weight.
+  // fused_moe() gathers per routed pair (kernels.h); dequantize() and the MoE stage functions
+  // (moe_gemm1 / moe_gemm2) refuse such a weight.
   const int32_t* k_perm = nullptr;
 };
 
