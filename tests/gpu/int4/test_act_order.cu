@@ -375,13 +375,7 @@ TEST(Int4MoeActOrder, GroupedRefusedByName) {
   const auto xh = random_act(8 * H, DType::kBF16, 9);
   std::vector<float> lh(8 * E, 0.25f);
   DevBuf x = upload(xh), l = upload(lh), y(8 * H * 2), ws(bytes);
-  MoeArgs a;
-  a.x = x.p;
-  a.router_logits = l.as<float>();
-  a.y = y.p;
-  a.m = 8;
-  a.topk = 2;
-  a.path = MoePath::kGrouped;
+  MoeArgs a = testing::layer_args(x, l, y, 8, 2, 0, MoePath::kGrouped);
   st = fused_moe(a, d13.view, d2.view, ws.p, bytes, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kNotSupported);
   EXPECT_NE(st.message().find("act-order"), std::string::npos) << st.message();
