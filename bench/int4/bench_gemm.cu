@@ -10,13 +10,10 @@
 // bench/baselines/vllm_machete.h) the same way.
 #include <cublas_v2.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <numeric>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +21,7 @@
 #include "bench/common/bench_common.h"
 #include "bench/common/gpu_timing.cuh"
 #include "bench/int4/bench_int4_util.cuh"
+#include "tests/cpu/int4/random_weights.h"
 #include "tools/cli/args.h"
 #include "tools/cli/command.h"
 #ifdef LOWBIT_HAVE_VLLM_MARLIN
@@ -216,10 +214,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
     std::vector<int32_t> perm;
     DevBuf dperm;
     if (act_order) {
-      perm.resize(sh.k);
-      std::iota(perm.begin(), perm.end(), 0);
-      std::mt19937 prng(4242u + sh.k);
-      std::shuffle(perm.begin(), perm.end(), prng);
+      perm = testing::random_k_perm(1, sh.k, 4242u + sh.k);
       dperm = upload(perm);
       for (DevInt4* d : w4) d->view.k_perm = dperm.as<int32_t>();
     }

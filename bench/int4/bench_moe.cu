@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "bench/common/gpu_timing.cuh"
 #include "bench/int4/bench_int4_util.cuh"
 #include "lowbit/int4/shard.h"
+#include "tests/cpu/int4/random_weights.h"
 #include "tests/gpu/int4/moe_cpu_ref.h"
 #include "tools/cli/args.h"
 #include "tools/cli/command.h"
@@ -182,17 +182,8 @@ int run_bench_moe(const std::vector<std::string>& argv) {
     DevBuf dperm13, dperm2;
     if (act_order) {
       std::mt19937 prng(99u + sh.E);
-      auto perms = [&](int K) {
-        std::vector<int32_t> v(static_cast<size_t>(sh.E) * K);
-        for (int e = 0; e < sh.E; ++e) {
-          auto first = v.begin() + static_cast<std::ptrdiff_t>(e) * K;
-          std::iota(first, first + K, 0);
-          std::shuffle(first, first + K, prng);
-        }
-        return v;
-      };
-      perm13 = perms(sh.H);
-      perm2 = perms(sh.I);
+      perm13 = testing::random_k_perm(sh.E, sh.H, prng);
+      perm2 = testing::random_k_perm(sh.E, sh.I, prng);
       dperm13 = upload(perm13);
       dperm2 = upload(perm2);
       for (auto& d : w13) d->view.k_perm = dperm13.as<int32_t>();

@@ -2,12 +2,31 @@
 // Scales are random non-zero values of moderate size; zeros random 0..15 (asymmetric).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <random>
+#include <vector>
 
 #include "lowbit/int4/weights.h"
 
 namespace lowbit::int4::testing {
+
+// A random act-order permutation per expert, [E, K] as KPackedWeights::k_perm (the kernels
+// accept any; GPTQ's are sorted by group): iota, then std::shuffle with `rng`, expert by expert.
+inline std::vector<int32_t> random_k_perm(int experts, int k, std::mt19937& rng) {
+  std::vector<int32_t> p(static_cast<size_t>(experts) * k);
+  for (int e = 0; e < experts; ++e) {
+    auto first = p.begin() + static_cast<std::ptrdiff_t>(e) * k;
+    std::iota(first, first + k, 0);
+    std::shuffle(first, first + k, rng);
+  }
+  return p;
+}
+inline std::vector<int32_t> random_k_perm(int experts, int k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  return random_k_perm(experts, k, rng);
+}
 
 inline KPackedWeights random_kpacked(const WeightShape& s, uint32_t seed, float scale_mag = 0.02f) {
   std::mt19937 rng(seed);

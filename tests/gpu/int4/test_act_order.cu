@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <random>
 #include <sstream>
 #include <utility>
@@ -28,22 +27,12 @@ namespace {
 using testing::DevBuf;
 using testing::DevWeights;
 using testing::download;
+using testing::random_k_perm;
 using testing::random_kpacked;
 using testing::upload;
 
 std::vector<uint16_t> random_act(size_t n, DType t, uint32_t seed) { return testing::random_activations(n, t, seed); }
 
-// A random permutation per expert (the kernels accept any; GPTQ's are sorted-by-group ones).
-std::vector<int32_t> random_perm(int experts, int k, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> p(static_cast<size_t>(experts) * k);
-  for (int e = 0; e < experts; ++e) {
-    auto first = p.begin() + static_cast<std::ptrdiff_t>(e) * k;
-    std::iota(first, first + k, 0);
-    std::shuffle(first, first + k, rng);
-  }
-  return p;
-}
 
 struct ActCase {
   int experts, expert, m, n, k, g;
@@ -68,7 +57,7 @@ TEST_P(Int4GemmActOrder, GathersXAndMatchesReference) {
   const ActCase c = GetParam();
   const WeightShape s{c.experts, c.n, c.k, c.g, c.sym, c.act};
   KPackedWeights kp = random_kpacked(s, 401u + c.n + c.k + c.m);
-  kp.k_perm = random_perm(c.experts, c.k, 77u + c.k);
+  kp.k_perm = random_k_perm(c.experts, c.k, 77u + c.k);
   KernelWeights kw;
   Status st = repack_for_kernels(kp, &kw, c.layout);
   ASSERT_TRUE(st.ok()) << st.to_string();
@@ -171,7 +160,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, Int4GemmActOrder, ::testing::ValuesIn(act_cases(
 TEST(Int4GemmActOrder, RefusalsNameTheProblem) {
   const WeightShape s{1, 256, 512, 128, true, DType::kBF16};
   KPackedWeights kp = random_kpacked(s, 3);
-  kp.k_perm = random_perm(1, s.k, 4);
+  kp.k_perm = random_k_perm(1, s.k, 4);
   KernelWeights kw;
   ASSERT_TRUE(repack_for_kernels(kp, &kw).ok());
   DevWeights dw(kw);
@@ -229,8 +218,8 @@ TEST_P(Int4MoeActOrder, MatchesReferenceAndPlainLayer) {
   const WeightShape s13{c.E, 2 * c.I, c.H, c.g, c.sym, c.act}, s2{c.E, c.H, c.I, c.g, c.sym, c.act};
   KPackedWeights k13 = random_kpacked(s13, 511u + c.I, 0.05f), k2 = random_kpacked(s2, 622u + c.H, 0.05f);
   KPackedWeights k13p = k13, k2p = k2;  // the permutations set below stay off these
-  if (c.perm13) k13p.k_perm = random_perm(c.E, c.H, 31u + c.m);
-  if (c.perm2) k2p.k_perm = random_perm(c.E, c.I, 37u + c.m);
+  if (c.perm13) k13p.k_perm = random_k_perm(c.E, c.H, 31u + c.m);
+  if (c.perm2) k2p.k_perm = random_k_perm(c.E, c.I, 37u + c.m);
   KernelWeights w13, w2, w13p, w2p;
   for (auto [in, out] : {std::pair{&k13, &w13}, std::pair{&k2, &w2}, std::pair{&k13p, &w13p}, std::pair{&k2p, &w2p}}) {
     const Status st = repack_for_kernels(*in, out, c.layout);
@@ -362,7 +351,7 @@ TEST(Int4MoeActOrder, GroupedRefusedByName) {
   const int E = 4, H = 256, I = 128;
   const WeightShape s13{E, 2 * I, H, 64, true, DType::kBF16}, s2{E, H, I, 64, true, DType::kBF16};
   KPackedWeights k13 = random_kpacked(s13, 5), k2 = random_kpacked(s2, 6);
-  k13.k_perm = random_perm(E, H, 7);
+  k13.k_perm = random_k_perm(E, H, 7);
   KernelWeights w13, w2;
   ASSERT_TRUE(repack_for_kernels(k13, &w13).ok());
   ASSERT_TRUE(repack_for_kernels(k2, &w2).ok());
