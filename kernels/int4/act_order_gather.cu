@@ -15,23 +15,32 @@ namespace lowbit::int4::detail {
 
 namespace {
 
-// One thread per 8 consecutive outputs of a row (one 16 B store): the row's K inputs are read
-// through the permutation (a row of x is at most a few hundred KB; L1 / L2 serve the scattered
-// reads), the writes are coalesced.
-__global__ void gather_act_order_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out,
-                                        const int32_t* __restrict__ perm, int m, int k) {
+// One thread per 8 consecutive outputs of a row (one 16 B store): out[p, j] = src[p / row_div,
+// perm[e * k + j]], the row's inputs read through the permutation (a row is at most a few hundred
+// KB; L1 / L2 serve the scattered reads), the writes coalesced. Dense: ids null, e = 0, row_div
+// 1. MoE: e = ids[p]; rows of ids outside [0, experts) (foreign experts: the align gave them no
+// rows, so no GEMM reads them) are left as they are.
+__global__ void gather_act_order_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ out,
+                                        const int32_t* __restrict__ ids, const int32_t* __restrict__ perm, int rows,
+                                        int row_div, int experts, int k) {
   const int chunks = k / 8;
-  const size_t total = static_cast<size_t>(m) * chunks;
+  const size_t total = static_cast<size_t>(rows) * chunks;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t r = i / chunks;
+    const size_t p = i / chunks;
+    int e = 0;
+    if (ids != nullptr) {
+      e = ids[p];
+      if (e < 0 || e >= experts) continue;
+    }
     const int j0 = static_cast<int>(i % chunks) * 8;
-    const uint16_t* row = x + r * k;
+    const uint16_t* row = src + (p / row_div) * k;
+    const int32_t* pe = perm + static_cast<size_t>(e) * k + j0;
     uint32_t packed[4];
 #pragma unroll
-    for (int p = 0; p < 4; ++p)
-      packed[p] = static_cast<uint32_t>(row[perm[j0 + 2 * p]]) | static_cast<uint32_t>(row[perm[j0 + 2 * p + 1]]) << 16;
-    *reinterpret_cast<uint4*>(out + r * k + j0) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    for (int q = 0; q < 4; ++q)
+      packed[q] = static_cast<uint32_t>(row[pe[2 * q]]) | static_cast<uint32_t>(row[pe[2 * q + 1]]) << 16;
+    *reinterpret_cast<uint4*>(out + p * k + j0) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   }
 }
 
@@ -43,30 +52,6 @@ __global__ void gather_act_order_scalar_kernel(const uint16_t* __restrict__ x, u
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t r = i / k;
     out[i] = x[r * k + perm[i % k]];
-  }
-}
-
-// MoE: out[p, j] = src[p / row_div, perm[e * k + j]] for e = ids[p] in [0, experts); rows of
-// other ids (foreign experts: the align gave them no rows, so no GEMM reads them) are left as
-// they are. One thread per 8 outputs, as above (k % 8 == 0: H % 32 and I % 8 in fused_moe).
-__global__ void gather_moe_act_order_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ out,
-                                            const int32_t* __restrict__ ids, const int32_t* __restrict__ perm,
-                                            int rows, int row_div, int experts, int k) {
-  const int chunks = k / 8;
-  const size_t total = static_cast<size_t>(rows) * chunks;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t p = i / chunks;
-    const int e = ids[p];
-    if (e < 0 || e >= experts) continue;
-    const int j0 = static_cast<int>(i % chunks) * 8;
-    const uint16_t* row = src + (p / row_div) * k;
-    const int32_t* pe = perm + static_cast<size_t>(e) * k + j0;
-    uint32_t packed[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-      packed[q] = static_cast<uint32_t>(row[pe[2 * q]]) | static_cast<uint32_t>(row[pe[2 * q + 1]]) << 16;
-    *reinterpret_cast<uint4*>(out + p * k + j0) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   }
 }
 
@@ -164,7 +149,7 @@ cudaError_t launch_gather_act_order(const void* x, void* out, const int32_t* per
   const int blocks = gather_blocks(items, threads);
   if (vec)
     gather_act_order_kernel<<<blocks, threads, 0, stream>>>(static_cast<const uint16_t*>(x),
-                                                            static_cast<uint16_t*>(out), perm, m, k);
+                                                            static_cast<uint16_t*>(out), nullptr, perm, m, 1, 1, k);
   else
     gather_act_order_scalar_kernel<<<blocks, threads, 0, stream>>>(static_cast<const uint16_t*>(x),
                                                                    static_cast<uint16_t*>(out), perm, m, k);
@@ -177,7 +162,7 @@ cudaError_t launch_gather_moe_act_order(const void* src, int row_div, const int3
   if (static_cast<size_t>(rows) * k >= kStagedMinElems && rows % row_div == 0 && staged_ok(src, out, perm, k))
     return launch_staged(src, rows / row_div, row_div, ids, experts, perm, k, out, stream);
   const int threads = 256;
-  gather_moe_act_order_kernel<<<gather_blocks(static_cast<size_t>(rows) * (k / 8), threads), threads, 0, stream>>>(
+  gather_act_order_kernel<<<gather_blocks(static_cast<size_t>(rows) * (k / 8), threads), threads, 0, stream>>>(
       static_cast<const uint16_t*>(src), static_cast<uint16_t*>(out), ids, perm, rows, row_div, experts, k);
   return cudaGetLastError();
 }

@@ -141,41 +141,6 @@ int tiled_block_m(int m, int topk, int experts, int hidden, int inter) {
                                          detail::device_sm_count(), detail::moe_ws_takes(inter));
 }
 
-// fused_moe's stages past the routing for act-order experts (kernels.h): GEMM1 reads x gathered
-// per pair p = token * topk + slot in its expert's input order, as the rows of a top-1 routing
-// of M * topk tokens (row p of the copy is pair p's; the align output names pairs either way);
-// GEMM2 reads the intermediate gathered the same way. The stage calls get views without
-// k_perm: their activations are in stored row order by then. GEMM2 lets its ids wait for the
-// gather (no ids_early: the gather, an ordinary launch, ran after GEMM1 completed).
-Status fused_stages_act_order(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, char* ws,
-                              const MoeWorkspace& L, const ActOrderRegions& R, int bm, const int32_t* pair_ids,
-                              const float* tw, cudaStream_t cst) {
-  const int E = w13.shape.experts, H = w13.shape.k, I = w13.shape.n / 2, P = a.m * a.topk;
-  auto* sorted = reinterpret_cast<int32_t*>(ws + L.sorted);
-  auto* eids = reinterpret_cast<int32_t*>(ws + L.experts);
-  auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
-  void* inter = ws + L.inter;
-  auto* slots = reinterpret_cast<float*>(ws + L.slots);
-  KernelWeightsView v13 = w13, v2 = w2;
-  v13.k_perm = v2.k_perm = nullptr;
-  const Stream stream = cst;  // the same type (kernels.h)
-  if (w13.k_perm != nullptr) {
-    LOWBIT_CUDA_RETURN(detail::launch_gather_moe_act_order(a.x, a.topk, pair_ids, P, E, w13.k_perm, H, ws + R.xg, cst));
-    LOWBIT_RETURN_IF_ERROR(moe_gemm1(ws + R.xg, v13, sorted, eids, npp, P, 1, bm, inter, stream));
-  } else {
-    LOWBIT_RETURN_IF_ERROR(moe_gemm1(a.x, v13, sorted, eids, npp, a.m, a.topk, bm, inter, stream));
-  }
-  const void* inter2 = inter;
-  if (w2.k_perm != nullptr) {
-    LOWBIT_CUDA_RETURN(detail::launch_gather_moe_act_order(inter, 1, pair_ids, P, E, w2.k_perm, I, ws + R.inter_g, cst));
-    inter2 = ws + R.inter_g;
-  }
-  const bool tiled = w13.kind == KernelLayoutKind::kMmaTiled && w2.kind == KernelLayoutKind::kMmaTiled;
-  LOWBIT_RETURN_IF_ERROR(detail::moe_gemm2_launch(inter2, v2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, cst,
-                                                  tiled && w2.k_perm == nullptr));
-  return moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream, a.topk_ids, E);  // caller ids or null
-}
-
 }  // namespace
 
 int moe_default_block_m(int m, int topk, int experts) {
@@ -337,8 +302,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   const int32_t* sum_ids = routed ? a.topk_ids : nullptr;
   // 128-row align blocks on the warp-specialized tile where the workspace has room for its
   // buffers (a workspace sized for another block_m runs the pipelined tile below).
-  if (act_order) return fused_stages_act_order(a, w13, w2, ws, L, R, bm, routed ? a.topk_ids : ids, tw, cst);
-  if (tiled && workspace_bytes >= L.total_ws &&
+  if (!act_order && tiled && workspace_bytes >= L.total_ws &&
       detail::moe_ws_fits(w13, w2, a.m, a.topk, bm, ws + L.inter_sorted, slots)) {
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, a.m, a.topk, bm));
     LOWBIT_RETURN_IF_ERROR(
@@ -349,12 +313,35 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
                                                    detail::moe_early_down_enabled(), &launched));
     if (launched) return moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream, sum_ids, E);
   }
-  LOWBIT_RETURN_IF_ERROR(moe_gemm1(a.x, w13, sorted, eids, npp, a.m, a.topk, bm, inter, stream));
+  // Act-order experts (kernels.h): GEMM1 reads x gathered per pair p = token * topk + slot in
+  // its expert's input order, as the rows of a top-1 routing of M * topk tokens (row p of the
+  // copy is pair p's; the align output names pairs either way, so the tiles and sums are the
+  // same); GEMM2 reads the intermediate gathered the same way. The GEMMs get views without
+  // k_perm: their activations are in stored row order by then.
+  KernelWeightsView v13 = w13, v2 = w2;
+  v13.k_perm = v2.k_perm = nullptr;
+  const int32_t* pair_ids = routed ? a.topk_ids : ids;
+  const int P = a.m * a.topk;
+  const void* x1 = a.x;
+  int m1 = a.m, topk1 = a.topk;
+  if (w13.k_perm != nullptr) {
+    LOWBIT_CUDA_RETURN(detail::launch_gather_moe_act_order(a.x, a.topk, pair_ids, P, E, w13.k_perm, H, ws + R.xg, cst));
+    x1 = ws + R.xg;
+    m1 = P;
+    topk1 = 1;
+  }
+  LOWBIT_RETURN_IF_ERROR(moe_gemm1(x1, v13, sorted, eids, npp, m1, topk1, bm, inter, stream));
+  const void* inter2 = inter;
+  if (w2.k_perm != nullptr) {
+    LOWBIT_CUDA_RETURN(detail::launch_gather_moe_act_order(inter, 1, pair_ids, P, E, w2.k_perm, I, ws + R.inter_g, cst));
+    inter2 = ws + R.inter_g;
+  }
   // GEMM2 right after GEMM1: on the decode tile its weights may stream during GEMM1's tail
   // (internal.h: launch_moe_decode's ids_early; only with MMA-tiled GEMM1, whose blocks wait for
-  // the routing before letting GEMM2 launch).
-  LOWBIT_RETURN_IF_ERROR(
-      detail::moe_gemm2_launch(inter, w2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, cst, tiled));
+  // the routing before letting GEMM2 launch, and not after a gather, an ordinary launch that ran
+  // once GEMM1 completed).
+  LOWBIT_RETURN_IF_ERROR(detail::moe_gemm2_launch(inter2, v2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, cst,
+                                                  tiled && w2.k_perm == nullptr));
   LOWBIT_RETURN_IF_ERROR(moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream, sum_ids, E));
   return Status::Ok();
 }

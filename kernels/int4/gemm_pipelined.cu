@@ -27,14 +27,21 @@ cudaError_t launch_wg_rows(const PipeParams& prm, int sms, cudaStream_t stream) 
   return launch_typed<T, BM, kSym, true>(prm, sms, stream);
 }
 
-template <typename T, bool kSym>
-cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream, void* ws, size_t ws_bytes) {
-  const bool wg = pipe_wgmma_ok();
-  int bm = env_pipe_rows() > 0 ? env_pipe_rows()
-                               : pipelined_rows_for(prm.M, prm.N, prm.K, wg, sms, pipe_split_tail_planned());
+// Rows per dense tile at M x N x K: the plan's choice (pipelined_rows_for) or the knob's, less
+// the tiles this build / device / the knobs leave out (96 and 48 wgmma-only; 128 falls to 64
+// without wgmma). The 256-row fallback is launch_rows' (it depends on the operands).
+int dense_tile_rows(int m, int n, int k, bool wg, int sms) {
+  int bm = env_pipe_rows() > 0 ? env_pipe_rows() : pipelined_rows_for(m, n, k, wg, sms, pipe_split_tail_planned());
   if (bm == 96 && !(wg && env_pipe_wg96())) bm = 128;
   if (bm == 128 && !wg) bm = 64;
   if (bm == 48 && !(wg && env_pipe_wg48())) bm = 64;
+  return bm;
+}
+
+template <typename T, bool kSym>
+cudaError_t launch_rows(const PipeParams& prm, int sms, cudaStream_t stream, void* ws, size_t ws_bytes) {
+  const bool wg = pipe_wgmma_ok();
+  int bm = dense_tile_rows(prm.M, prm.N, prm.K, wg, sms);
   if (bm == 16) return launch_typed<T, 16, kSym, false>(prm, sms, stream);
   if (bm == 32 && wg && env_pipe_wg32()) return launch_typed<T, 32, kSym, true>(prm, sms, stream, ws, ws_bytes);
   if (bm == 48) return launch_typed<T, 48, kSym, true>(prm, sms, stream, ws, ws_bytes);
@@ -67,18 +74,17 @@ void set_pipe_tail(int mode) { kern::g_pipe_tail_override.store(mode == 1 || mod
 void set_pipe_sk(int blocks) { kern::pipe_sk_override().store(blocks < 0 ? -1 : blocks); }
 long long pipe_sk_launches() { return kern::pipe_sk_launch_count().load(std::memory_order_relaxed); }
 size_t pipelined_sk_workspace_bytes(const WeightShape& s, int m) {
-  // The most a stream-K launch of the 32- / 48-row tiles can take at this M on this device (two
-  // blocks per SM, the plan's rule), or 0 where the rule never takes it.
-  if (m > 48 || !kern::pipe_wgmma_ok() || s.n % kMmaTileCols != 0) return 0;
+  // The stream-K launch launch_typed() would make at this M on this device: the same tile rows,
+  // the same plan at the 32- / 48-row wgmma kernels' two blocks per SM, the same stream-K rule
+  // (or forced block count); 0 where it takes none. (launch_typed may then lower the plan's
+  // split-K ranks to fit cluster scheduling; a plan that splits K never takes stream-K.)
+  if (!kern::pipe_wgmma_ok() || s.n % kMmaTileCols != 0) return 0;
   const int sms = device_sm_count();
-  const int bm = m <= 32 ? 32 : 48;
-  kern::PipePlan pl;
-  pl.bm = bm;
-  pl.row_tiles = 1;
-  pl.col_tiles = (s.n / 64 + kern::kPipeWarps - 1) / kern::kPipeWarps;
-  pl.splits = 1;
-  const kern::PipeSkPlan sk = kern::pipe_sk_plan(pl, s.k, sms, 2);
-  return sk.blocks > 0 ? kern::pipe_sk_workspace_bytes(48, sk.blocks) : 0;
+  const int bm = kern::dense_tile_rows(m, s.n, s.k, true, sms);
+  if (bm != 48 && !(bm == 32 && kern::env_pipe_wg32())) return 0;
+  const kern::PipePlan pl = kern::pipelined_plan(m, s.n, s.k, bm, sms, 2, kern::kPipeMaxSplits, kern::env_pipe_splits());
+  const kern::PipeSkPlan sk = kern::pipe_sk_plan(pl, s.k, sms, 2, kern::pipe_sk_forced_blocks());
+  return sk.blocks > 0 ? kern::pipe_sk_workspace_bytes(bm, sk.blocks) : 0;
 }
 bool pipe_split_tail_on() { return kern::pipe_split_tail_planned(); }
 

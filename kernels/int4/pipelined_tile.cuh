@@ -504,35 +504,33 @@ template <typename T, int BM, int kThreads, int kEpiPitch, int kCols = kPipeCols
 __device__ __forceinline__ void pipe_store_tile(const PipeParams& p, const float* epi, int m0, int ct, int tid) {
   T* __restrict__ y = static_cast<T*>(p.y);
   constexpr int kChunks = BM * (kCols / 8);
-  {
-    constexpr int kIters = (kChunks + kThreads - 1) / kThreads;
-    const uint32_t e0 = smem_addr(epi);
+  constexpr int kIters = (kChunks + kThreads - 1) / kThreads;
+  const uint32_t e0 = smem_addr(epi);
 #pragma unroll 1
-    for (int j0 = 0; j0 < kIters; j0 += kStoreUnroll) {
-      uint4 a[kStoreUnroll][2];
+  for (int j0 = 0; j0 < kIters; j0 += kStoreUnroll) {
+    uint4 a[kStoreUnroll][2];
 #pragma unroll
-      for (int u = 0; u < kStoreUnroll; ++u) {
-        const int i = (j0 + u) * kThreads + tid;
-        if (i < kChunks) {  // (so j0 + u < kIters)
-          const uint32_t src = e0 + static_cast<uint32_t>(((i / (kCols / 8)) * kEpiPitch + (i % (kCols / 8)) * 8) * 4);
-          a[u][0] = lds128(src);
-          a[u][1] = lds128(src + 16);
-        }
+    for (int u = 0; u < kStoreUnroll; ++u) {
+      const int i = (j0 + u) * kThreads + tid;
+      if (i < kChunks) {  // (so j0 + u < kIters)
+        const uint32_t src = e0 + static_cast<uint32_t>(((i / (kCols / 8)) * kEpiPitch + (i % (kCols / 8)) * 8) * 4);
+        a[u][0] = lds128(src);
+        a[u][1] = lds128(src + 16);
       }
+    }
 #pragma unroll
-      for (int u = 0; u < kStoreUnroll; ++u) {
-        const int i = (j0 + u) * kThreads + tid;
-        if (i >= kChunks) continue;
-        const int row = m0 + i / (kCols / 8), col = ct * kCols + (i % (kCols / 8)) * 8;
-        if (row >= p.M || col >= p.N) continue;
-        const float v[8] = {__uint_as_float(a[u][0].x), __uint_as_float(a[u][0].y), __uint_as_float(a[u][0].z),
-                            __uint_as_float(a[u][0].w), __uint_as_float(a[u][1].x), __uint_as_float(a[u][1].y),
-                            __uint_as_float(a[u][1].z), __uint_as_float(a[u][1].w)};
-        uint32_t out[4];
+    for (int u = 0; u < kStoreUnroll; ++u) {
+      const int i = (j0 + u) * kThreads + tid;
+      if (i >= kChunks) continue;
+      const int row = m0 + i / (kCols / 8), col = ct * kCols + (i % (kCols / 8)) * 8;
+      if (row >= p.M || col >= p.N) continue;
+      const float v[8] = {__uint_as_float(a[u][0].x), __uint_as_float(a[u][0].y), __uint_as_float(a[u][0].z),
+                          __uint_as_float(a[u][0].w), __uint_as_float(a[u][1].x), __uint_as_float(a[u][1].y),
+                          __uint_as_float(a[u][1].z), __uint_as_float(a[u][1].w)};
+      uint32_t out[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) out[e] = pack_pair<T>(v[2 * e], v[2 * e + 1]);
-        *reinterpret_cast<uint4*>(y + static_cast<size_t>(row) * p.N + col) = make_uint4(out[0], out[1], out[2], out[3]);
-      }
+      for (int e = 0; e < 4; ++e) out[e] = pack_pair<T>(v[2 * e], v[2 * e + 1]);
+      *reinterpret_cast<uint4*>(y + static_cast<size_t>(row) * p.N + col) = make_uint4(out[0], out[1], out[2], out[3]);
     }
   }
 }
@@ -746,246 +744,248 @@ __global__ void __launch_bounds__(pipe_threads(kWg), kWg ? pipe_wg_blocks_per_sm
     sk_end = static_cast<long long>(blockIdx.x + 1) * p.sk_units / p.sk_blocks;
   }
   for (;;) {
-  int rank = static_cast<int>(blockIdx.x % p.splits);
-  int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
-  int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
-  long long sk_tile = 0;
-  int sk_st0 = 0, sk_st1 = 0;  // the segment's stages of its tile
-  if constexpr (kSK) {
-    if (sk_u >= sk_end) return;
-    sk_tile = sk_u / p.sk_stages;
-    sk_st0 = static_cast<int>(sk_u - sk_tile * p.sk_stages);
-    sk_st1 = static_cast<int>(sk_end - sk_tile * p.sk_stages < p.sk_stages ? sk_end - sk_tile * p.sk_stages
-                                                                             : p.sk_stages);
-    sk_u += sk_st1 - sk_st0;
-    rank = 0;
-    rt = static_cast<int>(sk_tile % p.row_tiles);
-    ct = static_cast<int>(sk_tile / p.row_tiles);
-  }
-  if constexpr (kMoe) {
-    // Raster groups of raster_rows row tiles: all column tiles of a group before the next
-    // group, row tiles fastest within it. With every row tile first (the dense order) a wave
-    // covered about one column tile of all rows, so at prefill sizes the gathered activations
-    // (Mixtral M = 8192: 67 MB of x for GEMM1, 470 MB of inter for GEMM2) were re-read from HBM
-    // once per column tile; a group's rows stay in L2 while its column tiles pass.
-    const PipeTile tile = moe_raster_tile(static_cast<int>(blockIdx.x), p.row_tiles, p.col_tiles, p.raster_rows);
-    rt = tile.rt;
-    ct = tile.ct;
-  }
-  // MoE: wait for the routing (ids, experts, num_post_padded), leave if this align block
-  // holds no rows, take its ids (-1: padding) and its expert's weights.
-  const uint4* qw = p.qw;
-  const uint16_t* scales = p.scales;
-  const uint16_t* zeros = p.zeros;
-  __shared__ int s_ids[kMoe ? BM : 1];
-  if constexpr (kMoe) {
-    // ids_early (down only): GEMM1's blocks let us launch only after their own wait for the
-    // routing, so the ids are complete already; the first stages' weights below then stream
-    // during GEMM1's tail, and we wait for GEMM1 before loading inter (x).
-    if (!(MODE == kPipeMoeDown && p.ids_early != 0)) asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    const int npp = __ldg(p.npp), e = __ldg(p.expert_ids + rt);
-    if (rt * BM >= npp || e < 0) return;
-    for (int i = tid; i < BM; i += kThreads) {
-      const int id = __ldg(p.sorted_ids + static_cast<size_t>(rt) * BM + i);
-      s_ids[i] = id >= 0 && id < p.P ? id : -1;
+    int rank = static_cast<int>(blockIdx.x % p.splits);
+    int rt = static_cast<int>((blockIdx.x / p.splits) % p.row_tiles);
+    int ct = static_cast<int>(blockIdx.x / (p.splits * p.row_tiles));
+    long long sk_tile = 0;
+    int sk_st0 = 0, sk_st1 = 0;  // the segment's stages of its tile
+    if constexpr (kSK) {
+      if (sk_u >= sk_end) return;
+      sk_tile = sk_u / p.sk_stages;
+      sk_st0 = static_cast<int>(sk_u - sk_tile * p.sk_stages);
+      sk_st1 = static_cast<int>(sk_end - sk_tile * p.sk_stages < p.sk_stages ? sk_end - sk_tile * p.sk_stages
+                                                                               : p.sk_stages);
+      sk_u += sk_st1 - sk_st0;
+      rank = 0;
+      rt = static_cast<int>(sk_tile % p.row_tiles);
+      ct = static_cast<int>(sk_tile / p.row_tiles);
     }
-    qw += static_cast<size_t>(e) * p.qw_estride;
-    scales += static_cast<size_t>(e) * p.sc_estride;
-    if (zeros != nullptr) zeros += static_cast<size_t>(e) * p.sc_estride;
-    __syncthreads();
-  }
-  // This warp's 64-column group (gate/up: slots 0, 1 gate, 2, 3 up; see the top).
-  int group = ct * kPipeWarps + warp;
-  bool wvalid = group < p.N / 64;
-  if constexpr (kGateUp) {
-    group = warp < 2 ? 2 * ct + warp : p.half_groups + 2 * ct + warp - 2;
-    wvalid = 2 * ct + (warp & 1) < p.half_groups;
-  }
-  const int m0 = rt * BM;
-  const int s_begin = kSK ? sk_st0 * kPipeStageSteps : rank * p.split_steps;
-  const int s_end = kSK ? min(p.ksteps, sk_st1 * kPipeStageSteps) : min(p.ksteps, s_begin + p.split_steps);
-  const int nstages = s_begin < s_end ? (s_end - s_begin + kPipeStageSteps - 1) / kPipeStageSteps : 0;
-  // wgmma's swizzled x tiles need 1024 B aligned stages (L::kAlign bytes of slack).
-  const uint32_t sbase = kWg ? (smem_addr(smem) + 1023u) & ~1023u : smem_addr(smem);
-  unsigned char* const sgen = smem + (sbase - smem_addr(smem));
-  const T* __restrict__ x = static_cast<const T*>(p.x);
-
-  // Weights, scales and zeros of stage `it` (this warp's group only; no dependence on the
-  // previous kernel, so the first stages are requested before griddepcontrol.wait).
-  auto load_weights = [&](int it) {
-    if (!wvalid || !loader) return;
-    const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
-    const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage);
-    const uint4* src = qw + (static_cast<size_t>(group) * p.ksteps + s0) * 32 + lane;
-#pragma unroll
-    for (int s = 0; s < kPipeStageSteps; ++s)
-      if (s < ns) pipe_cp16(st + L::kW + static_cast<uint32_t>((warp * kPipeStageSteps + s) * 512 + lane * 16), src + 32 * s);
-    // Lanes 0-7: scale row of the stage's first group, 8-15 its second (G = 32 only),
-    // 16-23 / 24-31: the zero rows.
-    const int slot = (lane >> 3) & 1;
-    const bool zrow = lane >= 16;
-    const int groups_here = (p.gsteps == 2 && ns > 2) ? 2 : 1;
-    if (slot < groups_here && (!kSym || !zrow)) {
-      const size_t grp = static_cast<size_t>(s0 / p.gsteps + slot);
-      const uint16_t* base = zrow ? zeros : scales;
-      pipe_cp16(st + static_cast<uint32_t>((zrow ? L::kZ : L::kS) + (warp * 2 + slot) * 128 + (lane & 7) * 16),
-                base + grp * p.N + static_cast<size_t>(group) * 64 + (lane & 7) * 8);
-    }
-  };
-  // x rows m0 .. m0 + BM - 1 of stage `it` (rows past M re-read row M - 1; never stored; MoE:
-  // row id / topk (gate/up) or id of the align block's ids, padding rows read row 0). A
-  // thread always copies the same 16 B chunk c = tid % 8 of the same rows, so their source
-  // offsets (x is [M, K], below 2^32 elements by the launcher's check) and destinations are
-  // computed once (the per-copy row arithmetic was ~15% of the kernel's instructions, round Z).
-  // 48-row wgmma tiles (384 chunks for 256 threads): the last round of copies is partial, and
-  // a thread copies chunk tid + u * kThreads only where it exists (has_chunk).
-  constexpr int kXChunks = BM * 2 * kPipeStageSteps;
-  constexpr int kXCopies = (kXChunks + kThreads - 1) / kThreads;
-  constexpr bool kXPartial = kXChunks % kThreads != 0;
-  auto has_chunk = [&](int u) { return !kXPartial || tid + u * kThreads < kXChunks; };
-  const int xc = tid % (2 * kPipeStageSteps);
-  uint32_t xsrc[kXCopies], xdst[kXCopies];
-#pragma unroll
-  for (int u = 0; u < kXCopies; ++u) {
-    const int chunk = tid + u * kThreads;
-    const int r = min(chunk, kXChunks - 1) / (2 * kPipeStageSteps);
-    int row = min(m0 + r, p.M - 1);
     if constexpr (kMoe) {
-      const int id = s_ids[r];
-      row = id < 0 ? 0 : kGateUp ? id / p.topk : id;
+      // Raster groups of raster_rows row tiles: all column tiles of a group before the next
+      // group, row tiles fastest within it. With every row tile first (the dense order) a wave
+      // covered about one column tile of all rows, so at prefill sizes the gathered activations
+      // (Mixtral M = 8192: 67 MB of x for GEMM1, 470 MB of inter for GEMM2) were re-read from HBM
+      // once per column tile; a group's rows stay in L2 while its column tiles pass.
+      const PipeTile tile = moe_raster_tile(static_cast<int>(blockIdx.x), p.row_tiles, p.col_tiles, p.raster_rows);
+      rt = tile.rt;
+      ct = tile.ct;
     }
-    xsrc[u] = static_cast<uint32_t>(row) * static_cast<uint32_t>(p.K) + static_cast<uint32_t>(xc * 8);
-    xdst[u] = static_cast<uint32_t>(L::kX + r * L::kPitch + (kWg ? (xc ^ (r & 7)) : xc) * 16);  // wgmma: 128 B swizzle
-  }
-  auto load_x = [&](int it) {
-    const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
-    if (xc >= 2 * ns) return;
-    const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage);
-    const T* xs = x + s0 * 16;
-#pragma unroll
-    for (int u = 0; u < kXCopies; ++u)
-      if (has_chunk(u)) pipe_cp16(st + xdst[u], xs + xsrc[u]);
-  };
-
-#pragma unroll
-  for (int i = 0; i < L::kAhead; ++i)
-    if (i < nstages) load_weights(i);
-  if constexpr (!kMoe)
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");  // MoE: waited above, unless ids_early
-  else if (MODE == kPipeMoeDown && p.ids_early != 0)
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#pragma unroll
-  for (int i = 0; i < L::kAhead; ++i) {
-    if (i < nstages) load_x(i);
-    pipe_commit();  // group i: stage i's x (and, in group 0, the first stages' weights)
-  }
-
-  constexpr int kAccGroups = kWg ? kWgGroups : 4;
-  float acc[kAccGroups][NT][4];
-#pragma unroll
-  for (int j = 0; j < kAccGroups; ++j)
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[j][n][e] = 0.f;
-
-  // This lane's addresses in a stage. mma.sync: its 16 B of the warp's weight step, its
-  // ldmatrix row (matrix lane / 8 = rows 8 (i / 2) .. + 7 of a 16-row pair, K half i % 2), and
-  // its 16 B of the warp's scale / zero rows (entries 8g .. 8g + 7: columns 16j + g + 8h).
-  // wgmma: word wj = (w + lane / 8) % 4 of its 16 B in group 0 and the scale word of columns
-  // 16 wj + g (+ 8). Warp w's A rows 16w + g (+ 8) are those weight columns (the epilogue maps
-  // them back): with word w for every lane, lanes l, l + 8, l + 16, l + 24 read the same bank
-  // (16 B apart per lane), a 4-way conflict on every word load (Nsight Compute, 70b.gate_up
-  // M = 512: 20% of the shared-memory wavefronts excessive, session 26); rotated by lane / 8
-  // the warp's 32 words fall in 32 banks.
-  const int wj = (warp + (lane >> 3)) & 3;
-  const PipeLane ln = kWg ? PipeLane{static_cast<uint32_t>(L::kW + wgi * kWgGroups * kPipeStageSteps * 512 +
-                                                           lane * 16 + wj * 4),
-                                     0u, static_cast<uint32_t>(L::kS + wgi * kWgGroups * 256 + g * 16 + wj * 4),
-                                     static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u}
-                          : PipeLane{static_cast<uint32_t>(L::kW + warp * kPipeStageSteps * 512 + lane * 16),
-                                     static_cast<uint32_t>(L::kX + (8 * (lane >> 4) + (lane & 7)) * kXPitch +
-                                                           16 * ((lane >> 3) & 1)),
-                                     static_cast<uint32_t>(L::kS + warp * 256 + g * 16),
-                                     static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u};
-  // wgmma: the warpgroups multiply the block's 4 groups (ng of them are stored).
-  const int ng = kMoe ? kPipeWarps : min(kPipeWarps, p.N / 64 - ct * kPipeWarps);
-
-  for (int it = 0; it < nstages; ++it) {
-    pipe_wait<L::kAhead - 1>();
-    if constexpr (kWg) fence_proxy_async();  // this thread's x copies, visible to wgmma's reads
-    __syncthreads();  // stage it landed for every thread; the stage refilled below is free
-    {
-      const int nx = it + L::kAhead;
-      if (nx < nstages) {
-        load_weights(nx);
-        load_x(nx);
+    // MoE: wait for the routing (ids, experts, num_post_padded), leave if this align block
+    // holds no rows, take its ids (-1: padding) and its expert's weights.
+    const uint4* qw = p.qw;
+    const uint16_t* scales = p.scales;
+    const uint16_t* zeros = p.zeros;
+    __shared__ int s_ids[kMoe ? BM : 1];
+    if constexpr (kMoe) {
+      // ids_early (down only): GEMM1's blocks let us launch only after their own wait for the
+      // routing, so the ids are complete already; the first stages' weights below then stream
+      // during GEMM1's tail, and we wait for GEMM1 before loading inter (x).
+      if (!(MODE == kPipeMoeDown && p.ids_early != 0)) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+      const int npp = __ldg(p.npp), e = __ldg(p.expert_ids + rt);
+      if (rt * BM >= npp || e < 0) return;
+      for (int i = tid; i < BM; i += kThreads) {
+        const int id = __ldg(p.sorted_ids + static_cast<size_t>(rt) * BM + i);
+        s_ids[i] = id >= 0 && id < p.P ? id : -1;
       }
-      pipe_commit();
+      qw += static_cast<size_t>(e) * p.qw_estride;
+      scales += static_cast<size_t>(e) * p.sc_estride;
+      if (zeros != nullptr) zeros += static_cast<size_t>(e) * p.sc_estride;
+      __syncthreads();
     }
-    const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage);
-    // Whole stages have no per-step tests (so the compiler can overlap a step's shared-memory
-    // loads with the previous step's MMAs); only the last stage of K may hold 2 steps.
-    const bool whole = s_end - (s_begin + it * kPipeStageSteps) >= kPipeStageSteps;
-    if constexpr (kWg) {
-      if (whole)
-        wg_stage<T, NT, kPipeStageSteps, kSym>(acc, st, ln, st + L::kX);
-      else
-        wg_stage<T, NT, 2, kSym>(acc, st, ln, st + L::kX);
-    } else {
-      if (!wvalid) continue;
-      if (whole)
-        pipe_stage<T, NT, kPipeStageSteps, kSym>(acc, st, ln);
-      else
-        pipe_stage<T, NT, 2, kSym>(acc, st, ln);
+    // This warp's 64-column group (gate/up: slots 0, 1 gate, 2, 3 up; see the top).
+    int group = ct * kPipeWarps + warp;
+    bool wvalid = group < p.N / 64;
+    if constexpr (kGateUp) {
+      group = warp < 2 ? 2 * ct + warp : p.half_groups + 2 * ct + warp - 2;
+      wvalid = 2 * ct + (warp & 1) < p.half_groups;
     }
-  }
-  if constexpr (kWg) wg_wait<0>();
-  pipe_wait<0>();
-  __syncthreads();  // every warp is done with the stages: the epilogue reuses them
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    const int m0 = rt * BM;
+    const int s_begin = kSK ? sk_st0 * kPipeStageSteps : rank * p.split_steps;
+    const int s_end = kSK ? min(p.ksteps, sk_st1 * kPipeStageSteps) : min(p.ksteps, s_begin + p.split_steps);
+    const int nstages = s_begin < s_end ? (s_end - s_begin + kPipeStageSteps - 1) / kPipeStageSteps : 0;
+    // wgmma's swizzled x tiles need 1024 B aligned stages (L::kAlign bytes of slack).
+    const uint32_t sbase = kWg ? (smem_addr(smem) + 1023u) & ~1023u : smem_addr(smem);
+    unsigned char* const sgen = smem + (sbase - smem_addr(smem));
+    const T* __restrict__ x = static_cast<const T*>(p.x);
 
-  // Fragment (j, n): rows (columns of W) 16j + g (+8) of the warp's group, activation rows
-  // 8n + 2t (+1); wgmma: group j, the warp's rows 16w + g (+8), which hold columns 16 wj + g (+8).
-  float* epi = reinterpret_cast<float*>(sgen);
-  if (kWg || wvalid) {
+    // Weights, scales and zeros of stage `it` (this warp's group only; no dependence on the
+    // previous kernel, so the first stages are requested before griddepcontrol.wait).
+    auto load_weights = [&](int it) {
+      if (!wvalid || !loader) return;
+      const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
+      const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage);
+      const uint4* src = qw + (static_cast<size_t>(group) * p.ksteps + s0) * 32 + lane;
+#pragma unroll
+      for (int s = 0; s < kPipeStageSteps; ++s)
+        if (s < ns)
+          pipe_cp16(st + L::kW + static_cast<uint32_t>((warp * kPipeStageSteps + s) * 512 + lane * 16), src + 32 * s);
+      // Lanes 0-7: scale row of the stage's first group, 8-15 its second (G = 32 only),
+      // 16-23 / 24-31: the zero rows.
+      const int slot = (lane >> 3) & 1;
+      const bool zrow = lane >= 16;
+      const int groups_here = (p.gsteps == 2 && ns > 2) ? 2 : 1;
+      if (slot < groups_here && (!kSym || !zrow)) {
+        const size_t grp = static_cast<size_t>(s0 / p.gsteps + slot);
+        const uint16_t* base = zrow ? zeros : scales;
+        pipe_cp16(st + static_cast<uint32_t>((zrow ? L::kZ : L::kS) + (warp * 2 + slot) * 128 + (lane & 7) * 16),
+                  base + grp * p.N + static_cast<size_t>(group) * 64 + (lane & 7) * 8);
+      }
+    };
+    // x rows m0 .. m0 + BM - 1 of stage `it` (rows past M re-read row M - 1; never stored; MoE:
+    // row id / topk (gate/up) or id of the align block's ids, padding rows read row 0). A
+    // thread always copies the same 16 B chunk c = tid % 8 of the same rows, so their source
+    // offsets (x is [M, K], below 2^32 elements by the launcher's check) and destinations are
+    // computed once (the per-copy row arithmetic was ~15% of the kernel's instructions, round Z).
+    // 48-row wgmma tiles (384 chunks for 256 threads): the last round of copies is partial, and
+    // a thread copies chunk tid + u * kThreads only where it exists (has_chunk).
+    constexpr int kXChunks = BM * 2 * kPipeStageSteps;
+    constexpr int kXCopies = (kXChunks + kThreads - 1) / kThreads;
+    constexpr bool kXPartial = kXChunks % kThreads != 0;
+    auto has_chunk = [&](int u) { return !kXPartial || tid + u * kThreads < kXChunks; };
+    const int xc = tid % (2 * kPipeStageSteps);
+    uint32_t xsrc[kXCopies], xdst[kXCopies];
+#pragma unroll
+    for (int u = 0; u < kXCopies; ++u) {
+      const int chunk = tid + u * kThreads;
+      const int r = min(chunk, kXChunks - 1) / (2 * kPipeStageSteps);
+      int row = min(m0 + r, p.M - 1);
+      if constexpr (kMoe) {
+        const int id = s_ids[r];
+        row = id < 0 ? 0 : kGateUp ? id / p.topk : id;
+      }
+      xsrc[u] = static_cast<uint32_t>(row) * static_cast<uint32_t>(p.K) + static_cast<uint32_t>(xc * 8);
+      // wgmma: 128 B swizzle
+      xdst[u] = static_cast<uint32_t>(L::kX + r * L::kPitch + (kWg ? (xc ^ (r & 7)) : xc) * 16);
+    }
+    auto load_x = [&](int it) {
+      const int s0 = s_begin + it * kPipeStageSteps, ns = min(kPipeStageSteps, s_end - s0);
+      if (xc >= 2 * ns) return;
+      const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage);
+      const T* xs = x + s0 * 16;
+#pragma unroll
+      for (int u = 0; u < kXCopies; ++u)
+        if (has_chunk(u)) pipe_cp16(st + xdst[u], xs + xsrc[u]);
+    };
+
+#pragma unroll
+    for (int i = 0; i < L::kAhead; ++i)
+      if (i < nstages) load_weights(i);
+    if constexpr (!kMoe)
+      asm volatile("griddepcontrol.wait;\n" ::: "memory");  // MoE: waited above, unless ids_early
+    else if (MODE == kPipeMoeDown && p.ids_early != 0)
+      asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < L::kAhead; ++i) {
+      if (i < nstages) load_x(i);
+      pipe_commit();  // group i: stage i's x (and, in group 0, the first stages' weights)
+    }
+
+    constexpr int kAccGroups = kWg ? kWgGroups : 4;
+    float acc[kAccGroups][NT][4];
 #pragma unroll
     for (int j = 0; j < kAccGroups; ++j)
 #pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        if (kWg && kWgGroups * wgi + j >= ng) continue;
-        const int col = kWg ? 64 * (kWgGroups * wgi + j) + 16 * wj + g : warp * 64 + 16 * j + g, row = 8 * n + 2 * t;
-        epi[row * L::kEpiPitch + col] = acc[j][n][0];
-        epi[(row + 1) * L::kEpiPitch + col] = acc[j][n][1];
-        epi[row * L::kEpiPitch + col + 8] = acc[j][n][2];
-        epi[(row + 1) * L::kEpiPitch + col + 8] = acc[j][n][3];
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][n][e] = 0.f;
+
+    // This lane's addresses in a stage. mma.sync: its 16 B of the warp's weight step, its
+    // ldmatrix row (matrix lane / 8 = rows 8 (i / 2) .. + 7 of a 16-row pair, K half i % 2), and
+    // its 16 B of the warp's scale / zero rows (entries 8g .. 8g + 7: columns 16j + g + 8h).
+    // wgmma: word wj = (w + lane / 8) % 4 of its 16 B in group 0 and the scale word of columns
+    // 16 wj + g (+ 8). Warp w's A rows 16w + g (+ 8) are those weight columns (the epilogue maps
+    // them back): with word w for every lane, lanes l, l + 8, l + 16, l + 24 read the same bank
+    // (16 B apart per lane), a 4-way conflict on every word load (Nsight Compute, 70b.gate_up
+    // M = 512: 20% of the shared-memory wavefronts excessive, session 26); rotated by lane / 8
+    // the warp's 32 words fall in 32 banks.
+    const int wj = (warp + (lane >> 3)) & 3;
+    const PipeLane ln = kWg ? PipeLane{static_cast<uint32_t>(L::kW + wgi * kWgGroups * kPipeStageSteps * 512 +
+                                                             lane * 16 + wj * 4),
+                                       0u, static_cast<uint32_t>(L::kS + wgi * kWgGroups * 256 + g * 16 + wj * 4),
+                                       static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u}
+                            : PipeLane{static_cast<uint32_t>(L::kW + warp * kPipeStageSteps * 512 + lane * 16),
+                                       static_cast<uint32_t>(L::kX + (8 * (lane >> 4) + (lane & 7)) * kXPitch +
+                                                             16 * ((lane >> 3) & 1)),
+                                       static_cast<uint32_t>(L::kS + warp * 256 + g * 16),
+                                       static_cast<uint32_t>(L::kZ - L::kS), p.gsteps == 2 ? 128u : 0u};
+    // wgmma: the warpgroups multiply the block's 4 groups (ng of them are stored).
+    const int ng = kMoe ? kPipeWarps : min(kPipeWarps, p.N / 64 - ct * kPipeWarps);
+
+    for (int it = 0; it < nstages; ++it) {
+      pipe_wait<L::kAhead - 1>();
+      if constexpr (kWg) fence_proxy_async();  // this thread's x copies, visible to wgmma's reads
+      __syncthreads();  // stage it landed for every thread; the stage refilled below is free
+      {
+        const int nx = it + L::kAhead;
+        if (nx < nstages) {
+          load_weights(nx);
+          load_x(nx);
+        }
+        pipe_commit();
       }
-  }
-  cg::cluster_group cluster = cg::this_cluster();
-  if (p.splits > 1)
-    cluster.sync();
-  else
-    __syncthreads();
-  if constexpr (kGateUp) {
-    pipe_store_moe_gate_up<T, BM, kThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
-    return;
-  } else if constexpr (kMoe) {
-    pipe_store_moe_down<BM, kThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
-    return;
-  }
-  if constexpr (kSK) {
-    if (sk_st0 != 0) {
-      pipe_sk_publish<BM, kThreads, L::kEpiPitch>(p, epi, tid);  // ends with a barrier: epi is free
+      const uint32_t st = sbase + static_cast<uint32_t>((it % L::kStages) * L::kStage);
+      // Whole stages have no per-step tests (so the compiler can overlap a step's shared-memory
+      // loads with the previous step's MMAs); only the last stage of K may hold 2 steps.
+      const bool whole = s_end - (s_begin + it * kPipeStageSteps) >= kPipeStageSteps;
+      if constexpr (kWg) {
+        if (whole)
+          wg_stage<T, NT, kPipeStageSteps, kSym>(acc, st, ln, st + L::kX);
+        else
+          wg_stage<T, NT, 2, kSym>(acc, st, ln, st + L::kX);
+      } else {
+        if (!wvalid) continue;
+        if (whole)
+          pipe_stage<T, NT, kPipeStageSteps, kSym>(acc, st, ln);
+        else
+          pipe_stage<T, NT, 2, kSym>(acc, st, ln);
+      }
+    }
+    if constexpr (kWg) wg_wait<0>();
+    pipe_wait<0>();
+    __syncthreads();  // every warp is done with the stages: the epilogue reuses them
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+
+    // Fragment (j, n): rows (columns of W) 16j + g (+8) of the warp's group, activation rows
+    // 8n + 2t (+1); wgmma: group j, the warp's rows 16w + g (+8), which hold columns 16 wj + g (+8).
+    float* epi = reinterpret_cast<float*>(sgen);
+    if (kWg || wvalid) {
+#pragma unroll
+      for (int j = 0; j < kAccGroups; ++j)
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          if (kWg && kWgGroups * wgi + j >= ng) continue;
+          const int col = kWg ? 64 * (kWgGroups * wgi + j) + 16 * wj + g : warp * 64 + 16 * j + g, row = 8 * n + 2 * t;
+          epi[row * L::kEpiPitch + col] = acc[j][n][0];
+          epi[(row + 1) * L::kEpiPitch + col] = acc[j][n][1];
+          epi[row * L::kEpiPitch + col + 8] = acc[j][n][2];
+          epi[(row + 1) * L::kEpiPitch + col + 8] = acc[j][n][3];
+        }
+    }
+    cg::cluster_group cluster = cg::this_cluster();
+    if (p.splits > 1)
+      cluster.sync();
+    else
+      __syncthreads();
+    if constexpr (kGateUp) {
+      pipe_store_moe_gate_up<T, BM, kThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
+      return;
+    } else if constexpr (kMoe) {
+      pipe_store_moe_down<BM, kThreads, L::kEpiPitch>(p, epi, s_ids, ct, tid);
+      return;
+    }
+    if constexpr (kSK) {
+      if (sk_st0 != 0) {
+        pipe_sk_publish<BM, kThreads, L::kEpiPitch>(p, epi, tid);  // ends with a barrier: epi is free
+        continue;
+      }
+      if (sk_st1 != p.sk_stages) pipe_sk_collect<BM, kThreads, L::kEpiPitch>(p, epi, sk_tile, tid);
+      pipe_store_tile<T, BM, kThreads, L::kEpiPitch>(p, epi, m0, ct, tid);
+      __syncthreads();  // the next segment's stages reuse epi
       continue;
     }
-    if (sk_st1 != p.sk_stages) pipe_sk_collect<BM, kThreads, L::kEpiPitch>(p, epi, sk_tile, tid);
-    pipe_store_tile<T, BM, kThreads, L::kEpiPitch>(p, epi, m0, ct, tid);
-    __syncthreads();  // the next segment's stages reuse epi
-    continue;
-  }
-  pipe_store_dense<T, BM, kThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid);
-  if (p.splits > 1) pipe_split_exit_barrier();  // no rank leaves while another still reads its tile
-  return;
+    pipe_store_dense<T, BM, kThreads, L::kEpiPitch>(p, epi, m0, ct, rank, tid);
+    if (p.splits > 1) pipe_split_exit_barrier();  // no rank leaves while another still reads its tile
+    return;
   }  // for: one pass per segment
 }
 

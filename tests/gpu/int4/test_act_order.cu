@@ -212,7 +212,7 @@ class Int4MoeActOrder : public ::testing::TestWithParam<MoeActCase> {};
 // stored weights with identity permutations passed as k_perm: bit-identical to the layer without
 // any (the gathers only move values, and GEMM1 on the gathered rows as a top-1 routing of M * topk
 // rows runs the same tiles on the same align blocks); (3) the workspace: the views' size counts
-// the copies, one byte less is refused before anything runs.
+// the copies, one byte less (for a given block_m) is refused before anything runs.
 TEST_P(Int4MoeActOrder, MatchesReferenceAndPlainLayer) {
   const MoeActCase c = GetParam();
   const WeightShape s13{c.E, 2 * c.I, c.H, c.g, c.sym, c.act}, s2{c.E, c.H, c.I, c.g, c.sym, c.act};
@@ -264,7 +264,11 @@ TEST_P(Int4MoeActOrder, MatchesReferenceAndPlainLayer) {
   size_t ws_same = 0;
   ASSERT_TRUE(moe_workspace_size(d13.view, d2.view, c.m, c.topk, 0, &ws_same, MoePath::kFused).ok());
   EXPECT_EQ(ws_same, ws_plain) << "no k_perm: the views' size is the shape's";
-  const size_t ws_bytes = std::max(ws_plain, ws_act);
+  // At block_m = 0 the size covers every align block the layer may choose at this M (an upper
+  // bound); with block_m given it is what the layer needs for that block, exactly.
+  size_t ws_bm16 = 0;
+  ASSERT_TRUE(moe_workspace_size(d13p.view, d2p.view, c.m, c.topk, 16, &ws_bm16).ok());
+  const size_t ws_bytes = std::max({ws_plain, ws_act, ws_bm16});
   DevBuf ws(ws_bytes);
   for (DevBuf* b : {&dy, &dy_plain, &dy_id, &ws}) ASSERT_EQ(cudaMemset(b->p, 0xFF, b->bytes), cudaSuccess);  // NaN poison
 
@@ -314,10 +318,12 @@ TEST_P(Int4MoeActOrder, MatchesReferenceAndPlainLayer) {
   for (size_t i = 0; i < yp.size(); ++i) differ += yp[i] != yi[i];
   EXPECT_EQ(differ, 0u) << "identity k_perm differs from the plain layer in " << differ << " of " << yp.size();
 
-  // (3) one byte short of the views' size: refused by name, before any launch.
+  // (3) one byte short of the views' size for 16-row align blocks: refused by name, before any
+  // launch.
   MoeArgs short_ws = a;
   short_ws.y = dy.p;
-  st = fused_moe(short_ws, d13p.view, d2p.view, ws.p, ws_act - 1, nullptr);
+  short_ws.block_m = 16;
+  st = fused_moe(short_ws, d13p.view, d2p.view, ws.p, ws_bm16 - 1, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("act-order"), std::string::npos) << st.message();
 }

@@ -509,6 +509,10 @@ TEST(Int4PipelinedStreamK, SharedTilesMatchTheReference) {
     a.m = c.m;
     a.path = GemmPath::kPipelined;
     detail::set_pipe_sk(c.blocks);
+    // gemm_workspace_size counts the partial sums of the launch it will make (here: forced).
+    size_t need = 0;
+    ASSERT_TRUE(gemm_workspace_size(s, c.m, &need, GemmPath::kPipelined).ok());
+    EXPECT_GE(need, kern::pipe_sk_workspace_bytes(c.m <= 32 ? 32 : 48, c.blocks));
     const long long before = detail::pipe_sk_launches();
     a.y = y_sk.p;
     ASSERT_NO_FATAL_FAILURE(gemm_and_sync(a, t.dw->view, ws, ws.bytes, st));
