@@ -5,6 +5,7 @@
 #     strip -o $D/$b build/bin/$b && xz -T2 -f $D/$b; done
 # run(command="bash docs/benchmarks/logs/session40_raw/gpu_round.sh <part> <dir>", carry=["<dir>"])
 # Part K: branch sk64's stream-K on the 64-row tiles (stage its binaries in another dir).
+# Part S: branch ao-single's act-order MoE on the single-token path (likewise).
 # Part A: the act-order suites (with session 39's unrun cases), the MoE example, the whole GPU int4
 #   suite, then what act-order costs (bench gemm / moe, plain and --act-order).
 set -u
@@ -32,6 +33,16 @@ elif [ "$part" = K ]; then
   for pass in 1 2; do for v in on off; do
     echo "== K3 pass $pass stream-K $v"
     ( [ $v = off ] && export LOWBIT_INT4_PIPE_SK=0; timeout 120 $D/lowbit bench gemm --shapes llama3-70b.gate_up,llama3-8b.gate_up,llama3-70b.down --m 32,48,49,56,64 --cooldown-ms 300 --out $R/gemm_sk64_${v}_$pass > $R/gemm_sk64_${v}_$pass.log 2>&1; echo "rc $?" ); grep -h "total #wrong" $R/gemm_sk64_${v}_$pass.log
+  done; done
+elif [ "$part" = S ]; then
+  # Part S: branch ao-single (binaries of its head in <dir>): act-order MoE experts on the
+  # single-token path at M x topk <= 8. The act-order suites (with its two new cases), the whole
+  # suite, then the act-order MoE bench against the plain one at M = 1..8 (same binaries), twice.
+  echo "== S1 act-order suites"; timeout 150 $D/lowbit_tests_gpu_int4 --gtest_filter='Paths/Int4MoeActOrder*:Int4MoeActOrder*:*Int4GemmActOrder*' > $R/act_order_$part.log 2>&1; echo rc $?; grep -E "FAILED|PASSED" $R/act_order_$part.log | head
+  echo "== S2 gpu int4 (all)"; timeout 240 $D/lowbit_tests_gpu_int4 --gtest_brief=1 > $R/gpu_int4_$part.log 2>&1; echo rc $?; tail -3 $R/gpu_int4_$part.log
+  for pass in 1 2; do for v in plain act; do
+    echo "== S3 pass $pass moe $v"; timeout 150 $D/lowbit bench moe --shapes $MOE_SHAPES --m 1,2,3,4,8 $([ $v = act ] && echo --act-order) --out $R/moe_${part}_${v}_$pass > $R/moe_${part}_${v}_$pass.log 2>&1; echo "$v rc $?"; grep -h "total #wrong" $R/moe_${part}_${v}_$pass.log
+    echo "== S4 pass $pass moe $v caller"; timeout 150 $D/lowbit bench moe --shapes $MOE_SHAPES --m 1,2 --routing caller $([ $v = act ] && echo --act-order) --out $R/moe_${part}_${v}_caller_$pass > $R/moe_${part}_${v}_caller_$pass.log 2>&1; echo "$v rc $?"; grep -h "total #wrong" $R/moe_${part}_${v}_caller_$pass.log
   done; done
 fi
 cd $OUT && tar czf results_$part.tgz r
