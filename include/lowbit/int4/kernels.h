@@ -143,7 +143,9 @@ int moe_default_block_m(int m, int topk, int experts);
 // Worst-case number of sorted slots: M*topk + E*(BM-1), rounded up to BM.
 int64_t moe_max_padded(int m, int topk, int experts, int block_m);
 // Scratch bytes for fused_moe at this M with this path (kAuto: enough for whichever path
-// kAuto picks at any M' <= m, so it can be sized once for the largest M).
+// kAuto picks at any M' <= m, so it can be sized once for the largest M). block_m 0: enough for
+// every align block fused_moe may pick at this M (an upper bound: the call may need less);
+// block_m > 0: what a call with MoeArgs::block_m = block_m needs.
 Status moe_workspace_size(int m, int topk, int experts, int hidden, int inter, DType act, int block_m,
                           size_t* bytes, MoePath path = MoePath::kAuto);
 // The same for these weights: adds the act-order copies of x and the intermediate when w13 or w2
