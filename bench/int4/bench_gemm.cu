@@ -83,20 +83,20 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
                  "  --shapes also takes one TP rank's share of Llama-3-70B: llama3-70b.tp{2,4,8}.{qkv,o,gate_up,down}\n");
     return args.ok() ? 0 : 2;
   }
-  const bool quick = args.has("quick");
-  std::vector<int> ms = parse_m_list(args.get_list(
-      "m", quick ? std::vector<std::string>{"1", "16", "256", "4096"}
-                 : std::vector<std::string>{"1", "8", "16", "32", "128", "512", "2048", "8192"}));
-  const DType act = args.get("dtype", "bf16") == "fp16" ? DType::kF16 : DType::kBF16;
-  const int group = static_cast<int>(args.get_int("group", 128));
-  const bool sym = !args.has("asym");
-  const int reps = static_cast<int>(args.get_int("reps", 10));
-  const std::string out = args.get("out", "docs/benchmarks/gemm");
+  CommonOptions opt;
+  if (!read_common_options("bench gemm", args, {"1", "16", "256", "4096"},
+                           {"1", "8", "16", "32", "128", "512", "2048", "8192"}, "docs/benchmarks/gemm", &opt))
+    return 2;
+  const bool quick = opt.quick, sym = opt.sym;
+  std::vector<int> ms = opt.ms;
+  const DType act = opt.act;
+  const int group = opt.group, reps = opt.reps;
+  const std::string out = opt.out;
   // --act-order: the weights carry a random input permutation (k_perm, as a desc_act GPTQ
   // layer's): gemm() gathers x[:, k_perm] into its workspace first, and the times include that.
   // The cuBLAS reference and baseline run on the permuted x (gathered on the host, untimed); no
   // Marlin or Machete columns (the wrappers take no g_idx).
-  const bool act_order = args.has("act-order");
+  const bool act_order = opt.act_order;
   // --cooldown-ms: idle time before timing a shape, or a row of M <= 512, after rows of
   // M >= 2048 (their cuBLAS and int4 GEMMs draw full power; the small-M rows right after them
   // ran up to 32% slower than in a run of small M alone: session 19, round IE).

@@ -9,10 +9,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "lowbit/int4/kernels.h"
 #include "tests/gpu/int4/gpu_buffers.h"
+#include "tools/cli/args.h"
 
 namespace lowbit::int4::bench_util {
 namespace {  // per-TU copies: both bench files include this header
@@ -98,10 +101,62 @@ inline cublasStatus_t cublas_gemm(cublasHandle_t h, DType t, int M, int N, int K
                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
-inline std::vector<int> parse_m_list(const std::vector<std::string>& v) {
-  std::vector<int> out;
-  for (const auto& s : v) out.push_back(std::atoi(s.c_str()));
-  return out;
+// The options `bench gemm` and `bench moe` share, read and checked: a bad value (an M that is
+// not an integer in [1, 2^20], a dtype other than bf16 / fp16, a group outside 32 / 64 / 128 /
+// -1, reps < 1) is reported naming the option, and the bench exits with 2 before touching the
+// GPU (an unknown dtype used to run bf16, a non-numeric M ran as M = 0).
+struct CommonOptions {
+  bool quick = false;
+  std::vector<int> ms;
+  DType act = DType::kBF16;
+  int group = 128;
+  bool sym = true;
+  int reps = 10;
+  std::string out;
+  bool act_order = false;
+};
+inline bool read_common_options(const char* who, cli::Args& args, const std::vector<std::string>& quick_ms,
+                                const std::vector<std::string>& full_ms, const std::string& default_out,
+                                CommonOptions* o) {
+  o->quick = args.has("quick");
+  o->ms.clear();
+  for (const std::string& s : args.get_list("m", o->quick ? quick_ms : full_ms)) {
+    char* end = nullptr;
+    const long v = std::strtol(s.c_str(), &end, 10);
+    if (*end != '\0' || v < 1 || v > (1L << 20)) {
+      std::fprintf(stderr, "%s: --m: '%s' is not an M in [1, 1048576]\n", who, s.c_str());
+      return false;
+    }
+    o->ms.push_back(static_cast<int>(v));
+  }
+  if (o->ms.empty()) {
+    std::fprintf(stderr, "%s: --m: no M given\n", who);
+    return false;
+  }
+  const std::string dt = args.get("dtype", "bf16");
+  if (dt != "bf16" && dt != "fp16") {
+    std::fprintf(stderr, "%s: --dtype %s (bf16, fp16)\n", who, dt.c_str());
+    return false;
+  }
+  o->act = dt == "fp16" ? DType::kF16 : DType::kBF16;
+  o->group = static_cast<int>(args.get_int("group", 128));
+  o->reps = static_cast<int>(args.get_int("reps", 10));
+  if (!args.ok()) {
+    std::fprintf(stderr, "%s: %s\n", who, args.error().c_str());
+    return false;
+  }
+  if (o->group != 32 && o->group != 64 && o->group != 128 && o->group != kPerChannel) {
+    std::fprintf(stderr, "%s: --group %d (32, 64, 128, -1: per channel)\n", who, o->group);
+    return false;
+  }
+  if (o->reps < 1) {
+    std::fprintf(stderr, "%s: --reps %d must be >= 1\n", who, o->reps);
+    return false;
+  }
+  o->sym = !args.has("asym");
+  o->out = args.get("out", default_out);
+  o->act_order = args.has("act-order");
+  return true;
 }
 
 // --shapes a,b: keep the named shapes of `all` in the given order. Returns false (and names

@@ -60,17 +60,17 @@ int run_bench_moe(const std::vector<std::string>& argv) {
                  "       [--out docs/benchmarks/moe]\n");
     return args.ok() ? 0 : 2;
   }
-  const bool quick = args.has("quick");
-  std::vector<int> ms = parse_m_list(args.get_list(
-      "m", quick ? std::vector<std::string>{"1", "16", "128", "2048"}
-                 : std::vector<std::string>{"1", "8", "16", "32", "128", "512", "2048", "8192"}));
-  const DType act = args.get("dtype", "bf16") == "fp16" ? DType::kF16 : DType::kBF16;
-  const int group = static_cast<int>(args.get_int("group", 128));
-  const bool sym = !args.has("asym");
-  const int reps = static_cast<int>(args.get_int("reps", 10));
+  CommonOptions opt;
+  if (!read_common_options("bench moe", args, {"1", "16", "128", "2048"},
+                           {"1", "8", "16", "32", "128", "512", "2048", "8192"}, "docs/benchmarks/moe", &opt))
+    return 2;
+  const bool sym = opt.sym;
+  std::vector<int> ms = opt.ms;
+  const DType act = opt.act;
+  const int group = opt.group, reps = opt.reps;
   // --block-m: the align block (MoeArgs::block_m) of the fused path; 0 = fused_moe's choice.
   const int block_m = static_cast<int>(args.get_int("block-m", 0));
-  const std::string out = args.get("out", "docs/benchmarks/moe");
+  const std::string out = opt.out;
   // --path auto,fused,grouped: one row per path. auto = what an eager call takes at that M
   // (moe_auto_path). The fused path is timed in a CUDA graph; the grouped path synchronizes
   // once per call (host reads the per-expert counts), cannot be captured, and is timed with
@@ -92,7 +92,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   // desc_act GPTQ checkpoint's): fused_moe gathers x and the intermediate per routed pair
   // (kernels.h); the reference applies the permutations. Marlin columns and the grouped path
   // are left out (the grouped path refuses act-order experts).
-  const bool act_order = args.has("act-order");
+  const bool act_order = opt.act_order;
   if (layout != "auto" && layout != "npacked") {
     std::fprintf(stderr, "bench moe: unknown --layout %s (auto, npacked)\n", layout.c_str());
     return 2;

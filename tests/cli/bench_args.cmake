@@ -1,0 +1,27 @@
+# `lowbit bench gemm` / `lowbit bench moe` refuse bad options by name, with exit code 2, before
+# touching the GPU (so this runs on any machine): cmake -DLOWBIT=<lowbit binary> -P bench_args.cmake
+if(NOT LOWBIT)
+  message(FATAL_ERROR "bench_args.cmake: pass -DLOWBIT=<path to the lowbit binary>")
+endif()
+set(failures 0)
+# Each case: the arguments (a ;-list) and a regular expression the error output must match.
+function(expect_refused args regex)
+  execute_process(COMMAND ${LOWBIT} bench ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  TIMEOUT 60)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "${regex}")
+    message(SEND_ERROR "lowbit bench ${args}: exit ${rc}, stderr '${err}' (wanted exit 2 and /${regex}/)")
+  else()
+    message(STATUS "refused as expected: lowbit bench ${args}")
+  endif()
+endfunction()
+expect_refused("gemm;--dtype;f16" "--dtype f16 \\(bf16, fp16\\)")
+expect_refused("gemm;--m;1,foo" "--m: 'foo' is not an M")
+expect_refused("gemm;--m;0" "--m: '0' is not an M")
+expect_refused("gemm;--group;48" "--group 48 \\(32, 64, 128")
+expect_refused("gemm;--reps;0" "--reps 0 must be >= 1")
+expect_refused("gemm;--reps;x" "--reps: 'x' is not an integer")
+expect_refused("gemm;--path;fast" "unknown --path fast")
+expect_refused("moe;--dtype;fp32" "--dtype fp32 \\(bf16, fp16\\)")
+expect_refused("moe;--m;8,-1" "--m: '-1' is not an M")
+expect_refused("moe;--routing;foo" "unknown --routing foo")
+expect_refused("moe;--bogus" "bogus")
