@@ -275,9 +275,7 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
       LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());  // fills ran on the default stream; `stream` does not wait for it
       for (int c = 0; c < bcopies; ++c) {
         wbf.emplace_back(wbf_bytes);
-        KernelWeightsView stored = w4[c % copies]->view;  // dequantize takes no permutation
-        stored.k_perm = nullptr;
-        st = dequantize(stored, wbf.back().as<uint16_t>(), stream);
+        st = dequantize(stored_order(w4[c % copies]->view), wbf.back().as<uint16_t>(), stream);
         if (!st.ok()) break;
       }
       if (!st.ok() || !wbf.back().p) {
@@ -291,14 +289,9 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
         LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());  // x fill (default stream) before `stream` uses it
         // --act-order: cuBLAS multiplies the stored-order weights by x[:, k_perm].
         DevBuf xperm;
-        if (act_order) {
-          const auto xh = download<uint16_t>(x.as<uint16_t>(), static_cast<size_t>(m) * sh.k);
-          std::vector<uint16_t> xp(xh.size());
-          for (int r = 0; r < m; ++r)
-            for (int j = 0; j < sh.k; ++j)
-              xp[static_cast<size_t>(r) * sh.k + j] = xh[static_cast<size_t>(r) * sh.k + perm[j]];
-          xperm = upload(xp);
-        }
+        if (act_order)
+          xperm = upload(testing::gather_columns(download<uint16_t>(x.as<uint16_t>(), static_cast<size_t>(m) * sh.k),
+                                                 m, sh.k, perm.data()));
         const void* xref = act_order ? xperm.p : x.p;
         int bcall = 0;
         auto run_cublas = [&](cudaStream_t s) -> Status {

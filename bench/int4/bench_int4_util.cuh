@@ -82,6 +82,13 @@ struct DevInt4 {
   bool ok() const { return q.p && s.p && (view.shape.symmetric || z.p); }
 };
 
+// The view in stored row order: dequantize() takes no permutation (--act-order: the cuBLAS
+// baselines and references apply it to x instead).
+inline KernelWeightsView stored_order(KernelWeightsView v) {
+  v.k_perm = nullptr;
+  return v;
+}
+
 // Copies so that one graph replay streams >= ~256 MB (5x the L2) of distinct weights.
 inline int rotation_copies(size_t bytes_per_call, int max_copies) {
   const size_t target = size_t{256} << 20;

@@ -189,11 +189,6 @@ int run_bench_moe(const std::vector<std::string>& argv) {
       for (auto& d : w13) d->view.k_perm = dperm13.as<int32_t>();
       for (auto& d : w2) d->view.k_perm = dperm2.as<int32_t>();
     }
-    // The weights in stored row order (dequantize takes no permutation; the reference applies it).
-    auto stored_order = [](KernelWeightsView v) {
-      v.k_perm = nullptr;
-      return v;
-    };
     const char* layout_name = kernel_layout_name(w13[0]->view.kind);
 #ifdef LOWBIT_HAVE_VLLM_MARLIN
     // Marlin's copies of the experts, copy 0 converted from lowbit's copy 0.

@@ -28,6 +28,16 @@ inline std::vector<int32_t> random_k_perm(int experts, int k, uint32_t seed) {
   return random_k_perm(experts, k, rng);
 }
 
+// x'[r, j] = x[r, perm[j]] for the M rows of x [M, K] (one expert's permutation): the
+// act-order activations gathered on the host, as the kernels' gathers must produce them.
+template <typename T>
+std::vector<T> gather_columns(const std::vector<T>& x, int m, int k, const int32_t* perm) {
+  std::vector<T> out(static_cast<size_t>(m) * k);
+  for (int r = 0; r < m; ++r)
+    for (int j = 0; j < k; ++j) out[static_cast<size_t>(r) * k + j] = x[static_cast<size_t>(r) * k + perm[j]];
+  return out;
+}
+
 inline KPackedWeights random_kpacked(const WeightShape& s, uint32_t seed, float scale_mag = 0.02f) {
   std::mt19937 rng(seed);
   KPackedWeights w;

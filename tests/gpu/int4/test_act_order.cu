@@ -68,11 +68,7 @@ TEST_P(Int4GemmActOrder, GathersXAndMatchesReference) {
 
   const auto x = random_act(static_cast<size_t>(c.m) * c.k, c.act, 19u * c.m + c.k);
   // x' = x[:, k_perm of the expert], gathered on the host.
-  std::vector<uint16_t> xg(x.size());
-  const int32_t* perm = kp.k_perm.data() + static_cast<size_t>(c.expert) * c.k;
-  for (int r = 0; r < c.m; ++r)
-    for (int j = 0; j < c.k; ++j)
-      xg[static_cast<size_t>(r) * c.k + j] = x[static_cast<size_t>(r) * c.k + perm[j]];
+  const auto xg = testing::gather_columns(x, c.m, c.k, kp.k_perm.data() + static_cast<size_t>(c.expert) * c.k);
   DevBuf dx = upload(x), dxg = upload(xg);
   const size_t ybytes = static_cast<size_t>(c.m) * c.n * 2;
   DevBuf dy(ybytes), dy_plain(ybytes);
