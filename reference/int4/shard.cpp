@@ -36,8 +36,9 @@ Status shard_k(const KPackedWeights& w, int k0, int k, KPackedWeights* out) {
   LOWBIT_RETURN_IF_ERROR(validate(w));
   const WeightShape& s = w.shape;
   LOWBIT_CHECK_ARG(w.k_perm.empty(),
-                   "shard_k: act-order weight (k_perm): its stored rows are not a contiguous range of the "
-                   "checkpoint's; shard the checkpoint (qweight rows and g_idx) before converting it");
+                   "shard_k: act-order weight (k_perm): a K range of its checkpoint rows falls into groups of "
+                   "uneven length, which one group size cannot hold; a down projection's permutation can be folded "
+                   "into its gate / up columns first (fold_act_order; lowbit convert --fold-act-order)");
   LOWBIT_CHECK_ARG(k0 >= 0 && k >= 2 && k0 <= s.k - k, "shard_k: rows [%d, %d + %d) outside K=%d", k0, k0, k, s.k);
   LOWBIT_CHECK_ARG(k0 % 2 == 0 && k % 2 == 0, "shard_k: k0=%d and k=%d must be even (two nibbles per byte)", k0, k);
   WeightShape r = s;

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lowbit/int4/act_order_fold.h"
 #include "lowbit/int4/shard.h"
 
 namespace lowbit::int4 {
@@ -376,6 +377,8 @@ Status write_layer(const KPackedWeights& w, bool npacked_copy, ConvertedLayer* L
   }
   if (!expert_layers.empty()) lj["expert_layers"] = expert_layers;  // a fused layer's: the gate's
   if (!fused_from.empty()) lj["fused_from"] = fused_from;          // [gate layer, up layer]
+  if (!L->act_order_folded_into.empty()) lj["act_order_folded_into"] = L->act_order_folded_into;
+  if (!L->columns_permuted_by.empty()) lj["columns_permuted_by"] = L->columns_permuted_by;
   (*meta)[p] = lj.dump();
   return Status::Ok();
 }
@@ -574,26 +577,45 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
 
   // fuse_gate_up: X.gate_proj with X.up_proj (X.w1 with X.w3, Mixtral's names) become one
   // [gate; up] layer X.gate_up_proj (X.w13): fused_moe's w13, or one GEMM for a dense MLP.
+  // fold_act_order: X.down_proj (X.w2) is converted with its gate and up, and an act-order one
+  // folded into them (act_order_fold.h) before any of the three is written.
+  struct MlpNames {
+    const char *gate, *up, *down, *fused;
+  };
+  constexpr MlpNames kMlpNames[] = {{".gate_proj", ".up_proj", ".down_proj", ".gate_up_proj"},
+                                    {".w1", ".w3", ".w2", ".w13"}};
   std::map<std::string, size_t> unit_of;  // output name -> unit
   auto out_name = [](const Unit& u) { return u.stacked.empty() ? u.members[0] : u.stacked; };
   for (size_t i = 0; i < units.size(); ++i) unit_of[out_name(units[i])] = i;
   std::vector<long> partner(units.size(), -1);  // gate unit -> its up unit
-  std::vector<bool> is_up(units.size(), false);
+  std::vector<long> down_of(units.size(), -1);  // gate unit -> its down unit (fold_act_order)
+  std::vector<bool> with_gate(units.size(), false);  // up / down units written with their gate
   std::vector<std::string> fused_name(units.size());
-  if (o.fuse_gate_up)
+  if (o.fuse_gate_up || o.fold_act_order)
     for (size_t i = 0; i < units.size(); ++i) {
       const std::string n = out_name(units[i]);
-      for (const auto& [g, up, fused] : {std::tuple<const char*, const char*, const char*>{".gate_proj", ".up_proj", ".gate_up_proj"},
-                                          {".w1", ".w3", ".w13"}}) {
-        if (!n.ends_with(g)) continue;
-        const std::string base = n.substr(0, n.size() - std::strlen(g));
-        auto it = unit_of.find(base + up);
-        if (it == unit_of.end()) continue;
-        partner[i] = static_cast<long>(it->second);
-        is_up[it->second] = true;
-        fused_name[i] = base + fused;
+      for (const MlpNames& mn : kMlpNames) {
+        if (!n.ends_with(mn.gate)) continue;
+        const std::string base = n.substr(0, n.size() - std::strlen(mn.gate));
+        auto up = unit_of.find(base + mn.up);
+        if (up == unit_of.end()) continue;
+        auto down = o.fold_act_order ? unit_of.find(base + mn.down) : unit_of.end();
+        if (down != unit_of.end()) {
+          down_of[i] = static_cast<long>(down->second);
+          with_gate[down->second] = true;
+        }
+        if (o.fuse_gate_up) fused_name[i] = base + mn.fused;
+        if (o.fuse_gate_up || down_of[i] >= 0) {
+          partner[i] = static_cast<long>(up->second);
+          with_gate[up->second] = true;
+        }
       }
     }
+  auto is_down_name = [&](const std::string& n) {
+    for (const MlpNames& mn : kMlpNames)
+      if (n.ends_with(mn.down)) return true;
+    return false;
+  };
 
   size_t done = 0;  // units converted, for the progress callback
   auto report_progress = [&](size_t units_done) {
@@ -601,34 +623,64 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
     if (o.progress) o.progress(done, units.size(), summary->layers.back().prefix);
   };
   for (size_t i = 0; i < units.size(); ++i) {
-    if (is_up[i]) continue;  // written with its gate
+    if (with_gate[i]) continue;  // written with its gate
     std::vector<Piece> pieces;
     LOWBIT_RETURN_IF_ERROR(convert_unit(units[i], &pieces));
     if (partner[i] < 0) {
-      for (Piece& pc : pieces) LOWBIT_RETURN_IF_ERROR(emit(std::move(pc.L), pc.w, pc.expert_layers, {}));
+      for (Piece& pc : pieces) {
+        LOWBIT_CHECK_ARG(!(o.fold_act_order && !pc.w.k_perm.empty() && is_down_name(pc.L.prefix)),
+                         "convert: cannot fold the act-order of '%s': its gate and up layers are not in the selection "
+                         "(--layer) or not named as its gate / up (convert without --fold-act-order)",
+                         pc.L.prefix.c_str());
+        LOWBIT_RETURN_IF_ERROR(emit(std::move(pc.L), pc.w, pc.expert_layers, {}));
+      }
       report_progress(1);
       continue;
     }
-    std::vector<Piece> up;
+    std::vector<Piece> up, down;
     LOWBIT_RETURN_IF_ERROR(convert_unit(units[static_cast<size_t>(partner[i])], &up));
+    if (down_of[i] >= 0) LOWBIT_RETURN_IF_ERROR(convert_unit(units[static_cast<size_t>(down_of[i])], &down));
     const std::string gname = out_name(units[i]), uname = out_name(units[static_cast<size_t>(partner[i])]);
-    LOWBIT_CHECK_ARG(pieces.size() == 1 && up.size() == 1,
-                     "convert: cannot fuse '%s' and '%s': the experts of %s do not share one shape (convert without "
-                     "--fuse-gate-up)",
-                     gname.c_str(), uname.c_str(), pieces.size() != 1 ? gname.c_str() : uname.c_str());
-    KPackedWeights w13;
-    Status st = concat_n({pieces[0].w, up[0].w}, &w13);
-    if (!st.ok())
-      return Status(st.code(), "convert: cannot fuse '" + gname + "' and '" + uname + "': " + st.message());
-    pieces[0].w = KPackedWeights();
-    up[0].w = KPackedWeights();
-    ConvertedLayer L = pieces[0].L;
-    L.prefix = fused_name[i];
-    L.in_bytes += up[0].L.in_bytes;
-    L.report.scales_rounded += up[0].L.report.scales_rounded;
-    L.report.max_rel_scale_change = std::max(L.report.max_rel_scale_change, up[0].L.report.max_rel_scale_change);
-    LOWBIT_RETURN_IF_ERROR(emit(std::move(L), w13, pieces[0].expert_layers, {gname, uname}));
-    report_progress(2);
+    const std::string dname = down_of[i] >= 0 ? out_name(units[static_cast<size_t>(down_of[i])]) : std::string();
+    bool fold = false;
+    for (const Piece& pc : down) fold |= !pc.w.k_perm.empty();
+    const bool fuse = !fused_name[i].empty();
+    if (fuse || fold) {
+      const std::string& split = pieces.size() != 1 ? gname : up.size() != 1 ? uname : dname;
+      if (pieces.size() != 1 || up.size() != 1 || down.size() > 1)
+        return make_status(StatusCode::kInvalidArgument,
+                           "convert: cannot %s '%s' and '%s': the experts of %s do not share one shape (convert without "
+                           "%s)",
+                           fuse ? "fuse" : ("fold the act-order of '" + dname + "' into").c_str(), gname.c_str(),
+                           uname.c_str(), split.c_str(), fuse ? "--fuse-gate-up" : "--fold-act-order");
+    }
+    if (fold) {
+      const Status st = fold_act_order({&pieces[0].w, &up[0].w}, &down[0].w);
+      if (!st.ok())
+        return Status(st.code(), "convert: cannot fold the act-order of '" + dname + "' into '" + gname + "' and '" +
+                                     uname + "': " + st.message());
+      pieces[0].L.columns_permuted_by = up[0].L.columns_permuted_by = dname;
+      down[0].L.act_order_folded_into = fuse ? std::vector<std::string>{fused_name[i]} : std::vector<std::string>{gname, uname};
+    }
+    if (fuse) {
+      KPackedWeights w13;
+      Status st = concat_n({pieces[0].w, up[0].w}, &w13);
+      if (!st.ok())
+        return Status(st.code(), "convert: cannot fuse '" + gname + "' and '" + uname + "': " + st.message());
+      pieces[0].w = KPackedWeights();
+      up[0].w = KPackedWeights();
+      ConvertedLayer L = pieces[0].L;
+      L.prefix = fused_name[i];
+      L.in_bytes += up[0].L.in_bytes;
+      L.report.scales_rounded += up[0].L.report.scales_rounded;
+      L.report.max_rel_scale_change = std::max(L.report.max_rel_scale_change, up[0].L.report.max_rel_scale_change);
+      LOWBIT_RETURN_IF_ERROR(emit(std::move(L), w13, pieces[0].expert_layers, {gname, uname}));
+    } else {
+      for (std::vector<Piece>* part : {&pieces, &up})
+        for (Piece& pc : *part) LOWBIT_RETURN_IF_ERROR(emit(std::move(pc.L), pc.w, pc.expert_layers, {}));
+    }
+    for (Piece& pc : down) LOWBIT_RETURN_IF_ERROR(emit(std::move(pc.L), pc.w, pc.expert_layers, {}));
+    report_progress(down_of[i] >= 0 ? 3 : 2);
   }
   for (size_t i = 0; i < outs.size(); ++i) {
     const Status st = outs[i]->finish(metas[i]);

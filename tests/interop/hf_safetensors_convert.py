@@ -101,4 +101,70 @@ with safe_open(out, framework="numpy") as f:
     expect(w13 + ".zeros_kpacked" not in f.keys(), "a symmetric layer has no zeros")
 print(f"OK: {len(names)} tensors in {len(shards)} Hugging Face shards -> {w13} [{E}, {2 * I}, {H}] and {w2}, "
       "read back by safetensors", sys.modules["safetensors"].__version__)
+
+# Act-order (desc_act) experts, `--fold-act-order --fuse-gate-up --tp-size 2 --tp-rank all`: each
+# expert's MLP, y = down(silu(gate x) * up x), computed in fp64 from the GPTQ tensors as the
+# checkpoint states them (w[n, k] = (q[k, n] - 8) * scales[g_idx[k], n]) equals the sum over the two
+# ranks' files of the same MLP computed from lowbit's layout (w13's k_perm gathers x; down has no
+# k_perm: its permutation went into w13's columns; its rows are the rank's K range, its groups the
+# file's group_size).
+ckpt2 = os.path.join(work, "ckpt_act_order")
+os.makedirs(ckpt2)
+layers2 = {}
+for e in range(E):
+    gi_h = rng.permutation(np.arange(H) // G).astype(np.int32)  # gate and up read one x: one order
+    for proj, (k, n) in (("gate_proj", (H, I)), ("up_proj", (H, I)), ("down_proj", (I, H))):
+        layer = gptq_layer(k, n)
+        layer["g_idx"] = gi_h if proj != "down_proj" else rng.permutation(np.arange(I) // G).astype(np.int32)
+        layers2[f"model.layers.0.mlp.experts.{e}.{proj}"] = layer
+save_file({f"{p}.{t}": v for p, d in layers2.items() for t, v in d.items()}, os.path.join(ckpt2, "model.safetensors"),
+          metadata={"format": "pt"})
+with open(os.path.join(ckpt2, "config.json"), "w") as f:
+    json.dump({"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": G, "sym": True,
+                                       "desc_act": True}}, f)
+pattern = os.path.join(work, "fold_rank{rank}.safetensors")
+r = subprocess.run([lowbit, "convert", "--in", ckpt2, "--out", pattern, "--fold-act-order", "--fuse-gate-up", "--act",
+                    "fp16", "--tp-size", "2", "--tp-rank", "all"], capture_output=True, text=True)
+print(r.stdout, end="")
+if r.returncode != 0:
+    print(r.stderr, file=sys.stderr)
+    sys.exit(f"FAIL: lowbit convert --fold-act-order exited {r.returncode}")
+
+
+def gptq_dense(layer):  # [N, K] fp64 from qweight [K/8, N], scales [K/G, N], g_idx [K]
+    qw = layer["qweight"].view(np.uint32)
+    k = qw.shape[0] * 8
+    q = np.stack([(qw[kk // 8] >> (4 * (kk % 8))) & 15 for kk in range(k)]).astype(np.float64)  # [K, N]
+    return ((q - 8) * layer["scales"].astype(np.float64)[layer["g_idx"]]).T
+
+
+def lowbit_dense(f, prefix, e):  # [N, K] fp64 in stored K order from the K-packed layout
+    b = f.get_tensor(prefix + ".qweight_kpacked")[e]  # [N, K/2]
+    q = np.stack([b & 15, b >> 4], axis=-1).reshape(b.shape[0], -1).astype(np.float64)
+    g = json.loads(f.metadata()[prefix])["group_size"]
+    return (q - 8) * np.repeat(f.get_tensor(prefix + ".scales_kpacked")[e].astype(np.float64), g, axis=1)
+
+
+def silu(v):
+    return v / (1.0 + np.exp(-v))
+
+
+x = rng.uniform(-1, 1, size=(5, H))
+files = [safe_open(pattern.replace("{rank}", str(rank)), framework="numpy") for rank in range(2)]
+for e in range(E):
+    c = {p: gptq_dense(layers2[f"model.layers.0.mlp.experts.{e}.{p}"]) for p in ("gate_proj", "up_proj", "down_proj")}
+    want = (silu(x @ c["gate_proj"].T) * (x @ c["up_proj"].T)) @ c["down_proj"].T
+    got = np.zeros_like(want)
+    for f in files:
+        perm = f.get_tensor(w13 + ".k_perm")[e]
+        h = x[:, perm] @ lowbit_dense(f, w13, e).T
+        expect(w2 + ".k_perm" not in f.keys(), "the folded down layer has no k_perm")
+        got += (silu(h[:, : I // 2]) * h[:, I // 2:]) @ lowbit_dense(f, w2, e).T
+    err = np.abs(got - want).max() / np.abs(want).max()
+    expect(err < 1e-12, f"expert {e}: folded TP ranks differ from the checkpoint's MLP by {err:.3g} (relative)")
+meta2 = json.loads(files[0].metadata()[w2])
+expect(meta2["act_order"] is False and meta2["act_order_folded_into"] == [w13] and meta2["tp_split"] == "rows",
+       f"folded down metadata {meta2}")
+print(f"OK: act-order experts folded and split over 2 TP ranks: the ranks' MLP outputs add up to the checkpoint's "
+      f"(fp64, {E} experts)")
 shutil.rmtree(work, ignore_errors=True)

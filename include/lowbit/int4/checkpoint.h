@@ -66,6 +66,13 @@ struct ConvertOptions {
   // MLP's gate and up. Metadata "fused_from": [gate layer, up layer]. With TP, its shard is
   // tp_shard(kGateUp). Parts that cannot be joined (shapes, act-order permutations) are an error.
   bool fuse_gate_up = false;
+  // Fold each act-order X.down_proj's (X.w2's) permutation into X.gate_proj and X.up_proj (X.w1,
+  // X.w3; act_order_fold.h): their output columns are written in down's stored row order and down
+  // is written without k_perm. The layer computes the same bits with one activation gather less,
+  // and down can be cut into K shards (TP), which an act-order weight cannot. An act-order down
+  // layer without its gate and up beside it is an error. Metadata: "act_order_folded_into" on
+  // down, "columns_permuted_by" on the producers (their columns no longer follow the checkpoint).
+  bool fold_act_order = false;
   // Also write each layer's N-packed copy (when N % 8 == 0). false: the canonical K-packed
   // layout only, about half the file; repack_for_kernels at load time reads only that.
   bool write_npacked = true;
@@ -84,6 +91,10 @@ struct ConvertedLayer {
   int tp_split = -1;              // the TpSplit this shard was cut by (-1: whole layer)
   int tp_rank = -1;               // the rank whose shard this is (-1: whole layer)
   int checkpoint_group_size = 0;  // the checkpoint's G (group_size differs where a K shard refined it)
+  // fold_act_order: on a down layer, the layers its act-order permutation went into (act_order is
+  // then false); on those layers, the down layer whose permutation reordered their columns.
+  std::vector<std::string> act_order_folded_into;
+  std::string columns_permuted_by;
   size_t in_bytes = 0, out_bytes = 0;
   ConvertReport report;
 };

@@ -23,9 +23,10 @@ namespace lowbit::int4 {
 
 // Rows [k0, k0 + k) of K of every expert (row-parallel). k0 and k even (whole bytes), within
 // K. The shard's group size is gcd(G, k0, k); per-channel weights stay per-channel (their one
-// group spans K, so each column keeps its scale). Act-order weights (k_perm) are refused: their
-// stored rows are not a contiguous range of the checkpoint's rows, so shard the checkpoint
-// (qweight rows and g_idx) before converting it.
+// group spans K, so each column keeps its scale). Act-order weights (k_perm) are refused: a K
+// range of the checkpoint's rows falls into groups of uneven length, which one group size
+// cannot hold. A down projection's (MoE w2's) permutation can be folded into its gate / up
+// columns first (act_order_fold.h); the folded weight shards like any other.
 Status shard_k(const KPackedWeights& w, int k0, int k, KPackedWeights* out);
 // The group size shard_k gives rows [k0, k0 + k) of a weight of group size G: gcd(G, k0, k)
 // (per-channel stays per-channel).

@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <numeric>
 #include <random>
 
+#include "lowbit/int4/act_order_fold.h"
 #include "lowbit/int4/checkpoint.h"
 #include "lowbit/int4/shard.h"
 
@@ -464,6 +466,142 @@ TEST(Convert, FusesGateAndUp) {
   st = convert_checkpoint(o, &sum);
   EXPECT_NE(st.message().find("cannot fuse 'm.gate_proj' and 'm.up_proj'"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("K=128"), std::string::npos) << st.message();
+  std::remove(in.c_str());
+  std::remove(out.c_str());
+}
+
+// An act-order permutation as GPTQ's g_idx gives it back: random group membership, each group's
+// checkpoint rows in increasing order (the converter keeps checkpoint order within a group).
+std::vector<int32_t> gptq_k_perm(int k, int g, uint32_t seed) {
+  std::vector<int32_t> p(k);
+  std::iota(p.begin(), p.end(), 0);
+  std::mt19937 rng(seed);
+  std::shuffle(p.begin(), p.end(), rng);
+  for (int j = 0; j < k; j += g) std::sort(p.begin() + j, p.begin() + j + g);
+  return p;
+}
+
+// --fold-act-order: an act-order down_proj (per expert: stacked, each its own permutation) is
+// written without k_perm, its gate and up with their columns in its stored row order (bit for
+// bit permute_n of the checkpoint's, metadata naming the other side), fused or not; TP then
+// splits it by rows, which the unfolded act-order layer refuses; a down layer without its gate
+// and up in the selection is refused by name.
+TEST(Convert, FoldsActOrderDownIntoGateAndUp) {
+  const std::string in = tmp("fold.safetensors"), out = tmp("fold_out.safetensors");
+  constexpr int H = 64, I = 96, G = 32;
+  Ckpt c;
+  std::vector<KPackedWeights> gate, up, down;
+  auto add = [&](const std::string& p, const KPackedWeights& w) { ASSERT_TRUE(add_weight(&c, p, w).ok()); };
+  const std::vector<int32_t> perm_h = gptq_k_perm(H, G, 7);  // gate and up share x, so one K order
+  for (int e = 0; e < 3; ++e) {
+    const std::string q = e < 2 ? "model.layers.0.mlp.experts." + std::to_string(e) : "model.layers.1.mlp";
+    gate.push_back(weight(I, H, G, false, DType::kF16, 110 + e, 1));
+    up.push_back(weight(I, H, G, false, DType::kF16, 113 + e, 1));
+    down.push_back(weight(H, I, G, false, DType::kF16, 116 + e, 1));
+    gate.back().k_perm = up.back().k_perm = perm_h;
+    down.back().k_perm = gptq_k_perm(I, G, 119 + e);
+    add(q + ".gate_proj", gate.back());
+    add(q + ".up_proj", up.back());
+    add(q + ".down_proj", down.back());
+  }
+  ASSERT_TRUE(c.write(in).ok());
+  // What the fold must write: the stacked experts (layer 0) and the dense MLP (layer 1).
+  struct Mlp {
+    std::string base;
+    KPackedWeights gate, up, down, gate_up;  // gate / up / gate_up folded; down without k_perm
+  };
+  std::vector<Mlp> want(2);
+  for (int l = 0; l < 2; ++l) {
+    Mlp& m = want[l];
+    m.base = l == 0 ? "model.layers.0.mlp.experts" : "model.layers.1.mlp";
+    const size_t b = l == 0 ? 0 : 2, n = l == 0 ? 2 : 1;
+    KPackedWeights sg, su, sd;
+    ASSERT_TRUE(stack_experts({gate.begin() + b, gate.begin() + b + n}, &sg).ok());
+    ASSERT_TRUE(stack_experts({up.begin() + b, up.begin() + b + n}, &su).ok());
+    ASSERT_TRUE(stack_experts({down.begin() + b, down.begin() + b + n}, &sd).ok());
+    ASSERT_TRUE(permute_n(sg, sd.k_perm, 1, &m.gate).ok());
+    ASSERT_TRUE(permute_n(su, sd.k_perm, 1, &m.up).ok());
+    ASSERT_TRUE(concat_n({m.gate, m.up}, &m.gate_up).ok());
+    m.down = sd;
+    m.down.k_perm.clear();
+  }
+  ConvertOptions o = gptq_asym_f16_options(in, out);
+  o.fold_act_order = true;
+  std::vector<std::pair<size_t, size_t>> calls;
+  o.progress = [&](size_t done, size_t total, const std::string&) { calls.push_back({done, total}); };
+  ConvertSummary sum;
+  Status st = convert_checkpoint(o, &sum);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_FALSE(calls.empty());
+  EXPECT_EQ(calls.back(), (std::pair<size_t, size_t>{6, 6}));
+  o.progress = nullptr;
+  ASSERT_EQ(sum.layers.size(), 6u);
+  for (const auto& L : sum.layers) {
+    const bool is_down = L.prefix.ends_with(".down_proj");
+    EXPECT_EQ(L.act_order, !is_down) << L.prefix;  // gate / up keep their own K order
+    EXPECT_EQ(L.act_order_folded_into.size(), is_down ? 2u : 0u) << L.prefix;
+    EXPECT_EQ(L.columns_permuted_by.empty(), is_down) << L.prefix;
+  }
+  {
+    io::SafetensorsFile f;
+    ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
+    for (const Mlp& m : want) {
+      expect_layer(f, m.base + ".gate_proj", m.gate);
+      expect_layer(f, m.base + ".up_proj", m.up);
+      expect_layer(f, m.base + ".down_proj", m.down);
+      EXPECT_FALSE(f.has(m.base + ".down_proj.k_perm"));
+      const std::string dm = f.metadata().at(m.base + ".down_proj"), gm = f.metadata().at(m.base + ".gate_proj");
+      EXPECT_NE(dm.find(R"("act_order_folded_into":[")" + m.base + R"(.gate_proj",")" + m.base + R"(.up_proj"])"),
+                std::string::npos)
+          << dm;
+      EXPECT_NE(gm.find(R"("columns_permuted_by":")" + m.base + R"(.down_proj")"), std::string::npos) << gm;
+    }
+  }
+  // With --fuse-gate-up: one [gate; up] layer, both halves in down's order.
+  o.fuse_gate_up = true;
+  st = convert_checkpoint(o, &sum);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(sum.layers.size(), 4u);
+  {
+    io::SafetensorsFile f;
+    ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
+    for (const Mlp& m : want) {
+      expect_layer(f, m.base + ".gate_up_proj", m.gate_up);
+      expect_layer(f, m.base + ".down_proj", m.down);
+      const std::string dm = f.metadata().at(m.base + ".down_proj");
+      EXPECT_NE(dm.find(R"("act_order_folded_into":[")" + m.base + R"(.gate_up_proj"])"), std::string::npos) << dm;
+    }
+  }
+  // TP 2: down splits by rows once folded (rank 1 here); unfolded, its act-order is refused with a
+  // pointer to the option.
+  o.tp_size = 2;
+  o.tp_rank = 1;
+  st = convert_checkpoint(o, &sum);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  {
+    io::SafetensorsFile f;
+    ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
+    for (const Mlp& m : want) {
+      KPackedWeights r13, r2;
+      ASSERT_TRUE(tp_shard(m.gate_up, TpSplit::kGateUp, 1, 2, &r13).ok());
+      ASSERT_TRUE(tp_shard(m.down, TpSplit::kRows, 1, 2, &r2).ok());
+      EXPECT_EQ(r2.shape.group_size, 16);  // 48 rows of a G = 32 weight from row 48
+      expect_layer(f, m.base + ".gate_up_proj", r13);
+      expect_layer(f, m.base + ".down_proj", r2);
+    }
+  }
+  o.fold_act_order = false;
+  st = convert_checkpoint(o, &sum);
+  EXPECT_NE(st.message().find("down_proj"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("--fold-act-order"), std::string::npos) << st.message();
+  // A down layer selected without its gate and up cannot be folded.
+  o.fold_act_order = true;
+  o.tp_size = 1;
+  o.tp_rank = 0;
+  o.layer_prefix = "model.layers.1.mlp.down";
+  st = convert_checkpoint(o, &sum);
+  EXPECT_NE(st.message().find("cannot fold the act-order of 'model.layers.1.mlp.down_proj'"), std::string::npos)
+      << st.message();
   std::remove(in.c_str());
   std::remove(out.c_str());
 }

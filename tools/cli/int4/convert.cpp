@@ -15,7 +15,7 @@ namespace {
 const char* kUsage =
     "usage: lowbit convert --in CHECKPOINT --out PACKED.safetensors\n"
     "         [--config config.json | --format gptq|gptq_v2|awq|ct [--group G] [--sym|--asym]]\n"
-    "         [--layer PREFIX] [--act bf16|fp16] [--round-scales] [--fuse-gate-up] [--no-npacked]\n"
+    "         [--layer PREFIX] [--act bf16|fp16] [--round-scales] [--fuse-gate-up] [--fold-act-order] [--no-npacked]\n"
     "         [--tp-size T --tp-rank R [--tp-split S]]\n"
     "  --in            a .safetensors file, a model directory of shards, or its *.safetensors.index.json;\n"
     "                  shards are memory-mapped and the output is written layer by layer\n"
@@ -31,6 +31,9 @@ const char* kUsage =
     "  --round-scales  accept fp16 scales that round when stored as bf16 (default: refuse)\n"
     "  --fuse-gate-up  write X.gate_proj + X.up_proj (X.w1 + X.w3) as one [gate; up] layer X.gate_up_proj (X.w13):\n"
     "                  fused_moe's w13 for stacked experts, one GEMM for a dense MLP\n"
+    "  --fold-act-order  fold each act-order X.down_proj's (X.w2's) permutation into the output columns of\n"
+    "                  X.gate_proj / X.up_proj (X.w1 / X.w3): down needs no activation gather and splits over TP\n"
+    "                  ranks (an act-order down layer otherwise cannot); same outputs, bit for bit\n"
     "  --no-npacked    write the canonical K-packed layout only (no N-packed copy: about half the file;\n"
     "                  repack_for_kernels at load time reads only K-packed)\n"
     "  --tp-size/--tp-rank  write tensor-parallel rank R's shard of every layer (of T ranks; --tp-rank all: every\n"
@@ -41,7 +44,7 @@ const char* kUsage =
 
 int run_convert(const std::vector<std::string>& argv) {
   lowbit::cli::Args a(argv, {"in", "out", "config", "format", "group", "layer", "act", "tp-size", "tp-rank", "tp-split"},
-                      {"sym", "asym", "round-scales", "fuse-gate-up", "no-npacked", "help"});
+                      {"sym", "asym", "round-scales", "fuse-gate-up", "fold-act-order", "no-npacked", "help"});
   if (a.has("help")) {
     std::printf("%s", kUsage);
     return 0;
@@ -84,6 +87,7 @@ int run_convert(const std::vector<std::string>& argv) {
   o.act = act == "fp16" ? lowbit::DType::kF16 : lowbit::DType::kBF16;
   o.scale_policy = a.has("round-scales") ? ScalePolicy::kRound : ScalePolicy::kExact;
   o.fuse_gate_up = a.has("fuse-gate-up");
+  o.fold_act_order = a.has("fold-act-order");
   o.write_npacked = !a.has("no-npacked");
   o.tp_size = static_cast<int>(a.get_int("tp-size", 1));
   o.tp_rank = a.get("tp-rank") == "all" ? kAllTpRanks : static_cast<int>(a.get_int("tp-rank", 0));
@@ -128,7 +132,7 @@ int run_convert(const std::vector<std::string>& argv) {
   // "kernel": the layout repack_for_kernels() gives this weight at load time (the GPU path).
   std::printf("%-48s %-8s %4s %7s %7s %6s %5s %9s %-8s %-9s %11s %11s %8s %-7s\n", "layer", "source", "E", "N", "K", "G",
               "sym", "act-order", "layout", "kernel", "in bytes", "out bytes", "rounded", "split@rank");
-  size_t tin = 0, tout = 0;
+  size_t tin = 0, tout = 0, folded = 0;
   for (const auto& L : sum.layers) {
     const lowbit::int4::WeightShape ks{L.experts, L.n, L.k, L.group_size, L.symmetric, o.act};
     // split: the TP rule of this shard; G then is the shard's (a K shard's refined group shows
@@ -143,14 +147,20 @@ int run_convert(const std::vector<std::string>& argv) {
       std::snprintf(g, sizeof g, "%d", L.group_size);
     std::printf("%-48s %-8s %4d %7d %7d %6s %5s %9s %-8s %-9s %11zu %11zu %8zu %-7s\n", L.prefix.c_str(),
                 checkpoint_format_name(L.source), L.experts, L.n, L.k, g,
-                L.symmetric ? "yes" : "no", L.act_order ? "yes" : "no", weight_layout_name(L.layout),
+                L.symmetric ? "yes" : "no", L.act_order ? "yes" : !L.act_order_folded_into.empty() ? "folded" : "no",
+                weight_layout_name(L.layout),
                 lowbit::int4::kernel_layout_name(lowbit::int4::kernel_layout_for(ks)), L.in_bytes, L.out_bytes,
                 L.report.scales_rounded, split);
     if (L.tp_rank <= 0) tin += L.in_bytes;  // each layer read once, whatever the ranks written
+    if (L.tp_rank <= 0 && !L.act_order_folded_into.empty()) ++folded;
     tout += L.out_bytes;
   }
   std::printf("total: %zu bytes in, %zu bytes out (%s)\n", tin, tout,
               o.write_npacked ? "K-packed + N-packed copies" : "K-packed only");
+  if (folded > 0)
+    std::printf("act-order folded: %zu down layer(s) read their input in stored order; their gate / up layers' output "
+                "columns follow it (metadata columns_permuted_by)\n",
+                folded);
   return 0;
 }
 
