@@ -3,9 +3,12 @@
 // activations gathered on the host (the gather moves 16-bit values, no arithmetic), and agree
 // with the fp64 reference that applies the permutation (gemm_ref) within the dense tolerance;
 // every layout and the decode / pipelined / dequant + cuBLAS paths; entry points that take no
-// permutation refuse such a weight by name. The fused MoE layer on act-order experts (each its own
-// permutation, of x for w13 and of the intermediate for w2) against the fp64 layer reference,
-// and bit-identical to the plain layer when every permutation is the identity.
+// permutation refuse such a weight by name; the weight's columns reordered (permute_n) give
+// the same columns, bit for bit, at their new places. The fused MoE layer on act-order experts
+// (each its own permutation, of x for w13 and of the intermediate for w2) against the fp64
+// layer reference, and bit-identical to the plain layer when every permutation is the
+// identity; w2's permutation folded into w13's columns (act_order_fold.h) gives the act-order
+// layer's bits without its gather.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 #include <sstream>
 #include <utility>
 
+#include "lowbit/int4/act_order_fold.h"
 #include "lowbit/int4/kernels.h"
 #include "lowbit/int4/moe_ref.h"
 #include "tests/cpu/int4/random_weights.h"
@@ -104,6 +108,32 @@ TEST_P(Int4GemmActOrder, GathersXAndMatchesReference) {
   size_t differ = 0;
   for (size_t i = 0; i < y.size(); ++i) differ += y[i] != yp[i];
   EXPECT_EQ(differ, 0u) << "act-order output differs from the host-gathered run in " << differ << " of " << y.size();
+
+  // The weight's columns reordered (permute_n: what fold_act_order does to a gate / up weight):
+  // column j of the output is column perm[j] of the unpermuted run, bit for bit, on every path and
+  // layout (a column's sum does not depend on where it sits).
+  {
+    const std::vector<int32_t> perm = random_k_perm(c.experts, c.n, 91u + c.n);
+    KPackedWeights kf;
+    ASSERT_TRUE(permute_n(kp, perm, 1, &kf).ok());
+    KernelWeights kwf;
+    ASSERT_TRUE(repack_for_kernels(kf, &kwf, c.layout).ok());
+    DevWeights dwf(kwf);
+    ASSERT_TRUE(dwf.status.ok()) << dwf.status.to_string();
+    ASSERT_EQ(cudaMemset(dy_plain.p, 0xFF, ybytes), cudaSuccess);
+    GemmArgs f = a;
+    f.y = dy_plain.p;
+    st = gemm(f, dwf.view, ws.p, ws_view, nullptr);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto yf = download<uint16_t>(dy_plain.p, static_cast<size_t>(c.m) * c.n);
+    const int32_t* pe = perm.data() + static_cast<size_t>(c.expert) * c.n;
+    size_t moved = 0;
+    for (int r = 0; r < c.m; ++r)
+      for (int j = 0; j < c.n; ++j)
+        moved += yf[static_cast<size_t>(r) * c.n + j] != y[static_cast<size_t>(r) * c.n + pe[j]];
+    EXPECT_EQ(moved, 0u) << "permuted columns differ from the unpermuted run's in " << moved << " of " << yf.size();
+  }
 
   // fp64 reference with the permutation applied by the CPU reference (weights.h contract).
   std::vector<double> ref;
@@ -313,6 +343,34 @@ TEST_P(Int4MoeActOrder, MatchesReferenceAndPlainLayer) {
   size_t differ = 0;
   for (size_t i = 0; i < yp.size(); ++i) differ += yp[i] != yi[i];
   EXPECT_EQ(differ, 0u) << "identity k_perm differs from the plain layer in " << differ << " of " << yp.size();
+
+  // (4) w2's permutation folded into w13's columns (act_order_fold.h): the layer without w2's
+  // gather gives the bits of (1): GEMM1's columns are the same sums wherever they sit, and GEMM2
+  // reads in stored order what (1) gathered.
+  if (c.perm2) {
+    KPackedWeights k13f = k13p, k2f = k2p;
+    st = fold_act_order({&k13f}, &k2f);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    KernelWeights w13f, w2f;
+    ASSERT_TRUE(repack_for_kernels(k13f, &w13f, c.layout).ok());
+    ASSERT_TRUE(repack_for_kernels(k2f, &w2f, c.layout).ok());
+    DevWeights d13f(w13f), d2f(w2f);
+    ASSERT_TRUE(d13f.status.ok() && d2f.status.ok());
+    ASSERT_EQ(d2f.view.k_perm, nullptr);
+    size_t ws_fold = 0;
+    ASSERT_TRUE(moe_workspace_size(d13f.view, d2f.view, c.m, c.topk, 0, &ws_fold).ok());
+    ASSERT_LE(ws_fold, ws_bytes);
+    ASSERT_EQ(cudaMemset(dy_id.p, 0xFF, dy_id.bytes), cudaSuccess);
+    MoeArgs folded = a;
+    folded.y = dy_id.p;
+    st = fused_moe(folded, d13f.view, d2f.view, ws.p, ws_bytes, nullptr);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto yf = download<uint16_t>(dy_id.p, x.size());
+    size_t fdiffer = 0;
+    for (size_t i = 0; i < yf.size(); ++i) fdiffer += yf[i] != y[i];
+    EXPECT_EQ(fdiffer, 0u) << "the folded layer differs from the act-order layer in " << fdiffer << " of " << yf.size();
+  }
 
   // (3) one byte short of the views' size for 16-row align blocks: refused by name, before any
   // launch.
