@@ -50,13 +50,14 @@ struct MoeShape {
 
 int run_bench_moe(const std::vector<std::string>& argv) {
   cli::Args args(argv, {"m", "out", "dtype", "group", "reps", "path", "shapes", "layout", "block-m", "routing"},
-                 {"quick", "asym", "act-order", "help"});
+                 {"quick", "asym", "act-order", "act-order-fold", "help"});
   if (!args.ok() || args.has("help")) {
     if (!args.ok()) std::fprintf(stderr, "bench moe: %s\n", args.error().c_str());
     std::fprintf(stderr,
                  "usage: lowbit bench moe [--m 1,8,16,32,128,512,2048,8192] [--quick] [--shapes qwen3-30b-a3b.tp1,...]\n"
                  "       [--path auto,fused,grouped] [--layout auto|npacked] [--dtype bf16|fp16] [--group 32|64|128|-1]\n"
-                 "       [--asym] [--block-m 0|8|16|32|64|128] [--routing logits|caller] [--act-order] [--reps 10]\n"
+                 "       [--asym] [--block-m 0|8|16|32|64|128] [--routing logits|caller] [--act-order | --act-order-fold]\n"
+                 "       [--reps 10]\n"
                  "       [--out docs/benchmarks/moe]\n");
     return args.ok() ? 0 : 2;
   }
@@ -92,7 +93,15 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   // desc_act GPTQ checkpoint's): fused_moe gathers x and the intermediate per routed pair
   // (kernels.h); the reference applies the permutations. Marlin columns and the grouped path
   // are left out (the grouped path refuses act-order experts).
-  const bool act_order = opt.act_order;
+  // --act-order-fold: the same, with w2's permutation folded into w13's columns (act_order_fold.h;
+  // lowbit convert --fold-act-order): w13 keeps its k_perm, w2 has none, so only x is gathered. The
+  // experts are random words either way, so folded w13 columns are timed as any others.
+  const bool act_order_fold = args.has("act-order-fold");
+  if (act_order_fold && opt.act_order) {
+    std::fprintf(stderr, "bench moe: --act-order and --act-order-fold exclude each other\n");
+    return 2;
+  }
+  const bool act_order = opt.act_order || act_order_fold;
   if (layout != "auto" && layout != "npacked") {
     std::fprintf(stderr, "bench moe: unknown --layout %s (auto, npacked)\n", layout.c_str());
     return 2;
@@ -130,7 +139,10 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   std::printf("# %s\n# copy bandwidth %.0f GB/s (read-only stream %.0f GB/s); %s, G=%d, %s, routing %s%s; times are "
               "CUDA-graph medians\n",
               lowbit::bench::machine_description().c_str(), copy_gbps, read_gbps, dtype_name(act), group,
-              sym ? "sym" : "asym", routing.c_str(), act_order ? ", act-order experts (k_perm)" : "");
+              sym ? "sym" : "asym", routing.c_str(),
+              act_order_fold ? ", act-order experts, w2's permutation folded into w13 (k_perm on w13 only)"
+              : act_order    ? ", act-order experts (k_perm)"
+                             : "");
   cublasHandle_t handle;
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "bench moe: cublasCreate failed\n");
@@ -187,7 +199,8 @@ int run_bench_moe(const std::vector<std::string>& argv) {
       dperm13 = upload(perm13);
       dperm2 = upload(perm2);
       for (auto& d : w13) d->view.k_perm = dperm13.as<int32_t>();
-      for (auto& d : w2) d->view.k_perm = dperm2.as<int32_t>();
+      if (!act_order_fold)
+        for (auto& d : w2) d->view.k_perm = dperm2.as<int32_t>();
     }
     const char* layout_name = kernel_layout_name(w13[0]->view.kind);
 #ifdef LOWBIT_HAVE_VLLM_MARLIN
@@ -375,7 +388,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
                                          static_cast<size_t>(sh.H) * sh.I);
             // Stored row k of expert e takes input perm[e][k] (--act-order), else input k.
             const int32_t* p13 = act_order ? perm13.data() + static_cast<size_t>(e) * sh.H : nullptr;
-            const int32_t* p2 = act_order ? perm2.data() + static_cast<size_t>(e) * sh.I : nullptr;
+            const int32_t* p2 = act_order && !act_order_fold ? perm2.data() + static_cast<size_t>(e) * sh.I : nullptr;
             std::vector<float> xf(sh.H);
             for (int k = 0; k < sh.H; ++k) xf[k] = half_bits_to_float(act, xm[p13 ? p13[k] : k]);
             for (int n = 0; n < sh.I; ++n) {
@@ -511,7 +524,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
                         {"tflops", tflops}, {"tbps", tbs}, {"pct_floor", pct}, {"floor_us", floor_us},
                         {"pct_read_bw", rdbw}, {"cublas_us", tb.median_us}, {"cublas_tflops", flops / (tb.median_us * 1e6)}, {"speedup", speedup},
                         {"wrong", wrong}, {"dtype", dtype_name(act)}, {"group", group}, {"group_w2", group2}, {"sym", sym},
-                        {"routing", routing}, {"act_order", act_order}});
+                        {"routing", routing}, {"act_order", act_order}, {"act_order_fold", act_order_fold}});
 #ifdef LOWBIT_HAVE_VLLM_MARLIN
         if (have_tm) {
           rows.back()["marlin_gemm_us"] = tmg.median_us;
