@@ -9,7 +9,8 @@
 #   every dense path, the folded MoE layer bit-identical to the act-order one), the MoE example,
 #   the whole GPU int4 suite, then the MoE layer plain / --act-order / --act-order-fold (what the
 #   fold saves: w2's gather).
-# Part G (main): bench gemm plain and --act-order (the single per-element gather kernel of 2f3a0bf).
+# Part G (main): bench gemm at M = 4096 / 8192 (the prefill target, not re-run since session 39), then
+#   plain and --act-order at M = 1..512 (the single per-element gather kernel of 2f3a0bf).
 # Parts K and S: branches sk64 and ao-single, as session 40 planned them
 #   (docs/benchmarks/logs/session40_raw/gpu_round.sh K|S <dir>).
 set -u
@@ -30,6 +31,7 @@ if [ "$part" = A ]; then
     echo "== A4 moe $v"; timeout 100 $D/lowbit bench moe --shapes $MOE_SHAPES --m 1,2,4,8,16,128 $flag --out $R/moe_${part}_$v > $R/moe_${part}_$v.log 2>&1; echo "$v rc $?"; grep -h "total #wrong" $R/moe_${part}_$v.log
   done
 elif [ "$part" = G ]; then
+  echo "== G0 dense prefill M = 4096 / 8192 (the >= 0.8x cuBLAS target)"; timeout 150 $D/lowbit bench gemm --m 4096,8192 --cooldown-ms 300 --out $R/gemm_${part}_prefill > $R/gemm_${part}_prefill.log 2>&1; echo "rc $?"; grep -h "total #wrong" $R/gemm_${part}_prefill.log
   for v in plain act; do
     echo "== G1 dense $v"; timeout 150 $D/lowbit bench gemm --m 1,8,16,32,128,512 --cooldown-ms 300 $([ $v = act ] && echo --act-order) --out $R/gemm_${part}_$v > $R/gemm_${part}_$v.log 2>&1; echo "$v rc $?"; grep -h "total #wrong" $R/gemm_${part}_$v.log
   done
