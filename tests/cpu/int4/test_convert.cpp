@@ -489,42 +489,46 @@ std::vector<int32_t> gptq_k_perm(int k, int g, uint32_t seed) {
 TEST(Convert, FoldsActOrderDownIntoGateAndUp) {
   const std::string in = tmp("fold.safetensors"), out = tmp("fold_out.safetensors");
   constexpr int H = 64, I = 96, G = 32;
-  Ckpt c;
-  std::vector<KPackedWeights> gate, up, down;
-  auto add = [&](const std::string& p, const KPackedWeights& w) { ASSERT_TRUE(add_weight(&c, p, w).ok()); };
-  const std::vector<int32_t> perm_h = gptq_k_perm(H, G, 7);  // gate and up share x, so one K order
-  for (int e = 0; e < 3; ++e) {
-    const std::string q = e < 2 ? "model.layers.0.mlp.experts." + std::to_string(e) : "model.layers.1.mlp";
-    gate.push_back(weight(I, H, G, false, DType::kF16, 110 + e, 1));
-    up.push_back(weight(I, H, G, false, DType::kF16, 113 + e, 1));
-    down.push_back(weight(H, I, G, false, DType::kF16, 116 + e, 1));
-    gate.back().k_perm = up.back().k_perm = perm_h;
-    down.back().k_perm = gptq_k_perm(I, G, 119 + e);
-    add(q + ".gate_proj", gate.back());
-    add(q + ".up_proj", up.back());
-    add(q + ".down_proj", down.back());
-  }
-  ASSERT_TRUE(c.write(in).ok());
-  // What the fold must write: the stacked experts (layer 0) and the dense MLP (layer 1).
+  // Stacked experts (layer 0), a dense MLP (layer 1) and Mixtral's names (layer 2, w1 / w3 / w2).
   struct Mlp {
-    std::string base;
-    KPackedWeights gate, up, down, gate_up;  // gate / up / gate_up folded; down without k_perm
+    std::string base;  // the output prefix of the (stacked) layers
+    std::vector<std::string> members;  // checkpoint prefixes, in expert order
+    const char *g, *u, *d, *fused;
+    KPackedWeights gate, up, down, gate_up;  // as written: gate / up / gate_up folded, down without k_perm
   };
-  std::vector<Mlp> want(2);
-  for (int l = 0; l < 2; ++l) {
-    Mlp& m = want[l];
-    m.base = l == 0 ? "model.layers.0.mlp.experts" : "model.layers.1.mlp";
-    const size_t b = l == 0 ? 0 : 2, n = l == 0 ? 2 : 1;
+  std::vector<Mlp> want = {
+      {"model.layers.0.mlp.experts", {"model.layers.0.mlp.experts.0", "model.layers.0.mlp.experts.1"}, ".gate_proj",
+       ".up_proj", ".down_proj", ".gate_up_proj", {}, {}, {}, {}},
+      {"model.layers.1.mlp", {"model.layers.1.mlp"}, ".gate_proj", ".up_proj", ".down_proj", ".gate_up_proj", {}, {}, {}, {}},
+      {"model.layers.2.block_sparse_moe.experts",
+       {"model.layers.2.block_sparse_moe.experts.0", "model.layers.2.block_sparse_moe.experts.1"}, ".w1", ".w3", ".w2",
+       ".w13", {}, {}, {}, {}}};
+  Ckpt c;
+  const std::vector<int32_t> perm_h = gptq_k_perm(H, G, 7);  // gate and up share x, so one K order
+  uint32_t seed = 110;
+  for (Mlp& m : want) {
+    std::vector<KPackedWeights> gate, up, down;
+    for (const std::string& q : m.members) {
+      gate.push_back(weight(I, H, G, false, DType::kF16, seed++, 1));
+      up.push_back(weight(I, H, G, false, DType::kF16, seed++, 1));
+      down.push_back(weight(H, I, G, false, DType::kF16, seed++, 1));
+      gate.back().k_perm = up.back().k_perm = perm_h;
+      down.back().k_perm = gptq_k_perm(I, G, seed++);
+      ASSERT_TRUE(add_weight(&c, q + m.g, gate.back()).ok());
+      ASSERT_TRUE(add_weight(&c, q + m.u, up.back()).ok());
+      ASSERT_TRUE(add_weight(&c, q + m.d, down.back()).ok());
+    }
     KPackedWeights sg, su, sd;
-    ASSERT_TRUE(stack_experts({gate.begin() + b, gate.begin() + b + n}, &sg).ok());
-    ASSERT_TRUE(stack_experts({up.begin() + b, up.begin() + b + n}, &su).ok());
-    ASSERT_TRUE(stack_experts({down.begin() + b, down.begin() + b + n}, &sd).ok());
+    ASSERT_TRUE(stack_experts(gate, &sg).ok());
+    ASSERT_TRUE(stack_experts(up, &su).ok());
+    ASSERT_TRUE(stack_experts(down, &sd).ok());
     ASSERT_TRUE(permute_n(sg, sd.k_perm, 1, &m.gate).ok());
     ASSERT_TRUE(permute_n(su, sd.k_perm, 1, &m.up).ok());
     ASSERT_TRUE(concat_n({m.gate, m.up}, &m.gate_up).ok());
     m.down = sd;
     m.down.k_perm.clear();
   }
+  ASSERT_TRUE(c.write(in).ok());
   ConvertOptions o = gptq_asym_f16_options(in, out);
   o.fold_act_order = true;
   std::vector<std::pair<size_t, size_t>> calls;
@@ -533,11 +537,11 @@ TEST(Convert, FoldsActOrderDownIntoGateAndUp) {
   Status st = convert_checkpoint(o, &sum);
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_FALSE(calls.empty());
-  EXPECT_EQ(calls.back(), (std::pair<size_t, size_t>{6, 6}));
+  EXPECT_EQ(calls.back(), (std::pair<size_t, size_t>{9, 9}));
   o.progress = nullptr;
-  ASSERT_EQ(sum.layers.size(), 6u);
+  ASSERT_EQ(sum.layers.size(), 9u);
   for (const auto& L : sum.layers) {
-    const bool is_down = L.prefix.ends_with(".down_proj");
+    const bool is_down = L.prefix.ends_with(".down_proj") || L.prefix.ends_with(".w2");
     EXPECT_EQ(L.act_order, !is_down) << L.prefix;  // gate / up keep their own K order
     EXPECT_EQ(L.act_order_folded_into.size(), is_down ? 2u : 0u) << L.prefix;
     EXPECT_EQ(L.columns_permuted_by.empty(), is_down) << L.prefix;
@@ -546,30 +550,30 @@ TEST(Convert, FoldsActOrderDownIntoGateAndUp) {
     io::SafetensorsFile f;
     ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
     for (const Mlp& m : want) {
-      expect_layer(f, m.base + ".gate_proj", m.gate);
-      expect_layer(f, m.base + ".up_proj", m.up);
-      expect_layer(f, m.base + ".down_proj", m.down);
-      EXPECT_FALSE(f.has(m.base + ".down_proj.k_perm"));
-      const std::string dm = f.metadata().at(m.base + ".down_proj"), gm = f.metadata().at(m.base + ".gate_proj");
-      EXPECT_NE(dm.find(R"("act_order_folded_into":[")" + m.base + R"(.gate_proj",")" + m.base + R"(.up_proj"])"),
+      expect_layer(f, m.base + m.g, m.gate);
+      expect_layer(f, m.base + m.u, m.up);
+      expect_layer(f, m.base + m.d, m.down);
+      EXPECT_FALSE(f.has(m.base + m.d + ".k_perm"));
+      const std::string dm = f.metadata().at(m.base + m.d), gm = f.metadata().at(m.base + m.g);
+      EXPECT_NE(dm.find(R"("act_order_folded_into":[")" + m.base + m.g + R"(",")" + m.base + m.u + R"("])"),
                 std::string::npos)
           << dm;
-      EXPECT_NE(gm.find(R"("columns_permuted_by":")" + m.base + R"(.down_proj")"), std::string::npos) << gm;
+      EXPECT_NE(gm.find(R"("columns_permuted_by":")" + m.base + m.d + R"(")"), std::string::npos) << gm;
     }
   }
   // With --fuse-gate-up: one [gate; up] layer, both halves in down's order.
   o.fuse_gate_up = true;
   st = convert_checkpoint(o, &sum);
   ASSERT_TRUE(st.ok()) << st.to_string();
-  ASSERT_EQ(sum.layers.size(), 4u);
+  ASSERT_EQ(sum.layers.size(), 6u);
   {
     io::SafetensorsFile f;
     ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
     for (const Mlp& m : want) {
-      expect_layer(f, m.base + ".gate_up_proj", m.gate_up);
-      expect_layer(f, m.base + ".down_proj", m.down);
-      const std::string dm = f.metadata().at(m.base + ".down_proj");
-      EXPECT_NE(dm.find(R"("act_order_folded_into":[")" + m.base + R"(.gate_up_proj"])"), std::string::npos) << dm;
+      expect_layer(f, m.base + m.fused, m.gate_up);
+      expect_layer(f, m.base + m.d, m.down);
+      const std::string dm = f.metadata().at(m.base + m.d);
+      EXPECT_NE(dm.find(R"("act_order_folded_into":[")" + m.base + m.fused + R"("])"), std::string::npos) << dm;
     }
   }
   // TP 2: down splits by rows once folded (rank 1 here); unfolded, its act-order is refused with a
@@ -586,8 +590,8 @@ TEST(Convert, FoldsActOrderDownIntoGateAndUp) {
       ASSERT_TRUE(tp_shard(m.gate_up, TpSplit::kGateUp, 1, 2, &r13).ok());
       ASSERT_TRUE(tp_shard(m.down, TpSplit::kRows, 1, 2, &r2).ok());
       EXPECT_EQ(r2.shape.group_size, 16);  // 48 rows of a G = 32 weight from row 48
-      expect_layer(f, m.base + ".gate_up_proj", r13);
-      expect_layer(f, m.base + ".down_proj", r2);
+      expect_layer(f, m.base + m.fused, r13);
+      expect_layer(f, m.base + m.d, r2);
     }
   }
   o.fold_act_order = false;
