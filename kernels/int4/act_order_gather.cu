@@ -17,9 +17,12 @@ namespace {
 
 // One thread per 8 consecutive outputs of a row (one 16 B store): out[p, j] = src[p / row_div,
 // perm[e * k + j]], the row's inputs read through the permutation (a row is at most a few hundred
-// KB; L1 / L2 serve the scattered reads), the writes coalesced. Dense: ids null, e = 0, row_div
-// 1. MoE: e = ids[p]; rows of ids outside [0, experts) (foreign experts: the align gave them no
-// rows, so no GEMM reads them) are left as they are.
+// KB; L1 / L2 serve the scattered reads), the writes coalesced. Dense (kMoe false): e = 0, row
+// p of src, no ids, no division (the one body for both forms had cost the dense instantiation a
+// 64-bit p / row_div per 8 outputs: 488 SASS instructions against 198; that is the gather of
+// every decode-sized act-order GEMM). MoE: e = ids[p]; rows of ids outside [0, experts)
+// (foreign experts: the align gave them no rows, so no GEMM reads them) are left as they are.
+template <bool kMoe>
 __global__ void gather_act_order_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ out,
                                         const int32_t* __restrict__ ids, const int32_t* __restrict__ perm, int rows,
                                         int row_div, int experts, int k) {
@@ -29,12 +32,14 @@ __global__ void gather_act_order_kernel(const uint16_t* __restrict__ src, uint16
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t p = i / chunks;
     int e = 0;
-    if (ids != nullptr) {
+    size_t src_row = p;
+    if constexpr (kMoe) {
       e = ids[p];
       if (e < 0 || e >= experts) continue;
+      src_row = p / row_div;
     }
     const int j0 = static_cast<int>(i % chunks) * 8;
-    const uint16_t* row = src + (p / row_div) * k;
+    const uint16_t* row = src + src_row * k;
     const int32_t* pe = perm + static_cast<size_t>(e) * k + j0;
     uint32_t packed[4];
 #pragma unroll
@@ -148,7 +153,7 @@ cudaError_t launch_gather_act_order(const void* x, void* out, const int32_t* per
   const int threads = 256;
   const int blocks = gather_blocks(items, threads);
   if (vec)
-    gather_act_order_kernel<<<blocks, threads, 0, stream>>>(static_cast<const uint16_t*>(x),
+    gather_act_order_kernel<false><<<blocks, threads, 0, stream>>>(static_cast<const uint16_t*>(x),
                                                             static_cast<uint16_t*>(out), nullptr, perm, m, 1, 1, k);
   else
     gather_act_order_scalar_kernel<<<blocks, threads, 0, stream>>>(static_cast<const uint16_t*>(x),
@@ -162,7 +167,7 @@ cudaError_t launch_gather_moe_act_order(const void* src, int row_div, const int3
   if (static_cast<size_t>(rows) * k >= kStagedMinElems && rows % row_div == 0 && staged_ok(src, out, perm, k))
     return launch_staged(src, rows / row_div, row_div, ids, experts, perm, k, out, stream);
   const int threads = 256;
-  gather_act_order_kernel<<<gather_blocks(static_cast<size_t>(rows) * (k / 8), threads), threads, 0, stream>>>(
+  gather_act_order_kernel<true><<<gather_blocks(static_cast<size_t>(rows) * (k / 8), threads), threads, 0, stream>>>(
       static_cast<const uint16_t*>(src), static_cast<uint16_t*>(out), ids, perm, rows, row_div, experts, k);
   return cudaGetLastError();
 }

@@ -76,8 +76,12 @@ long long pipe_sk_launches() { return kern::pipe_sk_launch_count().load(std::mem
 size_t pipelined_sk_workspace_bytes(const WeightShape& s, int m) {
   // The stream-K launch launch_typed() would make at this M on this device: the same tile rows,
   // the same plan at the 32- / 48-row wgmma kernels' two blocks per SM, the same stream-K rule
-  // (or forced block count); 0 where it takes none. (launch_typed may then lower the plan's
-  // split-K ranks to fit cluster scheduling; a plan that splits K never takes stream-K.)
+  // (or forced block count); 0 where it takes none. (The rule never takes stream-K for a plan
+  // that splits K; a forced block count does, and its size does not depend on the splits. With
+  // LOWBIT_INT4_PIPE_SPLITS forcing splits that launch_typed then lowers to fit cluster
+  // scheduling, the launch's rule may want stream-K where this says 0: it then runs the plan
+  // without it, since the launch checks the workspace it is given. Default knobs never meet that:
+  // splitting needs tiles <= SMs, stream-K tiles > SMs.)
   if (!kern::pipe_wgmma_ok() || s.n % kMmaTileCols != 0) return 0;
   const int sms = device_sm_count();
   const int bm = kern::dense_tile_rows(m, s.n, s.k, true, sms);
