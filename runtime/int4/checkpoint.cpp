@@ -610,6 +610,16 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
           with_gate[up->second] = true;
         }
       }
+      // A checkpoint that stores gate and up fused already (X.gate_up_proj, [gate; up] along N):
+      // the one producer of X.down_proj, both halves reordered.
+      for (const MlpNames& mn : kMlpNames) {
+        if (!o.fold_act_order || !n.ends_with(mn.fused)) continue;
+        const std::string base = n.substr(0, n.size() - std::strlen(mn.fused));
+        auto down = unit_of.find(base + mn.down);
+        if (down == unit_of.end() || unit_of.count(base + mn.gate) || with_gate[down->second]) continue;
+        down_of[i] = static_cast<long>(down->second);
+        with_gate[down->second] = true;
+      }
     }
   auto is_down_name = [&](const std::string& n) {
     for (const MlpNames& mn : kMlpNames)
@@ -626,11 +636,35 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
     if (with_gate[i]) continue;  // written with its gate
     std::vector<Piece> pieces;
     LOWBIT_RETURN_IF_ERROR(convert_unit(units[i], &pieces));
+    if (partner[i] < 0 && down_of[i] >= 0) {  // a fused [gate; up] checkpoint layer and its down
+      std::vector<Piece> down;
+      LOWBIT_RETURN_IF_ERROR(convert_unit(units[static_cast<size_t>(down_of[i])], &down));
+      const std::string gname = out_name(units[i]), dname = out_name(units[static_cast<size_t>(down_of[i])]);
+      bool fold = false;
+      for (const Piece& pc : down) fold |= !pc.w.k_perm.empty();
+      if (fold) {
+        if (pieces.size() != 1 || down.size() != 1)
+          return make_status(StatusCode::kInvalidArgument,
+                             "convert: cannot fold the act-order of '%s' into '%s': the experts of %s do not share one "
+                             "shape (convert without --fold-act-order)",
+                             dname.c_str(), gname.c_str(), pieces.size() != 1 ? gname.c_str() : dname.c_str());
+        const Status st = fold_act_order({&pieces[0].w}, &down[0].w);
+        if (!st.ok())
+          return Status(st.code(), "convert: cannot fold the act-order of '" + dname + "' into '" + gname + "': " +
+                                       st.message());
+        pieces[0].L.columns_permuted_by = dname;
+        down[0].L.act_order_folded_into = {gname};
+      }
+      for (std::vector<Piece>* part : {&pieces, &down})
+        for (Piece& pc : *part) LOWBIT_RETURN_IF_ERROR(emit(std::move(pc.L), pc.w, pc.expert_layers, {}));
+      report_progress(2);
+      continue;
+    }
     if (partner[i] < 0) {
       for (Piece& pc : pieces) {
         LOWBIT_CHECK_ARG(!(o.fold_act_order && !pc.w.k_perm.empty() && is_down_name(pc.L.prefix)),
-                         "convert: cannot fold the act-order of '%s': its gate and up layers are not in the selection "
-                         "(--layer) or not named as its gate / up (convert without --fold-act-order)",
+                         "convert: cannot fold the act-order of '%s': its gate and up layers (or its fused gate_up) "
+                         "are not in the selection (--layer) or not named as such (convert without --fold-act-order)",
                          pc.L.prefix.c_str());
         LOWBIT_RETURN_IF_ERROR(emit(std::move(pc.L), pc.w, pc.expert_layers, {}));
       }

@@ -67,7 +67,8 @@ struct ConvertOptions {
   // tp_shard(kGateUp). Parts that cannot be joined (shapes, act-order permutations) are an error.
   bool fuse_gate_up = false;
   // Fold each act-order X.down_proj's (X.w2's) permutation into X.gate_proj and X.up_proj (X.w1,
-  // X.w3; act_order_fold.h): their output columns are written in down's stored row order and down
+  // X.w3), or into both halves of a checkpoint's fused X.gate_up_proj (X.w13) (act_order_fold.h):
+  // their output columns are written in down's stored row order and down
   // is written without k_perm. The layer computes the same bits with one activation gather less,
   // and down can be cut into K shards (TP), which an act-order weight cannot. An act-order down
   // layer without its gate and up beside it is an error. Metadata: "act_order_folded_into" on

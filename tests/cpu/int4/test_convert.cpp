@@ -610,6 +610,38 @@ TEST(Convert, FoldsActOrderDownIntoGateAndUp) {
   std::remove(out.c_str());
 }
 
+// A checkpoint that stores gate and up fused already (Phi-3's X.gate_up_proj, [gate; up] along N):
+// --fold-act-order reorders both halves by down's permutation.
+TEST(Convert, FoldsActOrderIntoAFusedGateUpLayer) {
+  const std::string in = tmp("fold_fused.safetensors"), out = tmp("fold_fused_out.safetensors");
+  constexpr int H = 64, I = 64, G = 32;
+  KPackedWeights gate_up = weight(2 * I, H, G, false, DType::kF16, 140, 1);
+  KPackedWeights down = weight(H, I, G, false, DType::kF16, 141, 1);
+  gate_up.k_perm = gptq_k_perm(H, G, 142);
+  down.k_perm = gptq_k_perm(I, G, 143);
+  Ckpt c;
+  ASSERT_TRUE(add_weight(&c, "model.layers.0.mlp.gate_up_proj", gate_up).ok());
+  ASSERT_TRUE(add_weight(&c, "model.layers.0.mlp.down_proj", down).ok());
+  ASSERT_TRUE(c.write(in).ok());
+  KPackedWeights want13, want2 = down;
+  ASSERT_TRUE(permute_n(gate_up, down.k_perm, 2, &want13).ok());
+  want2.k_perm.clear();
+  ConvertOptions o = gptq_asym_f16_options(in, out);
+  o.fold_act_order = true;
+  ConvertSummary sum;
+  Status st = convert_checkpoint(o, &sum);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(sum.layers.size(), 2u);
+  io::SafetensorsFile f;
+  ASSERT_TRUE(io::SafetensorsFile::open(out, &f).ok());
+  expect_layer(f, "model.layers.0.mlp.gate_up_proj", want13);
+  expect_layer(f, "model.layers.0.mlp.down_proj", want2);
+  const std::string dm = f.metadata().at("model.layers.0.mlp.down_proj");
+  EXPECT_NE(dm.find(R"("act_order_folded_into":["model.layers.0.mlp.gate_up_proj"])"), std::string::npos) << dm;
+  std::remove(in.c_str());
+  std::remove(out.c_str());
+}
+
 // A checkpoint that also holds FP8 tensors (an FP8 layer, MX block scales) converts its INT4
 // layers; the others are read past, not refused.
 TEST(Convert, Fp8TensorsBesideTheLayersAreReadPast) {
