@@ -457,6 +457,27 @@ TEST(Convert, FusesGateAndUp) {
   o.fuse_gate_up = false;
   ASSERT_TRUE(convert_checkpoint(o, &sum).ok());
   EXPECT_EQ(sum.layers.size(), 7u);
+  // --fold-act-order on a checkpoint without act-order changes nothing: the same tensors, bytes and
+  // metadata (an MLP's layers are then written one after another, so the file's order differs).
+  {
+    const std::string plain_out = tmp("fuse_plain.safetensors");
+    std::rename(out.c_str(), plain_out.c_str());
+    o.fold_act_order = true;
+    ASSERT_TRUE(convert_checkpoint(o, &sum).ok());
+    o.fold_act_order = false;
+    io::SafetensorsFile a, b;
+    ASSERT_TRUE(io::SafetensorsFile::open(plain_out, &a).ok());
+    ASSERT_TRUE(io::SafetensorsFile::open(out, &b).ok());
+    EXPECT_EQ(a.metadata(), b.metadata());
+    ASSERT_EQ(a.tensors().size(), b.tensors().size());
+    for (const auto& [name, t] : a.tensors()) {
+      ASSERT_TRUE(b.has(name)) << name;
+      const io::TensorInfo& u = b.tensors().at(name);
+      ASSERT_EQ(t.nbytes, u.nbytes) << name;
+      EXPECT_EQ(std::memcmp(a.data(t), b.data(u), t.nbytes), 0) << name;
+    }
+    std::remove(plain_out.c_str());
+  }
   // Gate and up of different K cannot be joined.
   Ckpt bad;
   ASSERT_TRUE(add_weight(&bad, "m.gate_proj", weight(16, 64, 32, false, DType::kF16, 102, 1)).ok());
