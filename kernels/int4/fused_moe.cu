@@ -291,6 +291,21 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
     LOWBIT_CUDA_RETURN(detail::launch_moe_decode(false, inter, w2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, cst, &st));
     return Status::Ok();
   }
+  // Act-order experts (kernels.h): GEMM1 reads x gathered per pair p = token * topk + slot in
+  // its expert's input order, as the rows of a top-1 routing of M * topk tokens (row p of the
+  // copy is pair p's; the align output names pairs either way, so the tiles and sums are the
+  // same); GEMM2 reads the intermediate gathered the same way. The GEMMs get views without
+  // k_perm: their activations are in stored row order by then.
+  KernelWeightsView v13 = w13, v2 = w2;
+  v13.k_perm = v2.k_perm = nullptr;
+  const int P = a.m * a.topk;
+  const bool gather13 = w13.k_perm != nullptr, gather2 = w2.k_perm != nullptr;
+  const void* x1 = gather13 ? static_cast<const void*>(ws + R.xg) : a.x;
+  const int m1 = gather13 ? P : a.m, topk1 = gather13 ? 1 : a.topk;
+  const void* inter2 = gather2 ? static_cast<const void*>(ws + R.inter_g) : inter;
+  // Both GEMMs' inputs checked before the first launch (nothing runs on a refusal).
+  LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", x1, v13, 16, m1, topk1, bm));
+  LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "inter", inter2, v2, 8, a.m, a.topk, bm));
   if (routed) {  // the caller's top-k: align only (ids outside [0, E) get no rows)
     tw = const_cast<float*>(a.topk_weights);  // read only below
     LOWBIT_RETURN_IF_ERROR(moe_align(a.topk_ids, a.m, a.topk, E, bm, sorted, eids, npp, stream));
@@ -313,35 +328,19 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
                                                    detail::moe_early_down_enabled(), &launched));
     if (launched) return moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream, sum_ids, E);
   }
-  // Act-order experts (kernels.h): GEMM1 reads x gathered per pair p = token * topk + slot in
-  // its expert's input order, as the rows of a top-1 routing of M * topk tokens (row p of the
-  // copy is pair p's; the align output names pairs either way, so the tiles and sums are the
-  // same); GEMM2 reads the intermediate gathered the same way. The GEMMs get views without
-  // k_perm: their activations are in stored row order by then.
-  KernelWeightsView v13 = w13, v2 = w2;
-  v13.k_perm = v2.k_perm = nullptr;
+  // Act-order: the gathers (their views and inputs above).
   const int32_t* pair_ids = routed ? a.topk_ids : ids;
-  const int P = a.m * a.topk;
-  const void* x1 = a.x;
-  int m1 = a.m, topk1 = a.topk;
-  if (w13.k_perm != nullptr) {
+  if (gather13)
     LOWBIT_CUDA_RETURN(detail::launch_gather_moe_act_order(a.x, a.topk, pair_ids, P, E, w13.k_perm, H, ws + R.xg, cst));
-    x1 = ws + R.xg;
-    m1 = P;
-    topk1 = 1;
-  }
   LOWBIT_RETURN_IF_ERROR(moe_gemm1(x1, v13, sorted, eids, npp, m1, topk1, bm, inter, stream));
-  const void* inter2 = inter;
-  if (w2.k_perm != nullptr) {
+  if (gather2)
     LOWBIT_CUDA_RETURN(detail::launch_gather_moe_act_order(inter, 1, pair_ids, P, E, w2.k_perm, I, ws + R.inter_g, cst));
-    inter2 = ws + R.inter_g;
-  }
   // GEMM2 right after GEMM1: on the decode tile its weights may stream during GEMM1's tail
   // (internal.h: launch_moe_decode's ids_early; only with MMA-tiled GEMM1, whose blocks wait for
   // the routing before letting GEMM2 launch, and not after a gather, an ordinary launch that ran
   // once GEMM1 completed).
   LOWBIT_RETURN_IF_ERROR(detail::moe_gemm2_launch(inter2, v2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, cst,
-                                                  tiled && w2.k_perm == nullptr));
+                                                  tiled && !gather2));
   LOWBIT_RETURN_IF_ERROR(moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream, sum_ids, E));
   return Status::Ok();
 }

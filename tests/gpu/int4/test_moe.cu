@@ -3,6 +3,7 @@
 // tolerance; bad arguments are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -638,6 +639,16 @@ TEST(Int4MoeArgs, Refused) {
   EXPECT_EQ(moe_gemm1(x.p, dt64.view, ib, ib, ib, 4, 2, 8, y.p, nullptr).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(moe_gemm1(static_cast<char*>(x.p) + 2, dt128.view, ib, ib, ib, 4, 2, 8, y.p, nullptr).code(),
             StatusCode::kMisaligned);
+  // fused_moe refuses such a stack before its first launch: the four-launch path checks both
+  // GEMMs' inputs before the routing, so a poisoned workspace is left as it was.
+  ASSERT_EQ(cudaMemset(ws.p, 0xA5, ws.bytes), cudaSuccess);
+  MoeArgs fused = a;
+  fused.path = MoePath::kFused;  // (d2 is N-packed: the four launches, not the single-token path)
+  EXPECT_EQ(fused_moe(fused, dt64.view, d2.view, ws.p, ws.bytes, nullptr).code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto wsb = download<uint8_t>(ws.p, ws.bytes);
+  EXPECT_EQ(static_cast<size_t>(std::count(wsb.begin(), wsb.end(), uint8_t{0xA5})), ws.bytes)
+      << "a refused fused_moe wrote its workspace";
 }
 
 }  // namespace
