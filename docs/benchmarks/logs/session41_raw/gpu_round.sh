@@ -13,9 +13,23 @@
 #   plain and --act-order at M = 1..512 (the single per-element gather kernel of 2f3a0bf).
 # Parts K and S: branches sk64 and ao-single, as session 40 planned them
 #   (docs/benchmarks/logs/session40_raw/gpu_round.sh K|S <dir>).
+# Part R (two GPUs: kind nvidia-h100-x2 / nvidia-h200-x2): branch ar-dedupe2 against main. <dir> holds
+#   main/ and branch/, each with lowbit and lowbit_tests_multigpu_allreduce (xz; the branch built in a
+#   worktree). The branch's multi-GPU all-reduce suite, then bench allreduce main / branch
+#   alternating, twice (same sizes and modes as scripts/device/allreduce.sh's bench).
 set -u
 part=${1:-A}; D=${2:-.dev/s41m}
 if [ "$part" = K ] || [ "$part" = S ]; then exec bash docs/benchmarks/logs/session40_raw/gpu_round.sh "$part" "$D"; fi
+if [ "$part" = R ]; then
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
+  R=$OUT/r; mkdir -p $R; nvidia-smi topo -m > $R/topo_R.txt 2>&1
+  for v in main branch; do cat $D/$v/COMMIT > $R/commit_$v.txt 2>/dev/null; for f in $D/$v/*.xz; do [ -e "$f" ] && xz -d -T4 "$f"; done; chmod +x $D/$v/*; done
+  echo "== R1 branch multi-GPU all-reduce suite"; timeout 90 $D/branch/lowbit_tests_multigpu_allreduce > $R/ar_tests_branch.log 2>&1; echo rc $?; grep -E "^\[  (PASSED|FAILED)" $R/ar_tests_branch.log
+  for pass in 1 2; do for v in main branch; do
+    echo "== R2 pass $pass bench $v"; timeout 70 $D/$v/lowbit bench allreduce --sizes 16K:1G --modes all --iters 5 --reps 3 --out $R/ar_${v}_$pass > $R/ar_${v}_$pass.log 2>&1; echo "rc $?"
+  done; done
+  cd $OUT && tar czf results_R.tgz r; exit 0
+fi
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
 R=$OUT/r; mkdir -p $R
 cat $D/COMMIT > $R/commit_$part.txt 2>/dev/null
