@@ -11,7 +11,8 @@
 #   fold saves: w2's gather).
 # Part G (main): bench gemm at M = 4096 / 8192 (the prefill target, not re-run since session 39), then
 #   plain and --act-order at M = 1..512 (the single per-element gather kernel of 2f3a0bf).
-# Parts K and S: branches sk64 and ao-single, as session 40 planned them
+# Parts K and S: branches sk64b and ao-single2 (sk64 and ao-single rebased onto main f51567d in
+#   session 41; binaries in .dev/s41k, .dev/s41s), as session 40 planned the parts
 #   (docs/benchmarks/logs/session40_raw/gpu_round.sh K|S <dir>).
 # Part R (two GPUs: kind nvidia-h100-x2 / nvidia-h200-x2): branch ar-dedupe2 against main. <dir> holds
 #   main/ and branch/, each with lowbit and lowbit_tests_multigpu_allreduce (xz; the branch built in a
