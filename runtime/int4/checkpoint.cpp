@@ -9,7 +9,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <tuple>
 
 #include <nlohmann/json.hpp>
 
