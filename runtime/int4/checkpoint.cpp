@@ -631,6 +631,24 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
     done += units_done;
     if (o.progress) o.progress(done, units.size(), summary->layers.back().prefix);
   };
+  // Folds down's act-order permutation into its producers' pieces (act_order_fold.h) and records
+  // it in their metadata; `into`: the layers it went into, as they are written.
+  auto fold_into = [](const std::vector<Piece*>& producers, Piece* down,
+                      const std::vector<std::string>& into) -> Status {
+    std::vector<KPackedWeights*> ws;
+    std::string names;
+    for (Piece* p : producers) {
+      ws.push_back(&p->w);
+      names += (names.empty() ? "'" : " and '") + p->L.prefix + "'";
+    }
+    const Status st = fold_act_order(ws, &down->w);
+    if (!st.ok())
+      return Status(st.code(),
+                    "convert: cannot fold the act-order of '" + down->L.prefix + "' into " + names + ": " + st.message());
+    for (Piece* p : producers) p->L.columns_permuted_by = down->L.prefix;
+    down->L.act_order_folded_into = into;
+    return Status::Ok();
+  };
   for (size_t i = 0; i < units.size(); ++i) {
     if (with_gate[i]) continue;  // written with its gate
     std::vector<Piece> pieces;
@@ -647,12 +665,7 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
                              "convert: cannot fold the act-order of '%s' into '%s': the experts of %s do not share one "
                              "shape (convert without --fold-act-order)",
                              dname.c_str(), gname.c_str(), pieces.size() != 1 ? gname.c_str() : dname.c_str());
-        const Status st = fold_act_order({&pieces[0].w}, &down[0].w);
-        if (!st.ok())
-          return Status(st.code(), "convert: cannot fold the act-order of '" + dname + "' into '" + gname + "': " +
-                                       st.message());
-        pieces[0].L.columns_permuted_by = dname;
-        down[0].L.act_order_folded_into = {gname};
+        LOWBIT_RETURN_IF_ERROR(fold_into({&pieces[0]}, &down[0], {gname}));
       }
       for (std::vector<Piece>* part : {&pieces, &down})
         for (Piece& pc : *part) LOWBIT_RETURN_IF_ERROR(emit(std::move(pc.L), pc.w, pc.expert_layers, {}));
@@ -688,12 +701,8 @@ Status convert_checkpoint(const ConvertOptions& o, ConvertSummary* summary) {
                            uname.c_str(), split.c_str(), fuse ? "--fuse-gate-up" : "--fold-act-order");
     }
     if (fold) {
-      const Status st = fold_act_order({&pieces[0].w, &up[0].w}, &down[0].w);
-      if (!st.ok())
-        return Status(st.code(), "convert: cannot fold the act-order of '" + dname + "' into '" + gname + "' and '" +
-                                     uname + "': " + st.message());
-      pieces[0].L.columns_permuted_by = up[0].L.columns_permuted_by = dname;
-      down[0].L.act_order_folded_into = fuse ? std::vector<std::string>{fused_name[i]} : std::vector<std::string>{gname, uname};
+      LOWBIT_RETURN_IF_ERROR(fold_into({&pieces[0], &up[0]}, &down[0],
+                                       fuse ? std::vector<std::string>{fused_name[i]} : std::vector<std::string>{gname, uname}));
     }
     if (fuse) {
       KPackedWeights w13;
