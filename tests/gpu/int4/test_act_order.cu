@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <sstream>
 #include <utility>
@@ -109,9 +110,42 @@ TEST_P(Int4GemmActOrder, GathersXAndMatchesReference) {
   for (size_t i = 0; i < y.size(); ++i) differ += y[i] != yp[i];
   EXPECT_EQ(differ, 0u) << "act-order output differs from the host-gathered run in " << differ << " of " << y.size();
 
+  // fp64 reference with the permutation applied by the CPU reference (weights.h contract).
+  std::vector<double> ref;
+  ASSERT_TRUE(gemm_ref(kp, c.expert, x.data(), c.m, &ref, nullptr).ok());
+  double scale = 0;
+  for (double r : ref) scale = std::max(scale, std::fabs(r));
+  // out's column j against the reference's column col[j] (col null: j).
+  auto expect_near_ref = [&](const std::vector<uint16_t>& out, const int32_t* col, const char* what) {
+    const double rel_out = c.act == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
+    double err2 = 0, ref2 = 0;
+    int bad = 0;
+    for (int r = 0; r < c.m; ++r)
+      for (int j = 0; j < c.n; ++j) {
+        const double want = ref[static_cast<size_t>(r) * c.n + (col != nullptr ? col[j] : j)];
+        const double got = half_bits_to_float(c.act, out[static_cast<size_t>(r) * c.n + j]);
+        // Output rounding plus fp32 accumulation over K (loose per element; the tight checks are
+        // the bit identities, the rel-L2 below catches a wrong gather).
+        const double tol = rel_out * std::fabs(want) + 1e-2 * scale;
+        if (!(std::fabs(got - want) <= tol) && bad++ < 5)
+          ADD_FAILURE() << what << ": row " << r << " column " << j << " got " << got << " ref " << want;
+        err2 += (got - want) * (got - want);
+        ref2 += want * want;
+      }
+    EXPECT_EQ(bad, 0) << what;
+    ASSERT_GT(ref2, 0.0);
+    EXPECT_LT(std::sqrt(err2 / ref2), c.act == DType::kBF16 ? 5e-3 : 1e-3) << what;
+  };
+  expect_near_ref(y, nullptr, "act-order run");
+
   // The weight's columns reordered (permute_n: what fold_act_order does to a gate / up weight):
-  // column j of the output is column perm[j] of the unpermuted run, bit for bit, on every path and
-  // layout (a column's sum does not depend on where it sits).
+  // column j of the output is column perm[j] of the unpermuted run at its new place. bf16: bit
+  // for bit on every path and layout (a column's sum does not depend on where it sits). fp16:
+  // the MMA-tiled decode tile sums columns 8..15 of every 16 as (1024 + 16 q) x and the others as
+  // (1024 + q) x (decode_tile.cuh, kHiX16: two shifts per word less), the same values in another
+  // fp32 rounding, so a column that moves between the two halves may differ in its last bits;
+  // every column that stays in its half is bit for bit, and all are checked against fp64. Other
+  // layouts' kernels have no such halves: bit for bit in both dtypes.
   {
     const std::vector<int32_t> perm = random_k_perm(c.experts, c.n, 91u + c.n);
     KPackedWeights kf;
@@ -128,32 +162,24 @@ TEST_P(Int4GemmActOrder, GathersXAndMatchesReference) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const auto yf = download<uint16_t>(dy_plain.p, static_cast<size_t>(c.m) * c.n);
     const int32_t* pe = perm.data() + static_cast<size_t>(c.expert) * c.n;
-    size_t moved = 0;
+    const bool hi_x16 = c.act == DType::kF16 && kw.kind == KernelLayoutKind::kMmaTiled;
+    size_t moved = 0, changed_half = 0;
     for (int r = 0; r < c.m; ++r)
-      for (int j = 0; j < c.n; ++j)
-        moved += yf[static_cast<size_t>(r) * c.n + j] != y[static_cast<size_t>(r) * c.n + pe[j]];
-    EXPECT_EQ(moved, 0u) << "permuted columns differ from the unpermuted run's in " << moved << " of " << yf.size();
+      for (int j = 0; j < c.n; ++j) {
+        const bool differs = yf[static_cast<size_t>(r) * c.n + j] != y[static_cast<size_t>(r) * c.n + pe[j]];
+        const bool same_half = (j % 16 >= 8) == (pe[j] % 16 >= 8);
+        if (hi_x16 && !same_half)
+          changed_half += differs;
+        else
+          moved += differs;
+      }
+    EXPECT_EQ(moved, 0u) << "permuted columns differ from the unpermuted run's in " << moved << " of " << yf.size()
+                         << (hi_x16 ? " (fp16, MMA-tiled: of the columns that keep their half of 16)" : "");
+    if (changed_half > 0)
+      std::printf("[ info     ] fp16: %zu of %zu outputs in columns moved between halves of 16 differ in their rounding\n",
+                  changed_half, yf.size());
+    expect_near_ref(yf, pe, "permuted columns");
   }
-
-  // fp64 reference with the permutation applied by the CPU reference (weights.h contract).
-  std::vector<double> ref;
-  ASSERT_TRUE(gemm_ref(kp, c.expert, x.data(), c.m, &ref, nullptr).ok());
-  const double rel_out = c.act == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
-  double err2 = 0, ref2 = 0, scale = 0;
-  for (double r : ref) scale = std::max(scale, std::fabs(r));
-  int bad = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    const double got = half_bits_to_float(c.act, y[i]);
-    // Output rounding plus fp32 accumulation over K (loose per element; the tight check is the
-    // bit identity above, the rel-L2 below catches a wrong gather).
-    const double tol = rel_out * std::fabs(ref[i]) + 1e-2 * scale;
-    if (!(std::fabs(got - ref[i]) <= tol) && bad++ < 5) ADD_FAILURE() << "i=" << i << " got " << got << " ref " << ref[i];
-    err2 += (got - ref[i]) * (got - ref[i]);
-    ref2 += ref[i] * ref[i];
-  }
-  EXPECT_EQ(bad, 0);
-  ASSERT_GT(ref2, 0.0);
-  EXPECT_LT(std::sqrt(err2 / ref2), c.act == DType::kBF16 ? 5e-3 : 1e-3);
 }
 
 std::vector<ActCase> act_cases() {
@@ -345,8 +371,11 @@ TEST_P(Int4MoeActOrder, MatchesReferenceAndPlainLayer) {
   EXPECT_EQ(differ, 0u) << "identity k_perm differs from the plain layer in " << differ << " of " << yp.size();
 
   // (4) w2's permutation folded into w13's columns (act_order_fold.h): the layer without w2's
-  // gather gives the bits of (1): GEMM1's columns are the same sums wherever they sit, and GEMM2
-  // reads in stored order what (1) gathered.
+  // gather gives the bits of (1) in bf16: GEMM1's columns are the same sums wherever they sit,
+  // and GEMM2 reads in stored order what (1) gathered. fp16 on MMA-tiled experts: the decode
+  // tile's columns 8..15 of every 16 are another fp32 rounding of the same sums (kHiX16, see
+  // Int4GemmActOrder), so an intermediate feature moved between the halves may change in its
+  // last bits, and with it the token's outputs: checked against the fp64 layer reference as (1).
   if (c.perm2) {
     KPackedWeights k13f = k13p, k2f = k2p;
     st = fold_act_order({&k13f}, &k2f);
@@ -369,7 +398,17 @@ TEST_P(Int4MoeActOrder, MatchesReferenceAndPlainLayer) {
     const auto yf = download<uint16_t>(dy_id.p, x.size());
     size_t fdiffer = 0;
     for (size_t i = 0; i < yf.size(); ++i) fdiffer += yf[i] != y[i];
-    EXPECT_EQ(fdiffer, 0u) << "the folded layer differs from the act-order layer in " << fdiffer << " of " << yf.size();
+    if (c.act == DType::kF16 && w13f.kind == KernelLayoutKind::kMmaTiled) {
+      if (fdiffer > 0)
+        std::printf("[ info     ] fp16: the folded layer's rounding differs from the act-order layer's in %zu of %zu outputs\n",
+                    fdiffer, yf.size());
+      std::vector<double> gotf(yf.size());
+      for (size_t i = 0; i < yf.size(); ++i) gotf[i] = half_bits_to_float(c.act, yf[i]);
+      testing::expect_layer_close(
+          gotf, testing::moe_reference_routed(x, ids, rw, c.m, c.E, c.H, c.I, c.topk, c.act, k13p, k2p), c.act);
+    } else {
+      EXPECT_EQ(fdiffer, 0u) << "the folded layer differs from the act-order layer in " << fdiffer << " of " << yf.size();
+    }
   }
 
   // (3) one byte short of the views' size for 16-row align blocks: refused by name, before any
