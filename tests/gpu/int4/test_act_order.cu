@@ -331,13 +331,16 @@ TEST_P(Int4MoeActOrder, MatchesReferenceAndPlainLayer) {
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const auto y = download<uint16_t>(dy.p, x.size());
-  std::vector<double> got(y.size());
-  for (size_t i = 0; i < y.size(); ++i) got[i] = half_bits_to_float(c.act, y[i]);
-  testing::expect_layer_close(
-      got, testing::moe_reference_routed(x, ids, rw, c.m, c.E, c.H, c.I, c.topk, c.act, k13p, k2p), c.act);
+  // The act-order layer's fp64 reference: checks (1) and (4) and the routed cases' premise.
+  const auto ref_perm = testing::moe_reference_routed(x, ids, rw, c.m, c.E, c.H, c.I, c.topk, c.act, k13p, k2p);
+  auto as_double = [&](const std::vector<uint16_t>& out) {
+    std::vector<double> v(out.size());
+    for (size_t i = 0; i < out.size(); ++i) v[i] = half_bits_to_float(c.act, out[i]);
+    return v;
+  };
+  testing::expect_layer_close(as_double(y), ref_perm, c.act);
   if (c.routed) {  // the plain weights' reference differs (the gathers are not the identity)
     const auto ref_plain = testing::moe_reference_routed(x, ids, rw, c.m, c.E, c.H, c.I, c.topk, c.act, k13, k2);
-    const auto ref_perm = testing::moe_reference_routed(x, ids, rw, c.m, c.E, c.H, c.I, c.topk, c.act, k13p, k2p);
     double diff = 0, mag = 0;
     for (size_t i = 0; i < ref_plain.size(); ++i) {
       diff = std::max(diff, std::fabs(ref_plain[i] - ref_perm[i]));
@@ -403,10 +406,7 @@ TEST_P(Int4MoeActOrder, MatchesReferenceAndPlainLayer) {
       if (fdiffer > 0)
         std::printf("[ info     ] fp16: the folded layer's rounding differs from the act-order layer's in %zu of %zu outputs\n",
                     fdiffer, yf.size());
-      std::vector<double> gotf(yf.size());
-      for (size_t i = 0; i < yf.size(); ++i) gotf[i] = half_bits_to_float(c.act, yf[i]);
-      testing::expect_layer_close(
-          gotf, testing::moe_reference_routed(x, ids, rw, c.m, c.E, c.H, c.I, c.topk, c.act, k13p, k2p), c.act);
+      testing::expect_layer_close(as_double(yf), ref_perm, c.act);
     } else {
       EXPECT_EQ(fdiffer, 0u) << "the folded layer differs from the act-order layer in " << fdiffer << " of " << yf.size();
     }
