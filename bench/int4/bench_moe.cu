@@ -348,6 +348,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
         (void)moe_workspace_size(w13[0]->view, w2[0]->view, m, sh.topk, block_m, &wsb, path);
         DevBuf work(wsb);
         int call = 0;
+        MoeResolved resolved;
         auto run_int4 = [&](cudaStream_t s) {
           MoeArgs a;
           a.x = x.p;
@@ -361,7 +362,9 @@ int run_bench_moe(const std::vector<std::string>& argv) {
           a.path = path;
           a.block_m = block_m;
           const int c = call++ % copies;
-          return fused_moe(a, w13[c]->view, w2[c]->view, work.p, wsb, s);
+          const Status r = fused_moe(a, w13[c]->view, w2[c]->view, work.p, wsb, s);
+          // What the timed calls ran (the last one's, on its stream: under capture kAuto is fused).
+          return r.ok() ? moe_resolved(a, w13[c]->view, w2[c]->view, wsb, s, &resolved) : r;
         };
         st = run_int4(stream);  // copy 0, checked below
         LOWBIT_BENCH_CUDA(cudaStreamSynchronize(stream));
@@ -524,7 +527,10 @@ int run_bench_moe(const std::vector<std::string>& argv) {
                         {"tflops", tflops}, {"tbps", tbs}, {"pct_floor", pct}, {"floor_us", floor_us},
                         {"pct_read_bw", rdbw}, {"cublas_us", tb.median_us}, {"cublas_tflops", flops / (tb.median_us * 1e6)}, {"speedup", speedup},
                         {"wrong", wrong}, {"dtype", dtype_name(act)}, {"group", group}, {"group_w2", group2}, {"sym", sym},
-                        {"routing", routing}, {"act_order", act_order}, {"act_order_fold", act_order_fold}});
+                        {"routing", routing}, {"act_order", act_order}, {"act_order_fold", act_order_fold},
+                        {"resolved_path", moe_path_name(resolved.path)}, {"block_m", resolved.block_m},
+                        {"single_token", resolved.single_token}, {"gemm1_tile", moe_tile_name(resolved.gemm1)},
+                        {"gemm2_tile", moe_tile_name(resolved.gemm2)}});
 #ifdef LOWBIT_HAVE_VLLM_MARLIN
         if (have_tm) {
           rows.back()["marlin_gemm_us"] = tmg.median_us;

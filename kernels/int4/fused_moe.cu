@@ -201,8 +201,10 @@ Status moe_workspace_size(const KernelWeightsView& w13, const KernelWeightsView&
   return Status::Ok();
 }
 
-Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, void* workspace,
-                 size_t workspace_bytes, Stream stream) {
+namespace {
+
+// The weights and layer sizes fused_moe() and moe_resolved() take (not the pointers).
+Status check_layer(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2) {
   LOWBIT_RETURN_IF_ERROR(validate_weights_view(w13, "int4::fused_moe(w13)", /*act_order_ok=*/true));
   LOWBIT_RETURN_IF_ERROR(validate_weights_view(w2, "int4::fused_moe(w2)", /*act_order_ok=*/true));
   const int E = w13.shape.experts, H = w13.shape.k, I = w13.shape.n / 2;
@@ -217,6 +219,109 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
                      "== 0, I %% 32 == 0; H=%d I=%d)",
                      w == &w13 ? "w13" : "w2", kernel_layout_name(w->kind), H, I);
   LOWBIT_CHECK_ARG(I % 8 == 0, "int4::fused_moe: I=%d must be a multiple of 8", I);
+  LOWBIT_CHECK_ARG(a.m >= 1, "int4::fused_moe: m=%d must be >= 1", a.m);
+  LOWBIT_CHECK_ARG(E <= 1024, "int4::fused_moe: E=%d above 1024", E);
+  LOWBIT_CHECK_ARG(a.topk >= 1 && a.topk <= 32 && a.topk <= E, "int4::fused_moe: topk=%d outside [1, min(32, E=%d)]",
+                   a.topk, E);
+  LOWBIT_CHECK_ARG(static_cast<int>(a.path) <= static_cast<int>(MoePath::kGrouped), "int4::fused_moe: unknown path %d",
+                   static_cast<int>(a.path));
+  return Status::Ok();
+}
+
+// fused_moe's choices for one call: moe_resolved() reports them, fused_moe() runs them, so the two
+// cannot drift apart.
+struct LayerPlan {
+  MoeResolved r;
+  MoeWorkspace L;
+  ActOrderRegions R;
+};
+
+// After check_layer: the path, the align block, the workspace regions (checked against
+// workspace_bytes) and each GEMM's tile. `ws`: the workspace's address (fused_moe's, 16 B aligned),
+// or 0 (moe_resolved: the tiles then see only the regions' offsets, whose 256 B alignment is all
+// the pointers decide).
+Status plan_layer(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, uintptr_t ws,
+                  size_t workspace_bytes, bool capturing, LayerPlan* p) {
+  const int E = w13.shape.experts, H = w13.shape.k, I = w13.shape.n / 2;
+  LOWBIT_CHECK_ARG(!(a.path == MoePath::kGrouped && capturing),
+                   "int4::fused_moe: the grouped path synchronizes the stream and cannot be captured in a CUDA graph "
+                   "(use MoePath::kAuto or kFused under capture)");
+  const bool act_order = w13.k_perm != nullptr || w2.k_perm != nullptr;
+  if (act_order && a.path == MoePath::kGrouped) return make_status(StatusCode::kNotSupported, "%s", kActOrderGrouped);
+  const bool tiled = w13.kind == KernelLayoutKind::kMmaTiled && w2.kind == KernelLayoutKind::kMmaTiled;
+  MoeResolved& r = p->r;
+  r = MoeResolved{};
+  r.path = a.path == MoePath::kAuto
+               ? moe_auto_path(a.m, a.topk, E, H, I,
+                               tiled ? KernelLayoutKind::kMmaTiled : KernelLayoutKind::kNPackedInterleaved)
+               : a.path;
+  if (capturing || act_order) r.path = MoePath::kFused;
+  if (r.path == MoePath::kGrouped) {
+    r.block_m = a.block_m > 0 ? a.block_m : kGroupedBlockM;
+    LOWBIT_CHECK_ARG(r.block_m >= 1 && r.block_m <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", r.block_m);
+    r.gemm1 = r.gemm2 = MoeTile::kDequantCublas;
+    return Status::Ok();  // moe_grouped.cu checks its workspace
+  }
+  const int64_t w13_elems = static_cast<int64_t>(w13.shape.n) * w13.shape.k;  // one expert's 2I x H
+  const int bm = a.block_m > 0 ? a.block_m
+                 : tiled        ? tiled_block_m(a.m, a.topk, E, H, I)
+                                : moe_default_block_m(a.m, a.topk, E);
+  LOWBIT_CHECK_ARG(bm >= 1 && bm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", bm);
+  r.block_m = bm;
+  p->L = moe_layout(a.m, a.topk, E, H, I, bm);
+  p->R = act_order_layout(p->L.total, a.m, a.topk, H, I, w13.k_perm != nullptr, w2.k_perm != nullptr);
+  LOWBIT_CHECK_ARG(workspace_bytes >= p->R.total,
+                   "int4::fused_moe: workspace of %zu bytes given, %zu needed (moe_workspace_size%s)", workspace_bytes,
+                   p->R.total, act_order ? " of the views: act-order experts" : "");
+  const MoeWorkspace& L = p->L;
+  if (!act_order && a.m <= detail::moe_single_max_m(w13_elems) && bm == 8 && E <= 256 && tiled) {
+    r.single_token = true;
+    r.gemm1 = r.gemm2 = MoeTile::kDecode;
+    return Status::Ok();
+  }
+  auto at = [ws](size_t off) { return reinterpret_cast<const void*>(ws + off); };
+  const auto* slots = static_cast<const float*>(at(L.slots));
+  if (!act_order && tiled && workspace_bytes >= L.total_ws &&
+      detail::moe_ws_fits(w13, w2, a.m, a.topk, bm, at(L.inter_sorted), slots)) {
+    r.gemm1 = r.gemm2 = MoeTile::kWarpSpecialized;
+    return Status::Ok();
+  }
+  // Act-order: GEMM1 runs on the gathered rows as a top-1 routing of M * topk rows (fused_moe).
+  const bool gather13 = w13.k_perm != nullptr;
+  r.gemm1 = detail::moe_gemm_tile(true, w13, gather13 ? a.m * a.topk : a.m, gather13 ? 1 : a.topk, bm, at(L.inter));
+  r.gemm2 = detail::moe_gemm_tile(false, w2, a.m, a.topk, bm, slots);
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* moe_tile_name(MoeTile t) {
+  switch (t) {
+    case MoeTile::kNPacked: return "npacked";
+    case MoeTile::kDecode: return "decode";
+    case MoeTile::kPipelined: return "pipelined";
+    case MoeTile::kWarpSpecialized: return "warp-specialized";
+    case MoeTile::kDequantCublas: return "dequant+cublas";
+  }
+  return "unknown";
+}
+
+Status moe_resolved(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, size_t workspace_bytes,
+                    Stream stream, MoeResolved* out) {
+  LOWBIT_CHECK_ARG(out != nullptr, "int4::moe_resolved: out is null");
+  LOWBIT_RETURN_IF_ERROR(check_layer(a, w13, w2));
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  LOWBIT_CUDA_RETURN(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &cap));
+  LayerPlan p;
+  LOWBIT_RETURN_IF_ERROR(plan_layer(a, w13, w2, 0, workspace_bytes, cap != cudaStreamCaptureStatusNone, &p));
+  *out = p.r;
+  return Status::Ok();
+}
+
+Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, void* workspace,
+                 size_t workspace_bytes, Stream stream) {
+  LOWBIT_RETURN_IF_ERROR(check_layer(a, w13, w2));
+  const int E = w13.shape.experts, H = w13.shape.k, I = w13.shape.n / 2;
   LOWBIT_CHECK_ARG(a.x && a.y, "int4::fused_moe: x or y is null");
   // Routing: the logits, or the caller's ids and weights (kernels.h), never both.
   const bool routed = a.topk_ids != nullptr || a.topk_weights != nullptr;
@@ -225,47 +330,22 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   LOWBIT_CHECK_ARG(routed != (a.router_logits != nullptr),
                    routed ? "int4::fused_moe: router_logits and topk_ids / topk_weights both given; pass one routing"
                           : "int4::fused_moe: no routing: router_logits, or topk_ids and topk_weights, is null");
-  LOWBIT_CHECK_ARG(a.m >= 1, "int4::fused_moe: m=%d must be >= 1", a.m);
-  LOWBIT_CHECK_ARG(E <= 1024, "int4::fused_moe: E=%d above 1024", E);
-  LOWBIT_CHECK_ARG(a.topk >= 1 && a.topk <= 32 && a.topk <= E, "int4::fused_moe: topk=%d outside [1, min(32, E=%d)]",
-                   a.topk, E);
-  LOWBIT_CHECK_ARG(static_cast<int>(a.path) <= static_cast<int>(MoePath::kGrouped), "int4::fused_moe: unknown path %d",
-                   static_cast<int>(a.path));
   if ((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(a.y) | reinterpret_cast<uintptr_t>(workspace)) %
           16 != 0)
     return make_status(StatusCode::kMisaligned, "int4::fused_moe: x, y and workspace must be 16 B aligned");
   cudaStream_t cst = reinterpret_cast<cudaStream_t>(stream);
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   LOWBIT_CUDA_RETURN(cudaStreamIsCapturing(cst, &cap));
-  const bool capturing = cap != cudaStreamCaptureStatusNone;
-  LOWBIT_CHECK_ARG(!(a.path == MoePath::kGrouped && capturing),
-                   "int4::fused_moe: the grouped path synchronizes the stream and cannot be captured in a CUDA graph "
-                   "(use MoePath::kAuto or kFused under capture)");
-  const bool act_order = w13.k_perm != nullptr || w2.k_perm != nullptr;
-  if (act_order && a.path == MoePath::kGrouped) return make_status(StatusCode::kNotSupported, "%s", kActOrderGrouped);
-  const bool tiled = w13.kind == KernelLayoutKind::kMmaTiled && w2.kind == KernelLayoutKind::kMmaTiled;
-  MoePath path = a.path == MoePath::kAuto
-                     ? moe_auto_path(a.m, a.topk, E, H, I,
-                                     tiled ? KernelLayoutKind::kMmaTiled : KernelLayoutKind::kNPackedInterleaved)
-                     : a.path;
-  if (capturing || act_order) path = MoePath::kFused;
-  if (path == MoePath::kGrouped) {
-    const int gbm = a.block_m > 0 ? a.block_m : kGroupedBlockM;
-    LOWBIT_CHECK_ARG(gbm >= 1 && gbm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", gbm);
-    return detail::fused_moe_grouped(a, w13, w2, gbm, workspace, workspace_bytes, cst);
-  }
-  const int64_t w13_elems = static_cast<int64_t>(w13.shape.n) * w13.shape.k;  // one expert's 2I x H
-  const int bm = a.block_m > 0 ? a.block_m
-                 : tiled        ? tiled_block_m(a.m, a.topk, E, H, I)
-                                : moe_default_block_m(a.m, a.topk, E);
-  LOWBIT_CHECK_ARG(bm >= 1 && bm <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", bm);
-  const MoeWorkspace L = moe_layout(a.m, a.topk, E, H, I, bm);
-  const ActOrderRegions R =
-      act_order_layout(L.total, a.m, a.topk, H, I, w13.k_perm != nullptr, w2.k_perm != nullptr);
-  LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= R.total,
-                   "int4::fused_moe: workspace of %zu bytes given, %zu needed (moe_workspace_size%s)", workspace_bytes,
-                   R.total, act_order ? " of the views: act-order experts" : "");
   char* ws = static_cast<char*>(workspace);
+  LayerPlan plan;
+  LOWBIT_RETURN_IF_ERROR(plan_layer(a, w13, w2, reinterpret_cast<uintptr_t>(workspace), workspace_bytes, cap != cudaStreamCaptureStatusNone, &plan));
+  const MoeResolved& r = plan.r;
+  if (r.path == MoePath::kGrouped) return detail::fused_moe_grouped(a, w13, w2, r.block_m, workspace, workspace_bytes, cst);
+  LOWBIT_CHECK_ARG(workspace != nullptr, "int4::fused_moe: workspace is null (%zu bytes needed: moe_workspace_size)",
+                   plan.R.total);
+  const int bm = r.block_m;
+  const MoeWorkspace& L = plan.L;
+  const ActOrderRegions& R = plan.R;
   auto* ids = reinterpret_cast<int32_t*>(ws + L.ids);
   auto* tw = reinterpret_cast<float*>(ws + L.weights);
   auto* sorted = reinterpret_cast<int32_t*>(ws + L.sorted);
@@ -273,7 +353,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   auto* npp = reinterpret_cast<int32_t*>(ws + L.npp);
   void* inter = ws + L.inter;
   auto* slots = reinterpret_cast<float*>(ws + L.slots);
-  if (!act_order && a.m <= detail::moe_single_max_m(w13_elems) && bm == 8 && E <= 256 && tiled) {
+  if (r.single_token) {
     // Decode of a few tokens: a block per pick, routing inside both GEMMs, the slot sum inside
     // GEMM2 (internal.h).
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, a.m, a.topk, bm));
@@ -317,8 +397,7 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   const int32_t* sum_ids = routed ? a.topk_ids : nullptr;
   // 128-row align blocks on the warp-specialized tile where the workspace has room for its
   // buffers (a workspace sized for another block_m runs the pipelined tile below).
-  if (!act_order && tiled && workspace_bytes >= L.total_ws &&
-      detail::moe_ws_fits(w13, w2, a.m, a.topk, bm, ws + L.inter_sorted, slots)) {
+  if (r.gemm1 == MoeTile::kWarpSpecialized) {
     LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::fused_moe", "x", a.x, w13, 16, a.m, a.topk, bm));
     LOWBIT_RETURN_IF_ERROR(
         detail::validate_moe_gemm("int4::fused_moe", "inter", ws + L.inter_sorted, w2, 8, a.m, a.topk, bm));
@@ -340,7 +419,8 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   // the routing before letting GEMM2 launch, and not after a gather, an ordinary launch that ran
   // once GEMM1 completed).
   LOWBIT_RETURN_IF_ERROR(detail::moe_gemm2_launch(inter2, v2, sorted, eids, npp, tw, a.m, a.topk, bm, slots, cst,
-                                                  tiled && !gather2));
+                                                  w13.kind == KernelLayoutKind::kMmaTiled &&
+                                                      w2.kind == KernelLayoutKind::kMmaTiled && !gather2));
   LOWBIT_RETURN_IF_ERROR(moe_sum(slots, a.m, a.topk, H, w13.shape.act, a.y, stream, sum_ids, E));
   return Status::Ok();
 }

@@ -155,6 +155,9 @@ bool moe_early_down_enabled();
 // fall back to the decode tile.
 bool moe_pipelined_enabled();
 bool moe_pipelined_fits(bool gate_up, const KernelWeightsView& w, int m, int topk, int block_m, const void* out);
+// The tile one MoE GEMM runs (moe_gemm1 / moe_gemm2 follow it): the pipelined tile where it fits,
+// else the decode tile on MMA-tiled experts, else the N-packed skinny tile.
+MoeTile moe_gemm_tile(bool gate_up, const KernelWeightsView& w, int m, int topk, int block_m, const void* out);
 cudaError_t launch_moe_pipelined(bool gate_up, const void* x, const KernelWeightsView& w, const int32_t* sorted_ids,
                                  const int32_t* expert_ids, const int32_t* npp, const float* topk_weights, int m,
                                  int topk, int bm, void* out, cudaStream_t stream, bool ids_early = false);

@@ -71,12 +71,13 @@ Status moe_gemm1(const void* x, const KernelWeightsView& w13, const int32_t* sor
   LOWBIT_CHECK_ARG(x && sorted_ids && expert_ids && num_post_padded && inter, "int4::moe_gemm1: null pointer");
   LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::moe_gemm1", "x", x, w13, 16, m, topk, block_m));
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
-  if (detail::moe_pipelined_fits(true, w13, m, topk, block_m, inter)) {
+  const MoeTile tile = detail::moe_gemm_tile(true, w13, m, topk, block_m, inter);
+  if (tile == MoeTile::kPipelined) {
     LOWBIT_CUDA_RETURN(detail::launch_moe_pipelined(true, x, w13, sorted_ids, expert_ids, num_post_padded, nullptr, m,
                                                     topk, block_m, inter, st));
     return Status::Ok();
   }
-  if (w13.kind == KernelLayoutKind::kMmaTiled) {
+  if (tile == MoeTile::kDecode) {
     LOWBIT_CUDA_RETURN(detail::launch_moe_decode(true, x, w13, sorted_ids, expert_ids, num_post_padded, nullptr, m,
                                                  topk, block_m, inter, st));
     return Status::Ok();

@@ -70,12 +70,13 @@ Status detail::moe_gemm2_launch(const void* inter, const KernelWeightsView& w2, 
                    "int4::moe_gemm2: null pointer");
   LOWBIT_RETURN_IF_ERROR(detail::validate_moe_gemm("int4::moe_gemm2", "inter", inter, w2, 8, m, topk, block_m));
   ids_early = ids_early && detail::moe_early_down_enabled();  // LOWBIT_INT4_MOE_EARLY=0: off on both tiles
-  if (detail::moe_pipelined_fits(false, w2, m, topk, block_m, slot_out)) {
+  const MoeTile tile = detail::moe_gemm_tile(false, w2, m, topk, block_m, slot_out);
+  if (tile == MoeTile::kPipelined) {
     LOWBIT_CUDA_RETURN(detail::launch_moe_pipelined(false, inter, w2, sorted_ids, expert_ids, num_post_padded,
                                                     topk_weights, m, topk, block_m, slot_out, st, ids_early));
     return Status::Ok();
   }
-  if (w2.kind == KernelLayoutKind::kMmaTiled) {
+  if (tile == MoeTile::kDecode) {
     LOWBIT_CUDA_RETURN(detail::launch_moe_decode(false, inter, w2, sorted_ids, expert_ids, num_post_padded,
                                                  topk_weights, m, topk, block_m, slot_out, st, nullptr, ids_early));
     return Status::Ok();

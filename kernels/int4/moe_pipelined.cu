@@ -43,6 +43,11 @@ bool moe_pipelined_fits(bool gate_up, const KernelWeightsView& w, int m, int top
   return block_m == 16 || block_m == 32 || block_m == 64;
 }
 
+MoeTile moe_gemm_tile(bool gate_up, const KernelWeightsView& w, int m, int topk, int block_m, const void* out) {
+  if (moe_pipelined_fits(gate_up, w, m, topk, block_m, out)) return MoeTile::kPipelined;
+  return w.kind == KernelLayoutKind::kMmaTiled ? MoeTile::kDecode : MoeTile::kNPacked;
+}
+
 namespace {
 template <int MODE>
 cudaError_t launch_mode(DType act, bool sym, const kern::PipeMoeParams& p, int bm, unsigned tiles, cudaStream_t stream) {

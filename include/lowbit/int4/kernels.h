@@ -139,6 +139,31 @@ struct MoeArgs {
   const int32_t* topk_ids = nullptr;   // [M, topk] the caller's experts per token (device memory)
   const float* topk_weights = nullptr;  // [M, topk] their weights (device memory)
 };
+// Which kernels fused_moe() runs for these arguments on `stream` (capture included), without
+// running anything: for logs, benchmarks and tests. The tiles round alike except one: in fp16 the
+// decode tile computes output columns 8..15 of every 16 from nibbles read 16x up (another fp32
+// rounding of the same sums; act_order_fold.h), so columns that move between those halves, as a
+// folded permutation moves them, may change in their last bits there and nowhere else.
+enum class MoeTile : uint8_t {
+  kNPacked = 0,      // the N-packed experts' skinny tile (moe_gemm1.cu / moe_gemm2.cu)
+  kDecode,           // the MMA-tiled decode tile's MoE modes (moe_decode.cu): align blocks of <= 8 rows
+  kPipelined,        // the pipelined tile's MoE modes (moe_pipelined.cu): blocks of 16..128 rows
+  kWarpSpecialized,  // the 128-row layer on the warp-specialized tile (x gathered in align order;
+                     // the pipelined tile instead where its tensor maps cannot be made)
+  kDequantCublas,    // MoePath::kGrouped: dequantized experts + cuBLAS
+};
+const char* moe_tile_name(MoeTile t);
+struct MoeResolved {
+  MoePath path = MoePath::kFused;  // never kAuto
+  int block_m = 0;                 // align block rows
+  bool single_token = false;       // two launches, the routing inside the GEMMs (a few tokens)
+  MoeTile gemm1 = MoeTile::kNPacked, gemm2 = MoeTile::kNPacked;
+};
+// Refuses what fused_moe() refuses for the weights, sizes, path and workspace size (not the
+// pointers, which it does not read).
+Status moe_resolved(const MoeArgs& args, const KernelWeightsView& w13, const KernelWeightsView& w2,
+                    size_t workspace_bytes, Stream stream, MoeResolved* out);
+
 int moe_default_block_m(int m, int topk, int experts);
 // Worst-case number of sorted slots: M*topk + E*(BM-1), rounded up to BM.
 int64_t moe_max_padded(int m, int topk, int experts, int block_m);

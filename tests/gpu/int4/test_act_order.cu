@@ -375,11 +375,12 @@ TEST_P(Int4MoeActOrder, MatchesReferenceAndPlainLayer) {
   EXPECT_EQ(differ, 0u) << "identity k_perm differs from the plain layer in " << differ << " of " << yp.size();
 
   // (4) w2's permutation folded into w13's columns (act_order_fold.h): the layer without w2's
-  // gather gives the bits of (1) in bf16: GEMM1's columns are the same sums wherever they sit,
-  // and GEMM2 reads in stored order what (1) gathered. fp16 on MMA-tiled experts: the decode
-  // tile's columns 8..15 of every 16 are another fp32 rounding of the same sums (kHiX16, see
-  // Int4GemmActOrder), so an intermediate feature moved between the halves may change in its
-  // last bits, and with it the token's outputs: checked against the fp64 layer reference as (1).
+  // gather gives the bits of (1): GEMM1's columns are the same sums wherever they sit, and GEMM2
+  // reads in stored order what (1) gathered. Except in fp16 where either layer's GEMM1 runs the
+  // decode tile (moe_resolved): its columns 8..15 of every 16 are another fp32 rounding of the
+  // same sums (kHiX16, see Int4GemmActOrder), so an intermediate feature moved between the halves
+  // may change in its last bits, and with it the token's outputs: checked against the fp64 layer
+  // reference as (1).
   if (c.perm2) {
     KPackedWeights k13f = k13p, k2f = k2p;
     st = fold_act_order({&k13f}, &k2f);
@@ -402,7 +403,13 @@ TEST_P(Int4MoeActOrder, MatchesReferenceAndPlainLayer) {
     const auto yf = download<uint16_t>(dy_id.p, x.size());
     size_t fdiffer = 0;
     for (size_t i = 0; i < yf.size(); ++i) fdiffer += yf[i] != y[i];
-    if (c.act == DType::kF16 && w13f.kind == KernelLayoutKind::kMmaTiled) {
+    MoeResolved r_act, r_fold;
+    ASSERT_TRUE(moe_resolved(a, d13p.view, d2p.view, ws_act, nullptr, &r_act).ok());
+    ASSERT_TRUE(moe_resolved(folded, d13f.view, d2f.view, ws_bytes, nullptr, &r_fold).ok());
+    const bool hi_x16 = c.act == DType::kF16 && (r_act.gemm1 == MoeTile::kDecode || r_fold.gemm1 == MoeTile::kDecode);
+    std::printf("[ info     ] GEMM1 tiles: act-order layer %s, folded layer %s%s\n", moe_tile_name(r_act.gemm1),
+                moe_tile_name(r_fold.gemm1), hi_x16 ? " (fp16 on the decode tile: against fp64)" : " (bit for bit)");
+    if (hi_x16) {
       if (fdiffer > 0)
         std::printf("[ info     ] fp16: the folded layer's rounding differs from the act-order layer's in %zu of %zu outputs\n",
                     fdiffer, yf.size());

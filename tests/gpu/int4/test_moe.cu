@@ -387,8 +387,12 @@ TEST(Int4MoePipelinedWs, BitIdenticalToPipelinedTile) {
       const MoeArgs a = layer_args(dx, dl, dy, c.m, c.topk, 128, MoePath::kFused);
       const long long before = detail::moe_ws_launches();
       detail::set_moe_ws(mode);
+      MoeResolved r;
+      ASSERT_TRUE(moe_resolved(a, d13.view, d2.view, wsb, nullptr, &r).ok());
       const Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
       detail::set_moe_ws(0);
+      EXPECT_EQ(r.gemm1, mode == 2 ? MoeTile::kWarpSpecialized : MoeTile::kPipelined) << moe_tile_name(r.gemm1);
+      EXPECT_EQ(r.gemm2, r.gemm1) << moe_tile_name(r.gemm2);
       ASSERT_TRUE(st.ok()) << st.to_string();
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       EXPECT_EQ(detail::moe_ws_launches() - before, mode == 2 ? 1 : 0);
@@ -589,6 +593,84 @@ TEST(Int4MoeWorkspace, CoversEveryBlockChoice) {
       }
     }
   }
+}
+
+// moe_resolved names what fused_moe runs without running it: the single-token decode tile at
+// M = 1 on MMA-tiled experts (not on N-packed ones), the pipelined tile past 8 rows per expert,
+// the grouped path where asked but never under capture, and the refusals of fused_moe for sizes,
+// path and workspace. (Int4MoePipelinedWs checks it against the warp-specialized layer's launch
+// counter.)
+TEST(Int4MoeResolved, NamesTheKernelsThatRun) {
+  const int E = 8, H = 256, I = 128, topk = 2;
+  const WeightShape s13{E, 2 * I, H, 64, true, DType::kBF16}, s2{E, H, I, 64, true, DType::kBF16};
+  KernelWeights t13, t2, n13, n2;
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s13, 5u), &t13, kTiled).ok());
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s2, 6u), &t2, kTiled).ok());
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s13, 5u), &n13, kNPacked).ok());
+  ASSERT_TRUE(repack_for_kernels(random_kpacked(s2, 6u), &n2, kNPacked).ok());
+  DevWeights dt13(t13), dt2(t2), dn13(n13), dn2(n2);
+  size_t wsb = 0;
+  ASSERT_TRUE(moe_workspace_size(64, topk, E, H, I, DType::kBF16, 0, &wsb, MoePath::kFused).ok());
+  MoeArgs a;  // moe_resolved reads no pointer
+  a.m = 1;
+  a.topk = topk;
+  MoeResolved r;
+  ASSERT_TRUE(moe_resolved(a, dt13.view, dt2.view, wsb, nullptr, &r).ok());
+  EXPECT_EQ(r.path, MoePath::kFused);
+  EXPECT_TRUE(r.single_token);
+  EXPECT_EQ(r.block_m, 8);
+  EXPECT_EQ(r.gemm1, MoeTile::kDecode) << moe_tile_name(r.gemm1);
+  EXPECT_EQ(r.gemm2, MoeTile::kDecode) << moe_tile_name(r.gemm2);
+  ASSERT_TRUE(moe_resolved(a, dn13.view, dn2.view, wsb, nullptr, &r).ok());
+  EXPECT_FALSE(r.single_token);
+  EXPECT_EQ(r.gemm1, MoeTile::kNPacked) << moe_tile_name(r.gemm1);
+  EXPECT_EQ(r.gemm2, MoeTile::kNPacked) << moe_tile_name(r.gemm2);
+  a.m = 64;  // 16 rows per expert on average
+  ASSERT_TRUE(moe_resolved(a, dt13.view, dt2.view, wsb, nullptr, &r).ok());
+  EXPECT_FALSE(r.single_token);
+  const int bm64 = r.block_m;
+  if (detail::moe_pipelined_enabled()) {
+    EXPECT_GE(r.block_m, 16);
+    EXPECT_EQ(r.gemm1, MoeTile::kPipelined) << moe_tile_name(r.gemm1);
+    EXPECT_EQ(r.gemm2, MoeTile::kPipelined) << moe_tile_name(r.gemm2);
+  }
+  a.path = MoePath::kGrouped;
+  ASSERT_TRUE(moe_resolved(a, dt13.view, dt2.view, wsb, nullptr, &r).ok());
+  EXPECT_EQ(r.path, MoePath::kGrouped);
+  EXPECT_EQ(r.gemm1, MoeTile::kDequantCublas) << moe_tile_name(r.gemm1);
+  // Under capture: kAuto is the fused path (whatever it takes uncaptured), a forced kGrouped is
+  // refused.
+  MoeArgs autop = a;
+  autop.path = MoePath::kAuto;
+  autop.m = 8192;  // where kAuto may take the grouped path uncaptured
+  MoeResolved rc, ru;
+  ASSERT_TRUE(moe_resolved(autop, dt13.view, dt2.view, ~size_t{0}, nullptr, &ru).ok());
+  EXPECT_EQ(ru.path, moe_auto_path(autop.m, topk, E, H, I));
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status grouped_captured = moe_resolved(a, dt13.view, dt2.view, wsb, st, &r);
+  const Status auto_captured = moe_resolved(autop, dt13.view, dt2.view, ~size_t{0}, st, &rc);
+  cudaGraph_t g = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+  if (g) ASSERT_EQ(cudaGraphDestroy(g), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(st), cudaSuccess);
+  EXPECT_EQ(grouped_captured.code(), StatusCode::kInvalidArgument) << grouped_captured.to_string();
+  ASSERT_TRUE(auto_captured.ok()) << auto_captured.to_string();
+  EXPECT_EQ(rc.path, MoePath::kFused);
+  // fused_moe's refusals: workspace one byte short, topk above E, no out.
+  a.path = MoePath::kFused;
+  size_t need = 0;
+  ASSERT_TRUE(moe_workspace_size(64, topk, E, H, I, DType::kBF16, bm64, &need, MoePath::kFused).ok());
+  a.block_m = bm64;
+  EXPECT_TRUE(moe_resolved(a, dt13.view, dt2.view, need, nullptr, &r).ok());
+  const Status short_ws = moe_resolved(a, dt13.view, dt2.view, need - 1, nullptr, &r);
+  EXPECT_EQ(short_ws.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(short_ws.message().find("workspace"), std::string::npos) << short_ws.message();
+  a.topk = E + 1;
+  EXPECT_EQ(moe_resolved(a, dt13.view, dt2.view, wsb, nullptr, &r).code(), StatusCode::kInvalidArgument);
+  a.topk = topk;
+  EXPECT_EQ(moe_resolved(a, dt13.view, dt2.view, wsb, nullptr, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(Int4MoeArgs, Refused) {
