@@ -27,4 +27,12 @@ for pass in 1 2 3; do
   for ws in 8:1 4:1 4:2 4:3 8:3 8:4; do LOWBIT_INT4_DECODE_WARPS=${ws%:*} LOWBIT_INT4_DECODE_SPLITS=${ws#*:} b w${ws%:*}s${ws#*:}_$pass; done
   LOWBIT_INT4_DECODE_TRIGGER=1 b trig1_$pass
 done; el
-cd $OUT && tar czf results.tgz r s
+# The candidate plan (branch plan-qkv: 8b.qkv's 8-warp blocks alone at M <= 8), alternated with the
+# default binary, bf16 and fp16, M = 1 / 8 / 16 on every dense shape.
+C=$OUT/c; mkdir -p $C
+if [ -x $B/lowbit_cand ]; then echo "== C candidate plan"
+  for pass in 1 2; do for bin in lowbit lowbit_cand; do for dt in bf16 fp16; do
+    timeout 40 $B/$bin bench gemm --dtype $dt --m 1,8,16 --path skinny --reps 5 --cooldown-ms 100 --out $C/${bin}_${dt}_$pass > $C/${bin}_${dt}_$pass.log 2>&1 || echo "$bin $dt rc $?"
+  done; done; done; el
+fi
+cd $OUT && tar czf results.tgz r s c
