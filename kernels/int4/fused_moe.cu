@@ -260,7 +260,11 @@ Status plan_layer(const MoeArgs& a, const KernelWeightsView& w13, const KernelWe
     r.block_m = a.block_m > 0 ? a.block_m : kGroupedBlockM;
     LOWBIT_CHECK_ARG(r.block_m >= 1 && r.block_m <= 128, "int4::fused_moe: block_m=%d outside [1, 128]", r.block_m);
     r.gemm1 = r.gemm2 = MoeTile::kDequantCublas;
-    return Status::Ok();  // moe_grouped.cu checks its workspace
+    const size_t need = detail::moe_grouped_workspace_bytes(a.m, a.topk, E, H, I, r.block_m);
+    LOWBIT_CHECK_ARG(workspace_bytes >= need,
+                     "int4::fused_moe (grouped path): workspace of %zu bytes given, %zu needed (moe_workspace_size)",
+                     workspace_bytes, need);
+    return Status::Ok();
   }
   const int64_t w13_elems = static_cast<int64_t>(w13.shape.n) * w13.shape.k;  // one expert's 2I x H
   const int bm = a.block_m > 0 ? a.block_m

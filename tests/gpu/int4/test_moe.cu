@@ -635,9 +635,14 @@ TEST(Int4MoeResolved, NamesTheKernelsThatRun) {
     EXPECT_EQ(r.gemm2, MoeTile::kPipelined) << moe_tile_name(r.gemm2);
   }
   a.path = MoePath::kGrouped;
-  ASSERT_TRUE(moe_resolved(a, dt13.view, dt2.view, wsb, nullptr, &r).ok());
+  size_t gws = 0;
+  ASSERT_TRUE(moe_workspace_size(64, topk, E, H, I, DType::kBF16, 0, &gws, MoePath::kGrouped).ok());
+  ASSERT_TRUE(moe_resolved(a, dt13.view, dt2.view, gws, nullptr, &r).ok());
   EXPECT_EQ(r.path, MoePath::kGrouped);
   EXPECT_EQ(r.gemm1, MoeTile::kDequantCublas) << moe_tile_name(r.gemm1);
+  const Status grouped_short = moe_resolved(a, dt13.view, dt2.view, 16, nullptr, &r);
+  EXPECT_EQ(grouped_short.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(grouped_short.message().find("grouped path"), std::string::npos) << grouped_short.message();
   // Under capture: kAuto is the fused path (whatever it takes uncaptured), a forced kGrouped is
   // refused.
   MoeArgs autop = a;
