@@ -46,6 +46,13 @@ constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps
 inline DecodeShape dense_rows8_shape(int units, int gsteps, int sms, bool bf16) {
   const DecodeShape s = decode_shape(units, 1, sms);
   if (bf16 && s.warps == 8 && s.splits == 1 && 3 * units <= 4 * sms && decode_window(gsteps, 8) != 2) return {4, 3};
+  // bf16: 8-warp pairs whose 2 x units blocks fill more than one wave of single blocks but well
+  // under two (8b.qkv's 96 groups: 192 blocks leave 60 of 132 SMs with two and the rest with one)
+  // take 8-warp blocks alone, one per SM and no cluster reduction. Measured (session 44, bf16, min
+  // of 3 alternated passes, us): 1x H200 8b.qkv M = 1 / 8 6.65 / 7.42 vs 6.77 / 7.74, 1x H100
+  // (session 43) 0.887x / 0.946x; 70b.o's 128 groups (256 blocks, nearly two per SM) stay in pairs
+  // (H100: alone 1.068x / 1.039x). Not fp16: on the H200 8b.qkv M = 1 took 6.57 vs 6.40 us.
+  if (bf16 && s.warps == 8 && s.splits == 2 && 2 * units > sms && 16 * units < 15 * sms) return {8, 1};
   return s;
 }
 

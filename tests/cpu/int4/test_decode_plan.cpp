@@ -45,7 +45,10 @@ TEST(Int4DecodePlan, UnsharedMatchesMeasuredChoicesOnH200) {
       // M = 1 / 8: 8-row tiles, decode_shape() by column groups, except 70b.qkv's 160 groups:
       // 4-warp blocks in clusters of 3 (dense_rows8_shape; session 17, bf16: 16.7 vs 19.6 us for
       // 8 warps alone at M = 1, 18.5 vs 21.3 at M = 8).
-      {"8b.qkv", 96, 1, DecodeTiles::kRows8, 8, 2},
+      // 8b.qkv in bf16: 8-warp blocks alone (192 pair blocks would leave 60 SMs with two; session
+      // 44: 6.65 / 7.42 vs 6.77 / 7.74 us at M = 1 / 8).
+      {"8b.qkv", 96, 1, DecodeTiles::kRows8, 8, 1},
+      {"8b.qkv", 96, 8, DecodeTiles::kRows8, 8, 1},
       {"8b.o", 64, 1, DecodeTiles::kRows8, 8, 2},
       {"8b.gate_up", 448, 1, DecodeTiles::kRows8, 4, 1},
       {"70b.qkv", 160, 1, DecodeTiles::kRows8, 4, 3},
@@ -191,6 +194,12 @@ TEST(Int4DecodePlan, ScalesWithSmCount) {
   EXPECT_EQ(plan_unshared(1, 160, 2, 132, 32).shape.splits, 1);
   EXPECT_EQ(plan_unshared(1, 160, 2, 132, 32).shape.warps, 8);
   EXPECT_EQ(plan_unshared(1, 160, 4, 132, 32).shape.splits, 3);  // G = 64
+  // 8b.qkv's 96 groups in fp16 stay in pairs (session 44: alone 6.57 vs 6.40 us at M = 1).
+  EXPECT_EQ(unshared_decode_plan(1, 96, kG128Steps, 256, 132, 32, false).shape.splits, 2);
+  EXPECT_EQ(dense_rows8_shape(123, kG128Steps, 132, true).splits, 1);   // 246 blocks: < 1.875 waves
+  EXPECT_EQ(dense_rows8_shape(124, kG128Steps, 132, true).splits, 2);   // 248: nearly two per SM
+  EXPECT_EQ(dense_rows8_shape(66, kG128Steps, 132, true).splits, 2);    // one wave of pairs
+  EXPECT_EQ(dense_rows8_shape(67, kG128Steps, 132, true).splits, 1);
   // Not in fp16 (its 8-warp blocks alone were faster on 70b.qkv).
   for (int m : {1, 8}) {
     const DensePlan f = unshared_decode_plan(m, 160, kG128Steps, 512, 132, 32, false);
