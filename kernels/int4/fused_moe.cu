@@ -344,9 +344,9 @@ Status fused_moe(const MoeArgs& a, const KernelWeightsView& w13, const KernelWei
   LayerPlan plan;
   LOWBIT_RETURN_IF_ERROR(plan_layer(a, w13, w2, reinterpret_cast<uintptr_t>(workspace), workspace_bytes, cap != cudaStreamCaptureStatusNone, &plan));
   const MoeResolved& r = plan.r;
-  if (r.path == MoePath::kGrouped) return detail::fused_moe_grouped(a, w13, w2, r.block_m, workspace, workspace_bytes, cst);
-  LOWBIT_CHECK_ARG(workspace != nullptr, "int4::fused_moe: workspace is null (%zu bytes needed: moe_workspace_size)",
-                   plan.R.total);
+  // (plan_layer checked its size for the path taken)
+  LOWBIT_CHECK_ARG(workspace != nullptr, "int4::fused_moe: workspace is null (moe_workspace_size gives its size)");
+  if (r.path == MoePath::kGrouped) return detail::fused_moe_grouped(a, w13, w2, r.block_m, workspace, cst);
   const int bm = r.block_m;
   const MoeWorkspace& L = plan.L;
   const ActOrderRegions& R = plan.R;

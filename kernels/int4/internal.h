@@ -305,8 +305,9 @@ size_t moe_grouped_workspace_bytes(int m, int topk, int experts, int hidden, int
 // Streams the grouped path spreads its per-expert GEMMs over: 0 default
 // (LOWBIT_INT4_MOE_STREAMS, else 1 = everything on the caller's stream), up to kLeaseWorkers.
 void set_moe_grouped_streams(int n);
-// Arguments validated by fused_moe; the stream must not be capturing (host synchronization).
+// Arguments validated by fused_moe (the workspace non-null and of moe_grouped_workspace_bytes() at
+// least); the stream must not be capturing (host synchronization).
 Status fused_moe_grouped(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, int block_m,
-                         void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                         void* workspace, cudaStream_t stream);
 
 }  // namespace lowbit::int4::detail

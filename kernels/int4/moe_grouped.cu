@@ -242,11 +242,8 @@ size_t moe_grouped_workspace_bytes(int m, int topk, int experts, int hidden, int
 }
 
 Status fused_moe_grouped(const MoeArgs& a, const KernelWeightsView& w13, const KernelWeightsView& w2, int bm,
-                         void* workspace, size_t workspace_bytes, cudaStream_t st) {
+                         void* workspace, cudaStream_t st) {
   const int E = w13.shape.experts, H = w13.shape.k, I = w13.shape.n / 2;
-  // fused_moe's plan checked workspace_bytes against moe_grouped_workspace_bytes().
-  LOWBIT_CHECK_ARG(workspace != nullptr && workspace_bytes >= moe_grouped_workspace_bytes(a.m, a.topk, E, H, I, bm),
-                   "int4::fused_moe (grouped path): workspace is null");
   const int64_t maxp64 = moe_max_padded(a.m, a.topk, E, bm);
   LOWBIT_CHECK_ARG(maxp64 < (int64_t{1} << 31) / (H > 2 * I ? H : 2 * I),
                    "int4::fused_moe (grouped path): %lld sorted rows too many", static_cast<long long>(maxp64));
