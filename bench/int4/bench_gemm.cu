@@ -80,7 +80,8 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
                  "usage: lowbit bench gemm [--m 1,8,16,32,128,512,2048,8192] [--quick] [--shapes llama3-8b.qkv,...]\n"
                  "       [--path auto,skinny,tiled,cublas,pipelined] [--layout auto,npacked] [--dtype bf16|fp16]\n"
                  "       [--group 32|64|128|-1] [--asym] [--act-order] [--reps 10] [--cooldown-ms 2000] [--out docs/benchmarks/gemm]\n"
-                 "  --shapes also takes one TP rank's share of Llama-3-70B: llama3-70b.tp{2,4,8}.{qkv,o,gate_up,down}\n");
+                 "  --shapes also takes one TP rank's share of Llama-3-70B: llama3-70b.tp{2,4,8}.{qkv,o,gate_up,down},\n"
+                 "  and any weight as NxK (N output features x K input features, e.g. 2048x4096)\n");
     return args.ok() ? 0 : 2;
   }
   CommonOptions opt;
@@ -145,6 +146,19 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
                                 DenseShape{"gate_up", 57344 / tp, 8192}, DenseShape{"down", 8192, 28672 / tp}})
       catalog.push_back({std::string("llama3-70b.") + tag + "." + b.name, b.n, b.k});
   const std::vector<std::string> picked = args.get_list("shapes", {});
+  // --shapes also takes any weight as NxK (output features x input features, e.g. 2048x4096), so
+  // that a model's own projections can be measured beside the catalog's.
+  for (const std::string& name : picked) {
+    int n = 0, k = 0;
+    char tail = 0;
+    if (std::sscanf(name.c_str(), "%dx%d%c", &n, &k, &tail) != 2) continue;
+    if (n < 1 || k < 2 || n > (1 << 20) || k > (1 << 20) || k % 2 != 0 || (group > 0 && k % group != 0)) {
+      std::fprintf(stderr, "bench gemm: --shapes %s: N must be within 1..%d and K an even multiple of the group (%d) up to %d\n",
+                   name.c_str(), 1 << 20, group, 1 << 20);
+      return 2;
+    }
+    catalog.push_back({name, n, k});
+  }
   if (!picked.empty()) shapes = catalog;
   if (std::string bad; !select_shapes(picked, &shapes, &bad)) {
     std::fprintf(stderr, "bench gemm: unknown --shapes %s\n", bad.c_str());
