@@ -43,19 +43,8 @@ constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps
 // G = 32 35.9 / 38.1 vs 30.1 / 32.8. fp16, whose 8-warp blocks alone are faster than bf16's
 // (17.6 us at M = 1: it unpacks with fewer instructions), lost: M = 1 / 2 / 4 / 8 17.6-18.2 /
 // 18.6-19.0 / 19.9-20.3 / 22.9 vs 17.6 / 17.9 / 18.1 / 19.3 (rounds GB, GC, twice each).
-// bf16, M <= 4: 8-warp pairs with at most 2 batches of 8 K steps per warp (steps <= 256: K <= 4096)
-// whose 4-warp pairs still fit one block per SM (2 x units <= sms) take those: the same blocks,
-// half the warps, each with twice the K range, half the partial sums to add after the K loop.
-// Measured (session 45, 1x H200, min of 3 alternated passes, bench gemm --path skinny, time vs
-// the 8-warp pairs): 8b.o (64 groups, K = 4096) M = 1 / 2 / 4 / 8 0.928 / 0.961 / 0.949 / 0.996
-// (H100, session 43: 0.849 at M = 1); where either bound fails they lose: 70b.tp2.o (128 groups,
-// K = 4096) 1.08-1.09x, 70b.tp4.qkv (40 groups, K = 8192) 1.31-1.34x, 8b.down (64, K = 14336)
-// 1.15-1.19x. Not fp16: 8b.o 0.963 / 1.048 / 0.988 / 1.049.
-inline DecodeShape dense_rows8_shape(int m, int units, int gsteps, int steps, int sms, bool bf16) {
+inline DecodeShape dense_rows8_shape(int units, int gsteps, int sms, bool bf16) {
   const DecodeShape s = decode_shape(units, 1, sms);
-  if (bf16 && m <= 4 && s.warps == 8 && s.splits == 2 && 2 * units <= sms && steps <= 256 &&
-      decode_window(gsteps, 8) == 8)
-    return {4, 2};
   if (bf16 && s.warps == 8 && s.splits == 1 && 3 * units <= 4 * sms && decode_window(gsteps, 8) != 2) return {4, 3};
   // bf16: 8-warp pairs whose 2 x units blocks fill more than one wave of single blocks but well
   // under two (8b.qkv's 96 groups: 192 blocks leave 60 of 132 SMs with two and the rest with one)
@@ -116,7 +105,7 @@ inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, 
                                       bool bf16 = true) {
   const bool rows16 = m > 8 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   if (!rows16) {
-    if (m <= 8) return {DecodeTiles::kRows8, dense_rows8_shape(m, groups, gsteps, steps, sms, bf16)};
+    if (m <= 8) return {DecodeTiles::kRows8, dense_rows8_shape(groups, gsteps, sms, bf16)};
     const int nt = m <= 32 ? 1 : 2;
     return {nt == 1 ? DecodeTiles::kRows8 : DecodeTiles::kRows16,
             decode_shape(plan_ceil_div(m, 8 * nt) * groups, nt, sms)};

@@ -49,12 +49,12 @@ TEST(Int4DecodePlan, UnsharedMatchesMeasuredChoicesOnH200) {
       // 44: 6.65 / 7.42 vs 6.77 / 7.74 us at M = 1 / 8).
       {"8b.qkv", 96, 1, DecodeTiles::kRows8, 8, 1},
       {"8b.qkv", 96, 8, DecodeTiles::kRows8, 8, 1},
-      // 8b.o in bf16 at M <= 4: 4-warp pairs (2 batches per warp in 8-warp pairs, 128 blocks;
-      // session 45: 0.93-0.96x the time at M = 1..4, 0.996x at 8).
-      {"8b.o", 64, 1, DecodeTiles::kRows8, 4, 2},
-      {"8b.o", 64, 4, DecodeTiles::kRows8, 4, 2},
-      {"8b.o", 64, 5, DecodeTiles::kRows8, 8, 2},
-      {"8b.o", 64, 8, DecodeTiles::kRows8, 8, 2},
+      // 8b.o stays in 8-warp pairs at every M <= 8: its 4-warp pairs were faster at M = 1..4 in
+      // bf16 (session 45: 0.93-0.96x on the H200, 0.85x on the H100) but the same rule lost on the
+      // neighbouring weights (N x K 2048x4096, 3072x4096, 4096x2048, 4096x3072: 1.02-1.22x the
+      // time on the H100), and so did 8b.down, 70b.tp2.o and 70b.tp4.qkv (1.08-1.34x, H200).
+      {"8b.o", 64, 1, DecodeTiles::kRows8, 8, 2},
+      {"8b.o", 64, 4, DecodeTiles::kRows8, 8, 2},
       {"8b.down", 64, 1, DecodeTiles::kRows8, 8, 2, 14336},
       {"70b.tp2.o", 128, 1, DecodeTiles::kRows8, 8, 2},
       {"70b.tp4.qkv", 40, 1, DecodeTiles::kRows8, 8, 2, 8192},
@@ -204,22 +204,10 @@ TEST(Int4DecodePlan, ScalesWithSmCount) {
   EXPECT_EQ(plan_unshared(1, 160, 4, 132, 32).shape.splits, 3);  // G = 64
   // 8b.qkv's 96 groups in fp16 stay in pairs (session 44: alone 6.57 vs 6.40 us at M = 1).
   EXPECT_EQ(unshared_decode_plan(1, 96, kG128Steps, 256, 132, 32, false).shape.splits, 2);
-  constexpr int k4096 = 4096 / 16;
-  EXPECT_EQ(dense_rows8_shape(1, 123, kG128Steps, k4096, 132, true).splits, 1);  // 246 blocks: < 1.875 waves
-  EXPECT_EQ(dense_rows8_shape(1, 124, kG128Steps, k4096, 132, true).splits, 2);  // 248: nearly two per SM
-  EXPECT_EQ(dense_rows8_shape(8, 66, kG128Steps, k4096, 132, true).splits, 2);   // one wave of pairs
-  EXPECT_EQ(dense_rows8_shape(8, 67, kG128Steps, k4096, 132, true).splits, 1);
-  // 4-warp pairs (bf16, M <= 4, <= 2 batches per warp in 8-warp pairs, one 4-warp pair block per
-  // SM): the edges of each bound.
-  EXPECT_EQ(dense_rows8_shape(1, 66, kG128Steps, k4096, 132, true).warps, 4);
-  EXPECT_EQ(dense_rows8_shape(1, 66, kG128Steps, k4096, 132, true).splits, 2);
-  EXPECT_EQ(dense_rows8_shape(4, 64, kG128Steps, k4096, 132, true).warps, 4);
-  EXPECT_EQ(dense_rows8_shape(5, 64, kG128Steps, k4096, 132, true).warps, 8);           // M
-  EXPECT_EQ(dense_rows8_shape(1, 64, kG128Steps, k4096 + 8, 132, true).warps, 8);       // K past 4096
-  EXPECT_EQ(dense_rows8_shape(1, 64, kG128Steps, k4096, 127, true).warps, 8);           // 128 blocks > 127 SMs
-  EXPECT_EQ(dense_rows8_shape(1, 64, 4, k4096, 132, true).warps, 8);                    // G = 64
-  EXPECT_EQ(dense_rows8_shape(1, 64, kG128Steps, k4096, 132, false).warps, 8);          // fp16
-  EXPECT_EQ(dense_rows8_shape(1, 32, kG128Steps, k4096 / 2, 132, true).warps, 4);       // 32 groups, K = 2048
+  EXPECT_EQ(dense_rows8_shape(123, kG128Steps, 132, true).splits, 1);   // 246 blocks: < 1.875 waves
+  EXPECT_EQ(dense_rows8_shape(124, kG128Steps, 132, true).splits, 2);   // 248: nearly two per SM
+  EXPECT_EQ(dense_rows8_shape(66, kG128Steps, 132, true).splits, 2);    // one wave of pairs
+  EXPECT_EQ(dense_rows8_shape(67, kG128Steps, 132, true).splits, 1);
   // Not in fp16 (its 8-warp blocks alone were faster on 70b.qkv).
   for (int m : {1, 8}) {
     const DensePlan f = unshared_decode_plan(m, 160, kG128Steps, 512, 132, 32, false);
