@@ -7,6 +7,7 @@ set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
 B=.dev/s45m; R=$OUT/f; mkdir -p $R
 cat $B/COMMIT > $R/commit.txt
+if [ -n "${ONLY:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q "$ONLY"; then echo "not an $ONLY: stopped"; exit 3; fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $R/gpu.csv 2>&1; head -2 $R/gpu.csv
 for f in $B/*.xz; do xz -d -T8 "$f"; done; chmod +x $B/*
 t0=$(date +%s); el() { echo "  [$(( $(date +%s) - t0 )) s]"; }
