@@ -110,9 +110,14 @@ struct MoeSingleToken {
 // w13 2I x H = 1.5 Mi elements: M = 3 / 4 22.8 / 25.8 vs 28.1 / 28.9; at M = 6 / 8 33.6 / 36.1
 // vs 34.9 / 36.3), while TP1 (3 Mi) lost at M = 3 / 4 (38.9 / 41.9 vs 37.1 / 39.3), DeepSeek
 // (5.5 Mi) at M = 4 (49.4 vs 42.3) and Mixtral (112 Mi) at M = 3 (165.6 vs 146.8). So the bound
-// is 4 for w13 of <= kMoeSingleSmallW13 elements, else 2.
+// was 4 for w13 of <= kMoeSingleSmallW13 elements, else 2. Session 45 (1x H100, the same
+// decode-size MoE kernels, min of 3 alternated passes, us, single path up to M = 8 vs the rule's
+// four launches): Qwen3 TP2 M = 5 / 6 / 8 30.5 / 35.7 / 37.1 vs 33.3 / 38.3 / 40.5, Qwen3.5-35B-A3B
+// (w13 2.0 Mi) 38.9 / 41.0 / 46.4 vs 43.0 / 44.6 / 48.9 (0.91-0.95x; M = 3 / 4 unchanged), while
+// the larger experts stayed mixed (Qwen3 TP1 0.89-1.13x, DeepSeek-V2-Lite TP2 (2.75 Mi) 0.89-1.10x
+// at M = 5..8): small experts take the path up to kMoeSingleMaxM.
 constexpr int kMoeSingleMaxM = 8;
-constexpr int kMoeSingleDefaultMaxM = 2, kMoeSingleSmallMaxM = 4;
+constexpr int kMoeSingleDefaultMaxM = 2, kMoeSingleSmallMaxM = kMoeSingleMaxM;
 constexpr long long kMoeSingleSmallW13 = 2LL << 20;
 // LOWBIT_INT4_MOE_SINGLE=0 turns the path off, LOWBIT_INT4_MOE_SINGLE_MAXM=n (1..8) sets its
 // bound for every shape (read once; measurements); set_moe_single_max_m(n) overrides both

@@ -115,7 +115,7 @@ MoePath moe_auto_path(int m, int topk, int experts, int hidden, int inter,
 // grouped top-k with a bias, a routed scaling factor folded into the weights, a shared
 // expert appended as expert E-1 with weight 1). A caller id outside [0, E) (e.g. -1 for an
 // expert held by another rank under expert parallelism) contributes nothing to its token.
-// Caller-routed calls take the single-token path too (two launches at M <= 4 on MMA-tiled
+// Caller-routed calls take the single-token path too (two launches at M <= 2, M <= 8 on small MMA-tiled
 // experts: each GEMM block reads its pick instead of routing; a foreign pick streams expert 0 at
 // weight 0, which adds +0 to its token), and the four launches (align, GEMM1, GEMM2, sum) past it.
 //
