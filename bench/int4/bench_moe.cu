@@ -44,7 +44,7 @@ using namespace bench_util;
 using lowbit::bench::fmt;
 
 struct MoeShape {
-  const char* name;
+  std::string name;
   int E, H, I, topk;
 };
 
@@ -55,6 +55,8 @@ int run_bench_moe(const std::vector<std::string>& argv) {
     if (!args.ok()) std::fprintf(stderr, "bench moe: %s\n", args.error().c_str());
     std::fprintf(stderr,
                  "usage: lowbit bench moe [--m 1,8,16,32,128,512,2048,8192] [--quick] [--shapes qwen3-30b-a3b.tp1,...]\n"
+                 "       (--shapes also takes any layer as ExHxIxTOPK: experts x hidden x one rank's intermediate x\n"
+                 "       top-k, e.g. 128x4096x1536x8)\n"
                  "       [--path auto,fused,grouped] [--layout auto|npacked] [--dtype bf16|fp16] [--group 32|64|128|-1]\n"
                  "       [--asym] [--block-m 0|8|16|32|64|128] [--routing logits|caller] [--act-order | --act-order-fold]\n"
                  "       [--reps 10]\n"
@@ -124,7 +126,28 @@ int run_bench_moe(const std::vector<std::string>& argv) {
                                   {"deepseek-v2-lite", 64, 2048, 1408, 6},
                                   {"qwen3.5-35b-a3b", 256, 2048, 512, 8},
                                   {"deepseek-v2-lite.tp2", 64, 2048, 704, 6}};
-  if (std::string bad; !select_shapes(args.get_list("shapes", {}), &shapes, &bad)) {
+  // --shapes also takes any layer as ExHxIxTOPK (experts, hidden size, one rank's intermediate size,
+  // top-k; e.g. 128x4096x1536x8), so that a model's own layer can be measured beside the catalog's.
+  // Refused here, before the GPU, where fused_moe would refuse it (check_layer in fused_moe.cu) or
+  // the group does not divide H (w2's K = I may cut groups: it takes shard_group_size's, below).
+  const std::vector<std::string> picked = args.get_list("shapes", {});
+  std::vector<MoeShape> catalog = shapes;
+  for (const std::string& name : picked) {
+    int e = 0, h = 0, inter = 0, k = 0;
+    char tail = 0;
+    if (std::sscanf(name.c_str(), "%dx%dx%dx%d%c", &e, &h, &inter, &k, &tail) != 4) continue;
+    const bool sizes = h >= 32 && h <= (1 << 16) && h % 32 == 0 && inter >= 32 && inter <= (1 << 16) && inter % 32 == 0;
+    if (e < 1 || e > 1024 || k < 1 || k > 32 || k > e || !sizes || (group > 0 && h % group != 0)) {
+      std::fprintf(stderr,
+                   "bench moe: --shapes %s: wants E within 1..1024, top-k within 1..min(32, E), H and I multiples of 32 "
+                   "up to %d, and H a multiple of the group (%d)\n",
+                   name.c_str(), 1 << 16, group);
+      return 2;
+    }
+    catalog.push_back({name, e, h, inter, k});
+  }
+  if (!picked.empty()) shapes = catalog;
+  if (std::string bad; !select_shapes(picked, &shapes, &bad)) {
     std::fprintf(stderr, "bench moe: unknown --shapes %s\n", bad.c_str());
     return 2;
   }
@@ -174,7 +197,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
     // every rank), and so its scale bytes, which the floor counts. The weights here are random
     // at that group size.
     const int group2 = shard_group_size(group, 0, sh.I);
-    if (group2 != group) std::printf("# %s: w2 at G=%d (a TP shard of G=%d weights: I=%d)\n", sh.name, group2, group, sh.I);
+    if (group2 != group) std::printf("# %s: w2 at G=%d (a TP shard of G=%d weights: I=%d)\n", sh.name.c_str(), group2, group, sh.I);
     WeightShape s13{sh.E, 2 * sh.I, sh.H, group, sym, act}, s2{sh.E, sh.H, sh.I, group2, sym, act};
     const float sc13 = 0.5f / std::sqrt(static_cast<float>(sh.H)), sc2 = 2.0f / std::sqrt(static_cast<float>(sh.I));
     std::vector<std::unique_ptr<DevInt4>> w13, w2;
@@ -210,13 +233,13 @@ int run_bench_moe(const std::vector<std::string>& argv) {
     if (msup.ok()) msup = vm::supported(s2);
     if (act_order) msup = make_status(StatusCode::kNotSupported, "--act-order (the wrapper takes no g_idx)");
     if (!msup.ok() || w13[0]->view.kind != KernelLayoutKind::kMmaTiled) {
-      std::printf("# %s: no Marlin columns: %s\n", sh.name, msup.ok() ? "not MMA-tiled" : msup.to_string().c_str());
+      std::printf("# %s: no Marlin columns: %s\n", sh.name.c_str(), msup.ok() ? "not MMA-tiled" : msup.to_string().c_str());
     } else {
       LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());  // the fills ran on the default stream
       st = vm::make_copies(w13[0]->view, copies, stream, &mw13);
       if (st.ok()) st = vm::make_copies(w2[0]->view, copies, stream, &mw2);
       if (!st.ok()) {
-        std::fprintf(stderr, "bench moe: vLLM Marlin experts for %s: %s\n", sh.name, st.to_string().c_str());
+        std::fprintf(stderr, "bench moe: vLLM Marlin experts for %s: %s\n", sh.name.c_str(), st.to_string().c_str());
         return 1;
       }
     }
@@ -230,7 +253,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
       f13.emplace_back(b13);
       f2.emplace_back(b2);
       if (!f13.back().p || !f2.back().p) {
-        std::fprintf(stderr, "bench moe: out of memory for %s\n", sh.name);
+        std::fprintf(stderr, "bench moe: out of memory for %s\n", sh.name.c_str());
         return 1;
       }
       st = dequantize(stored_order(w13[c % copies]->view), f13.back().as<uint16_t>(), stream);
@@ -340,7 +363,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
                        : pname == "grouped" ? MoePath::kGrouped
                                             : moe_auto_path(m, sh.topk, sh.E, sh.H, sh.I, w13[0]->view.kind);
         if (act_order && pname == "grouped") {
-          std::printf("# %s M=%d: no grouped row with --act-order (the path refuses act-order experts)\n", sh.name, m);
+          std::printf("# %s M=%d: no grouped row with --act-order (the path refuses act-order experts)\n", sh.name.c_str(), m);
           continue;
         }
         if (act_order) path = MoePath::kFused;  // what fused_moe runs for act-order experts at any M
@@ -503,7 +526,7 @@ int run_bench_moe(const std::vector<std::string>& argv) {
         }
 #endif
         if (!st.ok()) {
-          std::fprintf(stderr, "bench moe: %s M=%d path %s: %s\n", sh.name, m, moe_path_name(path), st.to_string().c_str());
+          std::fprintf(stderr, "bench moe: %s M=%d path %s: %s\n", sh.name.c_str(), m, moe_path_name(path), st.to_string().c_str());
           return 1;
         }
         const double flops = 6.0 * P * sh.H * sh.I;
