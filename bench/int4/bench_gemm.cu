@@ -225,6 +225,12 @@ int run_bench_gemm(const std::vector<std::string>& argv) {
       extra.push_back(std::make_unique<DevInt4>(ws, 1000u + sh.n + 17u * c, scale));
       w4.push_back(extra.back().get());
     }
+    for (size_t c = 0; c < w4.size(); ++c)
+      if (!w4[c]->ok()) {  // a --shapes weight can ask for any size
+        std::fprintf(stderr, "bench gemm: out of GPU memory for %s's int4 weight (copy %zu, %.2f GB)\n", sh.name.c_str(), c,
+                     w4[c]->bytes / 1e9);
+        return 1;
+      }
     std::vector<int32_t> perm;
     DevBuf dperm;
     if (act_order) {

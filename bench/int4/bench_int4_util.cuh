@@ -64,20 +64,19 @@ struct DevInt4 {
   DevInt4(const WeightShape& sh, uint32_t seed, float scale) {
     const size_t nq = static_cast<size_t>(sh.experts) * sh.k * sh.n / 8;
     const size_t ns = kernel_scale_count(sh);
+    view.shape = sh;
+    bytes = nq * 4 + ns * 2 * (sh.symmetric ? 1 : 2);
     q = DevBuf(nq * 4);
     s = DevBuf(ns * 2);
+    if (!sh.symmetric) z = DevBuf(ns * 2);
+    if (!ok()) return;  // out of GPU memory (a --shapes layer too large): the caller checks ok()
     fill_u32(q.p, nq, seed);
     fill_act(s.p, ns, seed + 1, sh.act, 0.25f * scale, scale);
-    if (!sh.symmetric) {
-      z = DevBuf(ns * 2);
-      fill_zero_kernel<<<1024, 256>>>(z.as<uint16_t>(), ns, seed + 2, sh.act == DType::kBF16);
-    }
-    view.shape = sh;
+    if (!sh.symmetric) fill_zero_kernel<<<1024, 256>>>(z.as<uint16_t>(), ns, seed + 2, sh.act == DType::kBF16);
     view.kind = kernel_layout_for(sh);  // random words: any layout of the shape reads them
     view.qweight = q.p;
     view.scales = s.as<uint16_t>();
     view.zeros = sh.symmetric ? nullptr : z.as<uint16_t>();
-    bytes = nq * 4 + ns * 2 * (sh.symmetric ? 1 : 2);
   }
   bool ok() const { return q.p && s.p && (view.shape.symmetric || z.p); }
 };

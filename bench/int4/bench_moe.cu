@@ -201,14 +201,21 @@ int run_bench_moe(const std::vector<std::string>& argv) {
     WeightShape s13{sh.E, 2 * sh.I, sh.H, group, sym, act}, s2{sh.E, sh.H, sh.I, group2, sym, act};
     const float sc13 = 0.5f / std::sqrt(static_cast<float>(sh.H)), sc2 = 2.0f / std::sqrt(static_cast<float>(sh.I));
     std::vector<std::unique_ptr<DevInt4>> w13, w2;
-    w13.push_back(std::make_unique<DevInt4>(s13, 11u, sc13));
-    w2.push_back(std::make_unique<DevInt4>(s2, 12u, sc2));
-    const size_t per_expert = (w13[0]->bytes + w2[0]->bytes) / sh.E;
-    const int copies = rotation_copies(per_expert * std::min(sh.E, sh.topk), 8);
-    for (int c = 1; c < copies; ++c) {
+    // One copy of the int4 experts (w13 and w2) on the device; false, said by name, when the GPU
+    // has no room for it (a --shapes layer can ask for any size).
+    auto add_copy = [&](int c) {
       w13.push_back(std::make_unique<DevInt4>(s13, 11u + 31u * c, sc13));
       w2.push_back(std::make_unique<DevInt4>(s2, 12u + 31u * c, sc2));
-    }
+      if (w13.back()->ok() && w2.back()->ok()) return true;
+      std::fprintf(stderr, "bench moe: out of GPU memory for %s's int4 experts (copy %d, %.2f GB each)\n",
+                   sh.name.c_str(), c, (w13.back()->bytes + w2.back()->bytes) / 1e9);
+      return false;
+    };
+    if (!add_copy(0)) return 1;
+    const size_t per_expert = (w13[0]->bytes + w2[0]->bytes) / sh.E;
+    const int copies = rotation_copies(per_expert * std::min(sh.E, sh.topk), 8);
+    for (int c = 1; c < copies; ++c)
+      if (!add_copy(c)) return 1;
     if (layout == "npacked")
       for (auto* v : {&w13, &w2})
         for (auto& d : *v) d->view.kind = KernelLayoutKind::kNPackedInterleaved;
