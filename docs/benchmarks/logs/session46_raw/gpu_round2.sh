@@ -9,6 +9,9 @@
 # On an H200 first: the whole GPU int4 suite, the issue's MoE table (`bench moe`, now with the
 # Marlin columns) and the small-expert single-token bound against LOWBIT_INT4_MOE_SINGLE_MAXM=4
 # (gpu_round.sh's parts; `bench gemm` left out: the dense kernels are those of session 44's gemm.md).
+# Stage (build machine): cmake -S . -B build-marlin -DCMAKE_BUILD_TYPE=Release -DLOWBIT_BENCH_VLLM_MARLIN=ON && cmake --build
+# build-marlin --target lowbit_cli && cmake --build build --target lowbit_tests_gpu_int4; D=.dev/s46b; mkdir -p $D && strip -o
+# $D/lowbit_marlin build-marlin/bin/lowbit && strip -o $D/lowbit_tests_gpu_int4 build/bin/lowbit_tests_gpu_int4 && xz -T2 -f $D/lowbit_*; git rev-parse HEAD > $D/COMMIT
 # run(command="bash docs/benchmarks/logs/session46_raw/gpu_round2.sh", carry=[".dev/s46b"], kind="nvidia-h200")
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
