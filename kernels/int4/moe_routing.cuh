@@ -53,7 +53,7 @@ __device__ __forceinline__ void warp_pick(float& bv, int& bi) {
 // not written); ids_copy (may be nullptr, e.g. shared memory) gets the ids too. Lane l holds
 // experts l + 32 j. Each pick is the first in the strict order after the previous pick (ties
 // to the lower index; NaN and values below -FLT_MAX are never picked; once none is left the
-// pick is (-FLT_MAX, INT_MAX)), the same picks whatever kPerLane:
+// pick is (-FLT_MAX, INT_MAX), written as expert 0, see the end), the same picks whatever kPerLane:
 // - kPerLane > 0 (E <= 32 * kPerLane): the lane sorts its own experts in the strict order once
 //   (a compare-exchange network in registers), so a pick is one warp_pick of the lanes' heads
 //   and the winner lane pops its head: one warp reduction per pick instead of a scan of the
@@ -166,9 +166,16 @@ __device__ __forceinline__ void topk_token_t(const float* __restrict__ logits, i
   for (int s = 0; s < topk; ++s) chosen_sum += __shfl_sync(0xffffffffu, w, s);
   my_w = w;
   if (lane < topk) {
-    if (ids != nullptr) ids[static_cast<size_t>(m) * topk + lane] = my_id;
+    // A pick past the token's pickable experts (fewer than topk of its logits are neither NaN
+    // nor -inf: a masked or broken router) names expert 0, so that every consumer reads a real
+    // expert (the single-token GEMMs index the weights by it; the slot sum reads every slot). Its
+    // weight expf(-FLT_MAX - mx) / sum is 0 while the token has a pickable expert and no NaN
+    // logit: it adds nothing. A NaN logit makes the exp sum, and so every weight of the token,
+    // NaN (its output is NaN on every path); with no pickable expert the weights are inf / NaN.
+    const int id = my_id == INT_MAX ? 0 : my_id;
+    if (ids != nullptr) ids[static_cast<size_t>(m) * topk + lane] = id;
     if (weights != nullptr) weights[static_cast<size_t>(m) * topk + lane] = renorm ? my_w / chosen_sum : my_w;
-    if (ids_copy != nullptr) ids_copy[static_cast<size_t>(m) * topk + lane] = my_id;
+    if (ids_copy != nullptr) ids_copy[static_cast<size_t>(m) * topk + lane] = id;
   }
 }
 

@@ -129,7 +129,7 @@ MoePath moe_auto_path(int m, int topk, int experts, int hidden, int inter,
 // Size the workspace with the views' moe_workspace_size, which counts the gathered copies.
 struct MoeArgs {
   const void* x = nullptr;              // [M, H] activations
-  const float* router_logits = nullptr;  // [M, E] fp32, or null with topk_ids / topk_weights
+  const float* router_logits = nullptr;  // [M, E] fp32, or null with topk_ids / topk_weights (NaN / -inf: moe_topk)
   void* y = nullptr;                    // [M, H]
   int m = 0;
   int topk = 0;
@@ -183,6 +183,11 @@ Status fused_moe(const MoeArgs& args, const KernelWeightsView& w13, const Kernel
 // The fused MoE's stages, usable on their own (fused_moe calls them in this order).
 // Top-k over softmax(logits[m, :]): ids by descending logit, ties -> lower expert index;
 // weights = softmax probability (renormalized over the k chosen when renormalize).
+// Non-finite logits are checked by no one on the device; they never crash a layer: NaN and -inf
+// logits are never picked, and a token with fewer than topk other logits gets expert 0 at weight 0
+// for each missing pick (a masked router: the layer's output is that of its real picks). A NaN
+// logit makes all of its token's weights NaN, so its output row is NaN on every path; a token
+// with no pickable logit gets inf / NaN weights.
 Status moe_topk(const float* logits, int m, int experts, int topk, bool renormalize, int32_t* topk_ids,
                 float* topk_weights, Stream stream);
 // Align: pairs p = m*topk + s sorted by (expert, p) (pairs whose id is outside [0, experts)

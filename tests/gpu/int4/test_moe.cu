@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -81,6 +83,171 @@ TEST(Int4MoeRouting, TopkAndAlignExact) {
             ASSERT_EQ(download<int32_t>(re2.p, maxp / BM), re);
           }
         }
+}
+
+// Non-finite router logits (moe_topk in kernels.h): NaN and -inf are never picked; a token with
+// fewer than topk other logits gets expert 0 at weight exactly 0 for the missing picks; a NaN
+// logit makes all of its token's weights NaN. Every register variant (E = 16 / 200) and the loop
+// (E = 300), with and without renormalization; moe_route gives the same ids and aligns them.
+TEST(Int4MoeRouting, NonFiniteLogitsPickRealExperts) {
+  const float kNaN = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
+  for (int E : {16, 200, 300})
+    for (bool renorm : {true, false}) {
+      SCOPED_TRACE("E=" + std::to_string(E) + " renorm=" + std::to_string(renorm));
+      const int M = 5, topk = 8, finite_n = 3;
+      auto logits = random_logits(M, E, 91u + E, false);
+      float* r = logits.data();
+      // Row 1: three finite logits (experts 2, 5, E - 1), the rest -inf: a masked router.
+      for (int e = 0; e < E; ++e)
+        if (e != 2 && e != 5 && e != E - 1) r[E + e] = -kInf;
+      // Row 2: one NaN logit; row 3: all NaN; row 4: all -inf. Row 0: finite (the control).
+      r[2 * E + 7] = kNaN;
+      for (int e = 0; e < E; ++e) r[3 * E + e] = kNaN, r[4 * E + e] = -kInf;
+      DevBuf dl = upload(logits), dids(M * topk * 4), dw(M * topk * 4);
+      ASSERT_EQ(cudaMemset(dids.p, 0x7F, dids.bytes), cudaSuccess);
+      ASSERT_TRUE(moe_topk(dl.as<float>(), M, E, topk, renorm, dids.as<int32_t>(), dw.as<float>(), nullptr).ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto id = download<int32_t>(dids.p, M * topk);
+      const auto w = download<float>(dw.p, M * topk);
+      std::vector<int32_t> rid;
+      std::vector<float> rw;
+      cpu_topk(std::vector<float>(r, r + E), 1, E, topk, renorm, &rid, &rw);
+      for (int s = 0; s < topk; ++s) {
+        EXPECT_EQ(id[s], rid[s]) << "row 0 slot " << s;
+        EXPECT_NEAR(w[s], rw[s], 1e-5f) << "row 0 slot " << s;
+      }
+      // Row 1: the three finite experts in logit order, their softmax over the three, then expert 0 at 0.
+      const float* r1 = r + E;
+      std::vector<int> fin = {2, 5, E - 1};
+      std::sort(fin.begin(), fin.end(), [&](int a, int b) { return r1[a] > r1[b] || (r1[a] == r1[b] && a < b); });
+      double z = 0;
+      for (int e : fin) z += std::exp(static_cast<double>(r1[e]) - r1[fin[0]]);
+      for (int s = 0; s < topk; ++s) {
+        if (s < finite_n) {
+          EXPECT_EQ(id[topk + s], fin[s]) << "row 1 slot " << s;
+          EXPECT_NEAR(w[topk + s], std::exp(static_cast<double>(r1[fin[s]]) - r1[fin[0]]) / z, 1e-5) << "row 1 slot " << s;
+        } else {
+          EXPECT_EQ(id[topk + s], 0) << "row 1 slot " << s << ": a missing pick names expert 0";
+          EXPECT_EQ(w[topk + s], 0.f) << "row 1 slot " << s << ": at weight exactly 0";
+        }
+      }
+      // Row 2: the picks of the row without its NaN expert; every weight NaN.
+      std::vector<float> r2(r + 2 * E, r + 3 * E);
+      r2[7] = -1e30f;  // below every other logit: never among the top 8 of E - 1 >= 15
+      cpu_topk(r2, 1, E, topk, renorm, &rid, &rw);
+      for (int s = 0; s < topk; ++s) {
+        EXPECT_EQ(id[2 * topk + s], rid[s]) << "row 2 slot " << s;
+        EXPECT_TRUE(std::isnan(w[2 * topk + s])) << "row 2 slot " << s << ": a NaN logit makes the weights NaN";
+      }
+      // Rows 3 / 4: nothing pickable: expert 0 everywhere, non-finite weights.
+      for (int row : {3, 4})
+        for (int s = 0; s < topk; ++s) {
+          EXPECT_EQ(id[row * topk + s], 0) << "row " << row << " slot " << s;
+          EXPECT_FALSE(std::isfinite(w[row * topk + s])) << "row " << row << " slot " << s;
+        }
+      // moe_route: the same ids and weights, aligned like the CPU reference aligns them.
+      const int BM = 8;
+      const int64_t maxp = moe_max_padded(M, topk, E, BM);
+      DevBuf ri(M * topk * 4), rwt(M * topk * 4), rs(maxp * 4), re(maxp / BM * 4), rn(4);
+      for (DevBuf* b : {&ri, &rwt, &rs, &re, &rn}) ASSERT_EQ(cudaMemset(b->p, 0x7F, b->bytes), cudaSuccess);
+      ASSERT_TRUE(moe_route(dl.as<float>(), M, E, topk, renorm, BM, ri.as<int32_t>(), rwt.as<float>(), rs.as<int32_t>(),
+                            re.as<int32_t>(), rn.as<int32_t>(), nullptr)
+                      .ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(download<int32_t>(ri.p, M * topk), id);
+      const auto w2 = download<float>(rwt.p, M * topk);
+      for (size_t i = 0; i < w.size(); ++i)
+        EXPECT_TRUE(std::memcmp(&w2[i], &w[i], 4) == 0 || (std::isnan(w2[i]) && std::isnan(w[i]))) << i;
+      std::vector<int32_t> as, ae;
+      int32_t an = 0;
+      cpu_align(id, M * topk, E, BM, maxp, &as, &ae, &an);
+      EXPECT_EQ(download<int32_t>(rn.p, 1)[0], an);
+      EXPECT_EQ(download<int32_t>(rs.p, maxp), as);
+      EXPECT_EQ(download<int32_t>(re.p, maxp / BM), ae);
+    }
+}
+
+// The whole layer on those rows, on every path that routes logits (the single-token path, the
+// four launches, the grouped path): nothing crashes or reads past the experts; the masked token
+// gives the fp64 reference of its three real picks; the token with a NaN logit comes out NaN and
+// leaves the other tokens as they were; the masked token's output is the caller routing's with
+// the missing picks foreign (-1) and the same weights (bit for bit on the fused paths).
+TEST(Int4MoeRouting, NonFiniteLogitsLayer) {
+  const int E = 16, H = 512, I = 384, topk = 8, M = 4;
+  const DType act = DType::kBF16;
+  WeightShape s13{E, 2 * I, H, 128, false, act}, s2{E, H, I, 128, false, act};
+  KPackedWeights k13 = random_kpacked(s13, 515u, 0.05f), k2 = random_kpacked(s2, 616u, 0.05f);
+  KernelWeights w13, w2;
+  const int tiled = static_cast<int>(KernelLayoutKind::kMmaTiled);
+  ASSERT_TRUE(repack_for_kernels(k13, &w13, tiled).ok());
+  ASSERT_TRUE(repack_for_kernels(k2, &w2, tiled).ok());
+  DevWeights d13(w13), d2(w2);
+  struct Restore {
+    ~Restore() { detail::set_moe_single_max_m(0); }
+  } restore;
+  std::mt19937 rng(23u);
+  std::uniform_real_distribution<float> u(0.1f, 1.f);
+  std::vector<uint16_t> x(static_cast<size_t>(M) * H);
+  for (auto& v : x) v = float_to_half_bits(act, (rng() & 1) ? u(rng) : -u(rng));
+  auto finite = random_logits(M, E, 57u, false);
+  auto logits = finite;
+  for (int e = 0; e < E; ++e)
+    if (e != 3 && e != 9 && e != 12) logits[E + e] = -std::numeric_limits<float>::infinity();  // token 1: masked
+  logits[2 * E + 4] = std::numeric_limits<float>::quiet_NaN();                                    // token 2: a NaN
+  const size_t P = static_cast<size_t>(M) * topk;
+  DevBuf dx = upload(x), dl = upload(logits), dlf = upload(finite), dids(P * 4), dw(P * 4);
+  ASSERT_TRUE(moe_topk(dl.as<float>(), M, E, topk, true, dids.as<int32_t>(), dw.as<float>(), nullptr).ok());
+  auto ids = download<int32_t>(dids.p, P);
+  const auto wts = download<float>(dw.p, P);
+  for (int s = 3; s < topk; ++s) ids[topk + s] = -1;  // token 1's missing picks, foreign for the caller run
+  ASSERT_EQ(cudaMemcpy(dids.p, ids.data(), P * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  std::vector<int32_t> ref_ids = ids;
+  for (int s = 0; s < topk; ++s) ref_ids[2 * topk + s] = -1;  // the NaN token: compared apart
+  const auto ref = moe_reference_routed(x, ref_ids, wts, M, E, H, I, topk, act, k13, k2);
+  struct PathCase {
+    const char* name;
+    MoePath path;
+    int single_max_m;  // set_moe_single_max_m: 0 = the rule (single-token at M = 4 on these small experts)
+    bool bits;         // bit-identical to the caller-routed call
+  };
+  for (const PathCase& pc : {PathCase{"single-token", MoePath::kFused, 0, true},
+                             PathCase{"four launches", MoePath::kFused, 1, true},
+                             PathCase{"grouped", MoePath::kGrouped, 0, false}}) {
+    SCOPED_TRACE(pc.name);
+    detail::set_moe_single_max_m(pc.single_max_m);
+    size_t wsb = 0;
+    ASSERT_TRUE(moe_workspace_size(M, topk, E, H, I, act, 0, &wsb, pc.path).ok());
+    DevBuf ws(wsb), dy(x.size() * 2), dyf(x.size() * 2), dyc(x.size() * 2);
+    for (DevBuf* b : {&ws, &dy, &dyf, &dyc}) ASSERT_EQ(cudaMemset(b->p, 0xFF, b->bytes), cudaSuccess);
+    MoeArgs a = layer_args(dx, dl, dy, M, topk, 0, pc.path);
+    MoeResolved res;
+    ASSERT_TRUE(moe_resolved(a, d13.view, d2.view, wsb, nullptr, &res).ok());
+    if (pc.path == MoePath::kFused) EXPECT_EQ(res.single_token, pc.single_max_m == 0);
+    Status st = fused_moe(a, d13.view, d2.view, ws.p, wsb, nullptr);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the layer on non-finite logits";
+    MoeArgs af = layer_args(dx, dlf, dyf, M, topk, 0, pc.path);
+    ASSERT_TRUE(fused_moe(af, d13.view, d2.view, ws.p, wsb, nullptr).ok());
+    MoeArgs ac = a;
+    ac.router_logits = nullptr;
+    ac.topk_ids = dids.as<int32_t>();
+    ac.topk_weights = dw.as<float>();
+    ac.y = dyc.p;
+    ASSERT_TRUE(fused_moe(ac, d13.view, d2.view, ws.p, wsb, nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto y = download<uint16_t>(dy.p, x.size()), yf = download<uint16_t>(dyf.p, x.size()),
+               yc = download<uint16_t>(dyc.p, x.size());
+    std::vector<double> got(y.size());
+    for (size_t i = 0; i < y.size(); ++i) got[i] = half_bits_to_float(act, y[i]);
+    for (int h = 0; h < H; ++h) {
+      ASSERT_TRUE(std::isnan(got[2 * H + h])) << "the NaN token's output " << h;
+      got[2 * H + h] = 0;  // its reference row (all picks left out) is zero
+      for (int t : {0, 3})  // the other tokens, as with finite logits (the rows are computed alone on the fused paths)
+        if (pc.bits) ASSERT_EQ(y[t * H + h], yf[t * H + h]) << "token " << t << " column " << h;
+      if (pc.bits) ASSERT_EQ(y[H + h], yc[H + h]) << "the masked token against the caller's foreign picks, column " << h;
+    }
+    expect_layer_close(got, ref, act);
+  }
 }
 
 struct MoeCase {
