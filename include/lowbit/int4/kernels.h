@@ -201,6 +201,9 @@ Status moe_route(const float* logits, int m, int experts, int topk, bool renorma
                  float* topk_weights, int32_t* sorted_ids, int32_t* expert_ids, int32_t* num_post_padded,
                  Stream stream);
 // inter[p, I] = silu(x[p/topk] . w13[e, n]) * (x[p/topk] . w13[e, I+n]) per sorted block.
+// The GEMMs read the align output as moe_align / moe_route write it: sorted ids outside [0, m *
+// topk) are padding (no row), a block of expert id -1 is skipped; an expert id >= E is not
+// checked on the device (its block would read past the expert stacks).
 Status moe_gemm1(const void* x, const KernelWeightsView& w13, const int32_t* sorted_ids, const int32_t* expert_ids,
                  const int32_t* num_post_padded, int m, int topk, int block_m, void* inter, Stream stream);
 // slot_out[p, H] (fp32) = topk_weights[p] * (inter[p] . w2[e, h]).
