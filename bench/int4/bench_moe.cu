@@ -131,7 +131,6 @@ int run_bench_moe(const std::vector<std::string>& argv) {
   // Refused here, before the GPU, where fused_moe would refuse it (check_layer in fused_moe.cu) or
   // the group does not divide H (w2's K = I may cut groups: it takes shard_group_size's, below).
   const std::vector<std::string> picked = args.get_list("shapes", {});
-  std::vector<MoeShape> catalog = shapes;
   for (const std::string& name : picked) {
     int e = 0, h = 0, inter = 0, k = 0;
     char tail = 0;
@@ -144,9 +143,8 @@ int run_bench_moe(const std::vector<std::string>& argv) {
                    name.c_str(), 1 << 16, group);
       return 2;
     }
-    catalog.push_back({name, e, h, inter, k});
+    shapes.push_back({name, e, h, inter, k});  // select_shapes keeps only the picked ones
   }
-  if (!picked.empty()) shapes = catalog;
   if (std::string bad; !select_shapes(picked, &shapes, &bad)) {
     std::fprintf(stderr, "bench moe: unknown --shapes %s\n", bad.c_str());
     return 2;
