@@ -63,6 +63,22 @@ int moe_ysum_max_topk() {
   return v;
 }
 
+// LOWBIT_INT4_MOE_W13_SHAPE=W:S (read once; measurements): GEMM1's (gate / up) block warps (4 or
+// 8) and split-K cluster size (1..8) on both paths instead of decode_shape()'s choice; GEMM2 keeps
+// its own. {0, 0} when unset or malformed.
+kern::DecodeShape env_moe_w13_shape() {
+  static const kern::DecodeShape v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_MOE_W13_SHAPE");
+    int w = 0, sp = 0;
+    char tail = 0;
+    if (e == nullptr || std::sscanf(e, "%d:%d%c", &w, &sp, &tail) != 2 || (w != 4 && w != 8) || sp < 1 ||
+        sp > kern::kClusterMaxSplits)
+      return kern::DecodeShape{0, 0};
+    return kern::DecodeShape{w, sp};
+  }();
+  return v;
+}
+
 bool moe_early_down_enabled() {
   static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_EARLY");
   return v;
@@ -120,7 +136,8 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
                : 0;
   const kern::DecodeGrid gr{1, static_cast<int>(grid_y), p.wide ? kern::ceil_div(groups, 4) : groups};
   const kern::DecodeTiles tiles = nt == 1 ? kern::DecodeTiles::kRows8 : kern::DecodeTiles::kRows16;
-  const kern::DecodeShape shape = kern::decode_shape(busy, nt, kern::current_sm_count());
+  kern::DecodeShape shape = kern::decode_shape(busy, nt, kern::current_sm_count());
+  if (gate_up && env_moe_w13_shape().warps != 0) shape = env_moe_w13_shape();
   return gate_up ? kern::launch_dtype<kern::kDecMoeGateUp>(s.act, p, tiles, shape, gr, stream)
                  : kern::launch_dtype<kern::kDecMoeDown>(s.act, p, tiles, shape, gr, stream);
 }
