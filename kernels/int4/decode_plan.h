@@ -232,4 +232,21 @@ inline bool moe_down_wide(int k, int blocks, int experts, int parts, int groups,
   return k <= 1536 && (k <= 512 || wide_blocks >= 2 * sms);
 }
 
+// MoE GEMM1 (gate / up) on 8-row parts: decode_shape(), except that 8-warp pairs that would take
+// nearly both block slots of every SM (2 x units > 7/4 x SMs) run as 8-warp blocks alone, one per
+// SM, when GEMM2 runs wide (`down_wide`, moe_down_wide or its knob): GEMM2 launches early (PDL)
+// and its wide blocks (one warp per 64-column group over the whole K) then find no slot to request
+// their weights from until GEMM1's blocks retire. Measured (session 47, 1x H200, min of 3
+// alternated passes, GEMM1 forced to 8-warp blocks alone against the pairs): Qwen3.5-35B-A3B M = 2
+// (128 units, GEMM2 wide) 0.858x (25.4 us in pairs); GEMM2's wide mode off instead 0.860x, both
+// GEMMs alone 0.848x (H100, session 46: 0.857x / 0.838x). Pairs that leave room stay: Qwen3-30B-A3B
+// TP2 M = 2 (96 units, wide) alone 1.143x, TP1 M = 1 (96, not wide) 1.107x, DeepSeek-V2-Lite TP2
+// M = 1 (66) 1.093x; and so do full pairs before a GEMM2 that is not wide: DeepSeek-V2-Lite M = 1
+// (132 units) 0.990x, its TP2 share at M = 2 (132) 1.018x.
+inline DecodeShape moe_gate_up_shape(int units, bool down_wide, int sms) {
+  const DecodeShape s = decode_shape(units, 1, sms);
+  if (down_wide && s.warps == 8 && s.splits == 2 && 8 * units > 7 * sms) return {8, 1};
+  return s;
+}
+
 }  // namespace lowbit::int4::kern

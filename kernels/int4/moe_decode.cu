@@ -79,6 +79,13 @@ kern::DecodeShape env_moe_w13_shape() {
   return v;
 }
 
+// LOWBIT_INT4_MOE_W13_ROOM=0 (read once; measurements): GEMM1 keeps decode_shape()'s 8-warp pairs
+// before a wide GEMM2 (kern::moe_gate_up_shape's exception off).
+bool env_moe_w13_room() {
+  static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_W13_ROOM");
+  return v;
+}
+
 bool moe_early_down_enabled() {
   static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_EARLY");
   return v;
@@ -128,15 +135,19 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   const int busy = (blocks < s.experts ? blocks : s.experts) * p.parts * groups;
   // GEMM2 with a short K: each warp a column group's whole K (kern::moe_down_wide in
   // decode_plan.h says when that pays).
+  // GEMM1 asks the same of the GEMM2 that follows it (K = I = w13's N / 2, H / 64 groups; the same
+  // align blocks and parts), whose wide blocks want free slots (kern::moe_gate_up_shape).
+  const int sms = kern::current_sm_count();
   const int wide_mode = env_moe_wide();
-  p.wide = !gate_up && (wide_mode == 2 ||
-                        (wide_mode == 1 && kern::moe_down_wide(s.k, blocks, s.experts, p.parts, groups,
-                                                              kern::current_sm_count())))
-               ? 1
-               : 0;
+  const bool down_wide =
+      wide_mode == 2 || (wide_mode == 1 && (gate_up ? kern::moe_down_wide(s.n / 2, blocks, s.experts, p.parts,
+                                                                          s.k / kMmaTileCols, sms)
+                                                    : kern::moe_down_wide(s.k, blocks, s.experts, p.parts, groups, sms)));
+  p.wide = !gate_up && down_wide ? 1 : 0;
   const kern::DecodeGrid gr{1, static_cast<int>(grid_y), p.wide ? kern::ceil_div(groups, 4) : groups};
   const kern::DecodeTiles tiles = nt == 1 ? kern::DecodeTiles::kRows8 : kern::DecodeTiles::kRows16;
-  kern::DecodeShape shape = kern::decode_shape(busy, nt, kern::current_sm_count());
+  kern::DecodeShape shape = gate_up && nt == 1 ? kern::moe_gate_up_shape(busy, down_wide && env_moe_w13_room(), sms)
+                                               : kern::decode_shape(busy, nt, sms);
   if (gate_up && env_moe_w13_shape().warps != 0) shape = env_moe_w13_shape();
   return gate_up ? kern::launch_dtype<kern::kDecMoeGateUp>(s.act, p, tiles, shape, gr, stream)
                  : kern::launch_dtype<kern::kDecMoeDown>(s.act, p, tiles, shape, gr, stream);

@@ -301,5 +301,32 @@ TEST(Int4DecodePlan, MoeDownWideMatchesMeasuredChoices) {
         << c.shape << " M=" << c.m;
 }
 
+// MoE GEMM1's block shape against session 47's measurements (1x H200, GEMM1 forced to 8-warp
+// blocks alone against the plan's pairs; units = picks x I / 64): full pairs give way before a
+// wide GEMM2 only.
+TEST(Int4DecodePlan, MoeGateUpShapeMatchesMeasuredChoices) {
+  struct Case {
+    const char* shape;
+    int units;
+    bool down_wide;
+    DecodeShape want;
+  };
+  const Case cases[] = {
+      {"qwen3.5 M=2", 128, true, {8, 1}},       // alone 0.858x
+      {"qwen3.tp2 M=2", 96, true, {8, 2}},      // alone 1.143x
+      {"qwen3.tp1 M=1", 96, false, {8, 2}},     // alone 1.107x
+      {"deepseek.tp2 M=1", 66, true, {8, 2}},   // alone 1.093x
+      {"deepseek M=1", 132, false, {8, 2}},     // alone 0.990x
+      {"deepseek.tp2 M=2", 132, false, {8, 2}}, // alone 1.018x
+      {"qwen3.5 M=3", 192, true, {8, 1}},       // past "few": decode_shape's own
+      {"qwen3.tp1 M=8", 768, true, {4, 1}},
+  };
+  for (const Case& c : cases) {
+    const DecodeShape s = moe_gate_up_shape(c.units, c.down_wide, kH200Sms);
+    EXPECT_EQ(s.warps, c.want.warps) << c.shape;
+    EXPECT_EQ(s.splits, c.want.splits) << c.shape;
+  }
+}
+
 }  // namespace
 }  // namespace lowbit::int4::kern
