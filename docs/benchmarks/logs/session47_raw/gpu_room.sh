@@ -41,6 +41,6 @@ for k in sorted(t):
         if abs(a / o - 1) > 0.02: print(k[0], k[1], f"rule {a:.1f} old {o:.1f} {a / o:.3f}")
 print('rows', len(t))
 PY
-left=$(( 560 - ($(date +%s) - t0) ))
+left=$(( ${TOTAL:-560} - ($(date +%s) - t0) ))
 [ $left -gt 60 ] && { echo "== M bench moe (all)"; timeout $left $B/lowbit bench moe --out $S/moe > $S/moe.log 2>&1; echo "rc $?"; grep -h "total #wrong" $S/moe.log; el; }
 cd $OUT && tar czf room.tgz q && rm -rf q
