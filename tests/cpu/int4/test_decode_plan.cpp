@@ -313,9 +313,10 @@ TEST(Int4DecodePlan, MoeGateUpShapeMatchesMeasuredChoices) {
   };
   const Case cases[] = {
       {"qwen3.5 M=2", 128, true, {8, 1}},       // alone 0.858x
+      {"qwen3.5 M=2, wide off", 128, false, {8, 2}},
       {"qwen3.tp2 M=2", 96, true, {8, 2}},      // alone 1.143x
       {"qwen3.tp1 M=1", 96, false, {8, 2}},     // alone 1.107x
-      {"deepseek.tp2 M=1", 66, true, {8, 2}},   // alone 1.093x
+      {"deepseek.tp2 M=1", 66, false, {8, 2}},  // alone 1.093x
       {"deepseek M=1", 132, false, {8, 2}},     // alone 0.990x
       {"deepseek.tp2 M=2", 132, false, {8, 2}}, // alone 1.018x
       {"qwen3.5 M=3", 192, true, {8, 1}},       // past "few": decode_shape's own
