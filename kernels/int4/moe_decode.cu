@@ -134,15 +134,15 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   // Planning estimate of the busy units: at most one align block per expert at decode sizes.
   const int busy = (blocks < s.experts ? blocks : s.experts) * p.parts * groups;
   // GEMM2 with a short K: each warp a column group's whole K (kern::moe_down_wide in
-  // decode_plan.h says when that pays).
-  // GEMM1 asks the same of the GEMM2 that follows it (K = I = w13's N / 2, H / 64 groups; the same
-  // align blocks and parts), whose wide blocks want free slots (kern::moe_gate_up_shape).
+  // decode_plan.h says when that pays). GEMM1 asks the same of the GEMM2 that follows it (K = I =
+  // w13's N / 2, H / 64 groups; the same align blocks and parts), whose wide blocks want free
+  // slots (kern::moe_gate_up_shape).
   const int sms = kern::current_sm_count();
   const int wide_mode = env_moe_wide();
+  const int down_k = gate_up ? s.n / 2 : s.k, down_groups = gate_up ? s.k / kMmaTileCols : groups;
   const bool down_wide =
-      wide_mode == 2 || (wide_mode == 1 && (gate_up ? kern::moe_down_wide(s.n / 2, blocks, s.experts, p.parts,
-                                                                          s.k / kMmaTileCols, sms)
-                                                    : kern::moe_down_wide(s.k, blocks, s.experts, p.parts, groups, sms)));
+      wide_mode == 2 ||
+      (wide_mode == 1 && kern::moe_down_wide(down_k, blocks, s.experts, p.parts, down_groups, sms));
   p.wide = !gate_up && down_wide ? 1 : 0;
   const kern::DecodeGrid gr{1, static_cast<int>(grid_y), p.wide ? kern::ceil_div(groups, 4) : groups};
   const kern::DecodeTiles tiles = nt == 1 ? kern::DecodeTiles::kRows8 : kern::DecodeTiles::kRows16;
