@@ -227,25 +227,33 @@ inline bool decode_x_steps_planned(const DensePlan& plan, int m, int groups, lon
 // at I <= 512 even below that (split warps would get less than one batch: Qwen3 TP2 M = 1);
 // with few blocks it starves the memory system (Qwen3 TP1 M = 1: 29.8 vs 21.7 us) and with a
 // long K it loses everywhere (Mixtral).
+inline int moe_down_wide_blocks(int blocks, int experts, int parts, int groups) {
+  return (blocks < experts ? blocks : experts) * parts * plan_ceil_div(groups, 4);
+}
 inline bool moe_down_wide(int k, int blocks, int experts, int parts, int groups, int sms) {
-  const int wide_blocks = (blocks < experts ? blocks : experts) * parts * plan_ceil_div(groups, 4);
-  return k <= 1536 && (k <= 512 || wide_blocks >= 2 * sms);
+  return k <= 1536 && (k <= 512 || moe_down_wide_blocks(blocks, experts, parts, groups) >= 2 * sms);
 }
 
 // MoE GEMM1 (gate / up) on 8-row parts: decode_shape(), except that 8-warp pairs that would take
 // nearly both block slots of every SM (2 x units > 7/4 x SMs) run as 8-warp blocks alone, one per
-// SM, when GEMM2 runs wide (`down_wide`, moe_down_wide or its knob): GEMM2 launches early (PDL)
-// and its wide blocks (one warp per 64-column group over the whole K) then find no slot to request
-// their weights from until GEMM1's blocks retire. Measured (session 47, 1x H200, min of 3
+// SM, when GEMM2 runs wide in a grid of at most one block per SM (`down_wide`, moe_down_wide or its
+// knob; `down_blocks`, moe_down_wide_blocks): GEMM2 launches early (PDL) and those few wide blocks
+// (one warp per 64-column group over the whole K, no second wave behind them) then find no slot to
+// request their weights from until GEMM1's blocks retire. Measured (session 47, 1x H200, min of 3
 // alternated passes, GEMM1 forced to 8-warp blocks alone against the pairs): Qwen3.5-35B-A3B M = 2
-// (128 units, GEMM2 wide) 0.858x (25.4 us in pairs); GEMM2's wide mode off instead 0.860x, both
-// GEMMs alone 0.848x (H100, session 46: 0.857x / 0.838x). Pairs that leave room stay: Qwen3-30B-A3B
-// TP2 M = 2 (96 units, wide) alone 1.143x, TP1 M = 1 (96, not wide) 1.107x, DeepSeek-V2-Lite TP2
-// M = 1 (66) 1.093x; and so do full pairs before a GEMM2 that is not wide: DeepSeek-V2-Lite M = 1
-// (132 units) 0.990x, its TP2 share at M = 2 (132) 1.018x.
-inline DecodeShape moe_gate_up_shape(int units, bool down_wide, int sms) {
+// (128 units, GEMM2 wide in 128 blocks) 0.858x (25.4 us in pairs); GEMM2's wide mode off instead
+// 0.860x, both GEMMs alone 0.848x (H100, session 46: 0.857x / 0.838x). Pairs that leave room stay:
+// Qwen3-30B-A3B TP2 M = 2 (96 units, wide) alone 1.143x, TP1 M = 1 (96, not wide) 1.107x,
+// DeepSeek-V2-Lite TP2 M = 1 (66) 1.093x; and so do full pairs before a GEMM2 that is not wide:
+// DeepSeek-V2-Lite M = 1 (132 units) 0.990x, its TP2 share at M = 2 (132) 1.018x. Session 48 (1x
+// H100, min of 5 alternated passes, the rule without the grid bound against no rule): Qwen3.5 M = 2
+// 0.840x, but the Qwen3-235B-A22B TP8 share (128x4096x192x8) at M = 5 (120 units, GEMM2 wide in 640
+// blocks) 1.107x and DeepSeek-V3 TP8 (256x7168x256x8) at M = 4 (128 units, 896 wide blocks) 1.034x:
+// a GEMM2 of several waves hides its first wave behind GEMM1's tail either way, and GEMM1's longer
+// K (4096 / 7168 against 2048) wants the pairs; hence the bound on GEMM2's grid.
+inline DecodeShape moe_gate_up_shape(int units, bool down_wide, int down_blocks, int sms) {
   const DecodeShape s = decode_shape(units, 1, sms);
-  if (down_wide && s.warps == 8 && s.splits == 2 && 8 * units > 7 * sms) return {8, 1};
+  if (down_wide && down_blocks <= sms && s.warps == 8 && s.splits == 2 && 8 * units > 7 * sms) return {8, 1};
   return s;
 }
 

@@ -135,8 +135,8 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   const int busy = (blocks < s.experts ? blocks : s.experts) * p.parts * groups;
   // GEMM2 with a short K: each warp a column group's whole K (kern::moe_down_wide in
   // decode_plan.h says when that pays). GEMM1 asks the same of the GEMM2 that follows it (K = I =
-  // w13's N / 2, H / 64 groups; the same align blocks and parts), whose wide blocks want free
-  // slots (kern::moe_gate_up_shape).
+  // w13's N / 2, H / 64 groups; the same align blocks and parts), whose wide blocks, when they are
+  // one wave, want free slots (kern::moe_gate_up_shape).
   const int sms = kern::current_sm_count();
   const int wide_mode = env_moe_wide();
   const int down_k = gate_up ? s.n / 2 : s.k, down_groups = gate_up ? s.k / kMmaTileCols : groups;
@@ -146,8 +146,10 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   p.wide = !gate_up && down_wide ? 1 : 0;
   const kern::DecodeGrid gr{1, static_cast<int>(grid_y), p.wide ? kern::ceil_div(groups, 4) : groups};
   const kern::DecodeTiles tiles = nt == 1 ? kern::DecodeTiles::kRows8 : kern::DecodeTiles::kRows16;
-  kern::DecodeShape shape = gate_up && nt == 1 ? kern::moe_gate_up_shape(busy, down_wide && env_moe_w13_room(), sms)
-                                               : kern::decode_shape(busy, nt, sms);
+  const int down_blocks = kern::moe_down_wide_blocks(blocks, s.experts, p.parts, down_groups);
+  kern::DecodeShape shape = gate_up && nt == 1
+                                ? kern::moe_gate_up_shape(busy, down_wide && env_moe_w13_room(), down_blocks, sms)
+                                : kern::decode_shape(busy, nt, sms);
   if (gate_up && env_moe_w13_shape().warps != 0) shape = env_moe_w13_shape();
   return gate_up ? kern::launch_dtype<kern::kDecMoeGateUp>(s.act, p, tiles, shape, gr, stream)
                  : kern::launch_dtype<kern::kDecMoeDown>(s.act, p, tiles, shape, gr, stream);

@@ -309,21 +309,29 @@ TEST(Int4DecodePlan, MoeGateUpShapeMatchesMeasuredChoices) {
     const char* shape;
     int units;
     bool down_wide;
+    int down_blocks;  // GEMM2's wide grid (moe_down_wide_blocks)
     DecodeShape want;
   };
   const Case cases[] = {
-      {"qwen3.5 M=2", 128, true, {8, 1}},       // alone 0.858x
-      {"qwen3.5 M=2, wide off", 128, false, {8, 2}},
-      {"qwen3.tp2 M=2", 96, true, {8, 2}},      // alone 1.143x
-      {"qwen3.tp1 M=1", 96, false, {8, 2}},     // alone 1.107x
-      {"deepseek.tp2 M=1", 66, false, {8, 2}},  // alone 1.093x
-      {"deepseek M=1", 132, false, {8, 2}},     // alone 0.990x
-      {"deepseek.tp2 M=2", 132, false, {8, 2}}, // alone 1.018x
-      {"qwen3.5 M=3", 192, true, {8, 1}},       // past "few": decode_shape's own
-      {"qwen3.tp1 M=8", 768, true, {4, 1}},
+      {"qwen3.5 M=2", 128, true, 128, {8, 1}},       // alone 0.858x (H200), 0.840x (H100)
+      {"qwen3.5 M=2, wide off", 128, false, 128, {8, 2}},
+      {"qwen3.tp2 M=2", 96, true, 128, {8, 2}},      // alone 1.143x
+      {"qwen3.tp1 M=1", 96, false, 64, {8, 2}},      // alone 1.107x
+      {"deepseek.tp2 M=1", 66, false, 48, {8, 2}},   // alone 1.093x
+      {"deepseek M=1", 132, false, 48, {8, 2}},      // alone 0.990x
+      {"deepseek.tp2 M=2", 132, false, 96, {8, 2}},  // alone 1.018x
+      {"128x4096x192x8 M=5", 120, true, 640, {8, 2}},  // alone 1.107x (H100)
+      {"256x7168x256x8 M=4", 128, true, 896, {8, 2}},  // alone 1.034x (H100)
+      {"qwen3.5 M=3", 192, true, 192, {8, 1}},       // past "few": decode_shape's own
+      {"qwen3.tp1 M=8", 768, true, 512, {4, 1}},
   };
+  // GEMM2's wide grid at decode sizes: one align block per pick, H / 64 groups 4 to a block.
+  EXPECT_EQ(moe_down_wide_blocks(16, 256, 1, 2048 / 64), 128);   // qwen3.5 M=2
+  EXPECT_EQ(moe_down_wide_blocks(40, 128, 1, 4096 / 64), 640);   // 128x4096x192x8 M=5
+  EXPECT_EQ(moe_down_wide_blocks(32, 256, 1, 7168 / 64), 896);   // 256x7168x256x8 M=4
+  EXPECT_EQ(moe_down_wide_blocks(300, 64, 2, 2048 / 64), 1024);  // more blocks than experts: one per expert
   for (const Case& c : cases) {
-    const DecodeShape s = moe_gate_up_shape(c.units, c.down_wide, kH200Sms);
+    const DecodeShape s = moe_gate_up_shape(c.units, c.down_wide, c.down_blocks, kH200Sms);
     EXPECT_EQ(s.warps, c.want.warps) << c.shape;
     EXPECT_EQ(s.splits, c.want.splits) << c.shape;
   }
