@@ -5,10 +5,11 @@
 # where it applies (Qwen3.5-35B-A3B M = 2, Qwen3-235B-A22B TP8 share 128x4096x192x8 at M = 5, DeepSeek-V3
 # TP8 share 256x7168x256x8 at M = 4) and two it leaves alone (Qwen3 TP2 M = 2, Qwen3.5 M = 1), alternated
 # passes until PASS_S seconds; results tarred after every step so a cut call still returns them.
-# run(command="bash docs/benchmarks/logs/session48_raw/gpu_verify.sh", carry=[".dev/s47r"], kind="nvidia-h200")
+# run(command="bash docs/benchmarks/logs/session48_raw/gpu_verify.sh", carry=[".dev/s47r"], kind="nvidia-h200"); BIN=.dev/s48r
+# (staged like session47_raw/gpu_room.sh) runs the bounded rule of commit 37ab2e4 instead.
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
-B=.dev/s47r; S=$OUT/q; mkdir -p $S
+B=${BIN:-.dev/s47r}; S=$OUT/q; mkdir -p $S
 cat $B/COMMIT > $S/commit.txt
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $S/gpu.csv 2>&1; head -2 $S/gpu.csv
 for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
