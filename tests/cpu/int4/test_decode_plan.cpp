@@ -301,9 +301,9 @@ TEST(Int4DecodePlan, MoeDownWideMatchesMeasuredChoices) {
         << c.shape << " M=" << c.m;
 }
 
-// MoE GEMM1's block shape against session 47's measurements (1x H200, GEMM1 forced to 8-warp
-// blocks alone against the plan's pairs; units = picks x I / 64): full pairs give way before a
-// wide GEMM2 only.
+// MoE GEMM1's block shape against sessions 47-48's measurements (1x H200 / 1x H100, GEMM1 forced
+// to 8-warp blocks alone against the plan's pairs; units = picks x I / 64): full pairs give way
+// only before a wide GEMM2 of at most one block per SM.
 TEST(Int4DecodePlan, MoeGateUpShapeMatchesMeasuredChoices) {
   struct Case {
     const char* shape;
