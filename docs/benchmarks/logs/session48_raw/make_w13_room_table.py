@@ -15,7 +15,7 @@ for f in sorted(glob.glob(src + '/*_[1-5].json')):
     d = json.load(open(f)); meta = meta or d
     for r in d['rows']:
         t[(r['shape'], r['M'])][name].append(r); fl[(r['shape'], r['M'])] = r['floor_us']
-rows = []; raw = {}
+rows = []; mins = []  # the table's one decimal comes from the unrounded mins (no double rounding)
 for k in sorted(t):
     a, o = t[k]['rule'], t[k]['old']
     ra, ro = min(x['time_us'] for x in a), min(x['time_us'] for x in o)
@@ -23,7 +23,7 @@ for k in sorted(t):
                      floor_us=round(fl[k], 2), pct_floor_rule=round(100 * fl[k] / ra, 1), pct_floor_previous=round(100 * fl[k] / ro, 1),
                      cublas_us=round(min(x['cublas_us'] for x in a + o), 1), wrong=sum(x['wrong'] for x in a + o),
                      rule_us_passes=[round(x['time_us'], 1) for x in a], previous_us_passes=[round(x['time_us'], 1) for x in o]))
-    raw[len(rows) - 1] = (ra, ro)  # the table's one decimal from the unrounded mins (no double rounding)
+    mins.append((ra, ro))
 hdr = dict(date=meta['date'], commit=meta['commit'] + f' ({bins})', machine=meta['machine'],
            copy_gbps=meta['copy_gbps'], command='docs/benchmarks/logs/session48_raw/gpu_verify.sh (lowbit bench moe --reps 5, '
            f'rule = {rule}, previous = LOWBIT_INT4_MOE_W13_ROOM=0, alternated passes)',
@@ -34,8 +34,8 @@ with open(out + '.md', 'w') as f:
     f.write(f"date {hdr['date']}, commit {hdr['commit']}, machine: {hdr['machine']}, copy bandwidth {hdr['copy_gbps']:.0f} GB/s (the floor's)\n\n")
     f.write(hdr['command'] + '; ' + hdr['note'] + '.\n\n')
     f.write('| shape | M | passes | rule_us | previous_us | rule/previous | %floor rule | %floor previous | cublas_us | #wrong |\n|---|---|---|---|---|---|---|---|---|---|\n')
-    for i, r in enumerate(rows):
-        f.write(f"| {r['shape']} | {r['M']} | {r['passes']} | {raw[i][0]:.1f} | {raw[i][1]:.1f} | {r['ratio']:.3f} | {r['pct_floor_rule']:.1f} | {r['pct_floor_previous']:.1f} | {r['cublas_us']:.1f} | {r['wrong']} |\n")
+    for r, (ra, ro) in zip(rows, mins):
+        f.write(f"| {r['shape']} | {r['M']} | {r['passes']} | {ra:.1f} | {ro:.1f} | {r['ratio']:.3f} | {r['pct_floor_rule']:.1f} | {r['pct_floor_previous']:.1f} | {r['cublas_us']:.1f} | {r['wrong']} |\n")
 lab = [f"{r['shape']}\nM={r['M']}" for r in rows]
 fig, ax = plt.subplots(figsize=(9, 4))
 ax.bar(range(len(rows)), [r['ratio'] for r in rows], color=['tab:green' if r['ratio'] < 0.98 else 'tab:red' if r['ratio'] > 1.02 else 'tab:gray' for r in rows])
