@@ -140,13 +140,11 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   const int sms = kern::current_sm_count();
   const int wide_mode = env_moe_wide();
   const int down_k = gate_up ? s.n / 2 : s.k, down_groups = gate_up ? s.k / kMmaTileCols : groups;
-  const bool down_wide =
-      wide_mode == 2 ||
-      (wide_mode == 1 && kern::moe_down_wide(down_k, blocks, s.experts, p.parts, down_groups, sms));
+  const int down_blocks = kern::moe_down_wide_blocks(blocks, s.experts, p.parts, down_groups);
+  const bool down_wide = wide_mode == 2 || (wide_mode == 1 && kern::moe_down_wide(down_k, down_blocks, sms));
   p.wide = !gate_up && down_wide ? 1 : 0;
   const kern::DecodeGrid gr{1, static_cast<int>(grid_y), p.wide ? kern::ceil_div(groups, 4) : groups};
   const kern::DecodeTiles tiles = nt == 1 ? kern::DecodeTiles::kRows8 : kern::DecodeTiles::kRows16;
-  const int down_blocks = kern::moe_down_wide_blocks(blocks, s.experts, p.parts, down_groups);
   kern::DecodeShape shape = gate_up && nt == 1
                                 ? kern::moe_gate_up_shape(busy, down_wide && env_moe_w13_room(), down_blocks, sms)
                                 : kern::decode_shape(busy, nt, sms);

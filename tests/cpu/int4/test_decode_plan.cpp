@@ -297,7 +297,7 @@ TEST(Int4DecodePlan, MoeDownWideMatchesMeasuredChoices) {
       {"mixtral", 14336, 8, 2, 64, 16, false},     // long K: 381 vs 235
   };
   for (const Case& c : cases)
-    EXPECT_EQ(moe_down_wide(c.k, blocks(c.m, c.topk, c.E), c.E, 1, c.groups, kH200Sms), c.wide)
+    EXPECT_EQ(moe_down_wide(c.k, moe_down_wide_blocks(blocks(c.m, c.topk, c.E), c.E, 1, c.groups), kH200Sms), c.wide)
         << c.shape << " M=" << c.m;
 }
 
