@@ -296,9 +296,10 @@ TEST(Int4DecodePlan, MoeDownWideMatchesMeasuredChoices) {
       {"deepseek", 1408, 64, 6, 32, 32, true},     // 114.2 vs 122.3
       {"mixtral", 14336, 8, 2, 64, 16, false},     // long K: 381 vs 235
   };
-  for (const Case& c : cases)
-    EXPECT_EQ(moe_down_wide(c.k, moe_down_wide_blocks(blocks(c.m, c.topk, c.E), c.E, 1, c.groups), kH200Sms), c.wide)
-        << c.shape << " M=" << c.m;
+  for (const Case& c : cases) {
+    const int down_blocks = moe_down_wide_blocks(blocks(c.m, c.topk, c.E), c.E, 1, c.groups);
+    EXPECT_EQ(moe_down_wide(c.k, down_blocks, kH200Sms), c.wide) << c.shape << " M=" << c.m;
+  }
 }
 
 // MoE GEMM1's block shape against sessions 47-48's measurements (1x H200 / 1x H100, GEMM1 forced
