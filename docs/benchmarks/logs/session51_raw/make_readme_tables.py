@@ -15,14 +15,20 @@ def rows_by(js):
     return {(r['shape'], r['M']): r for r in js['rows']}
 
 
+def listed(t, keep, key, fmt):
+    """The rows (shape, M) that keep(M, row) selects, with their key's value: the issue's misses."""
+    return ', '.join(f"{s} M={k} {r[key]:{fmt}}" for (s, k), r in sorted(t.items()) if keep(k, r))
+
+
 def xm(r, key):
     v = r.get(key)
     return f'{v:.2f}' if isinstance(v, (int, float)) else '-'
 
 
 g = load('gemm')
+gt = rows_by(g) if g else None
 if g:
-    t = rows_by(g)
+    t = gt
     print(f"gemm: {g['date']} {g['commit']} {g['machine']} copy {g['copy_gbps']:.0f} GB/s\n")
     print('| projection (N x K) | M = 1: time, % floor (% rdbw), x cuBLAS bf16 | M = 8 | M = 16 | M = 512: time (path), x cuBLAS | '
           'M = 8192: x cuBLAS | x vLLM Marlin at M = 1 / 16 / 32 / 512 |')
@@ -56,16 +62,13 @@ if m:
         cells.append(f"{r['speedup']:.2f}x ({r.get('resolved_path', r['path'])})" if r else '-')
         cells.append(' / '.join(xm(t[(shape, k)], 'x_marlin_layer') if (shape, k) in t else '-' for k in (1, 8, 16, 128, 512)))
         print(f'| {shape} | ' + ' | '.join(cells) + ' |')
-    print('\nmisses (M <= 16, < 50% of the floor):',
-          ', '.join(f"{s} M={k} {r['pct_floor']:.1f}" for (s, k), r in sorted(t.items()) if k <= 16 and r['pct_floor'] < 50))
+    print('\nmisses (M <= 16, < 50% of the floor):', listed(t, lambda k, r: k <= 16 and r['pct_floor'] < 50, 'pct_floor', '.1f'))
     print('#wrong', sum(r['wrong'] for r in m['rows']), '#wrong Marlin', sum(r.get('marlin_wrong', 0) for r in m['rows']), '\n')
 
 if g:
-    t = rows_by(g)
-    print('dense misses (M <= 16): floor <50%:',
-          ', '.join(f"{s} M={k} {r['pct_floor']:.1f}" for (s, k), r in sorted(t.items()) if k <= 16 and r['pct_floor'] < 50))
-    print('speedup <2.5x:', ', '.join(f"{s} M={k} {r['speedup']:.2f}" for (s, k), r in sorted(t.items()) if k <= 16 and r['speedup'] < 2.5))
-    print('M>=4096 <0.8x:', ', '.join(f"{s} M={k} {r['speedup']:.2f}" for (s, k), r in sorted(t.items()) if k >= 4096 and r['speedup'] < 0.8) or 'none')
+    print('dense misses (M <= 16): floor <50%:', listed(gt, lambda k, r: k <= 16 and r['pct_floor'] < 50, 'pct_floor', '.1f'))
+    print('speedup <2.5x:', listed(gt, lambda k, r: k <= 16 and r['speedup'] < 2.5, 'speedup', '.2f'))
+    print('M>=4096 <0.8x:', listed(gt, lambda k, r: k >= 4096 and r['speedup'] < 0.8, 'speedup', '.2f') or 'none')
 
 s = load('gemm_tp_shards')
 if s:
