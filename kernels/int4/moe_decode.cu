@@ -86,6 +86,13 @@ bool env_moe_w13_room() {
   return v;
 }
 
+// LOWBIT_INT4_MOE_LARGE_WARPS=0 (read once; measurements): large experts keep decode_shape()'s
+// 4-warp blocks past one wave (kern::moe_large_expert_shape off).
+bool env_moe_large_warps() {
+  static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_LARGE_WARPS");
+  return v;
+}
+
 bool moe_early_down_enabled() {
   static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_EARLY");
   return v;
@@ -148,6 +155,8 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
   kern::DecodeShape shape = gate_up && nt == 1
                                 ? kern::moe_gate_up_shape(busy, down_wide && env_moe_w13_room(), down_blocks, sms)
                                 : kern::decode_shape(busy, nt, sms);
+  if (nt == 1 && env_moe_large_warps())
+    shape = kern::moe_large_expert_shape(shape, busy, static_cast<long long>(s.n) * s.k, sms);
   if (gate_up && env_moe_w13_shape().warps != 0) shape = env_moe_w13_shape();
   return gate_up ? kern::launch_dtype<kern::kDecMoeGateUp>(s.act, p, tiles, shape, gr, stream)
                  : kern::launch_dtype<kern::kDecMoeDown>(s.act, p, tiles, shape, gr, stream);

@@ -338,5 +338,39 @@ TEST(Int4DecodePlan, MoeGateUpShapeMatchesMeasuredChoices) {
   }
 }
 
+// Large experts' 8-row MoE GEMMs against session 52's measurements (1x H100, 8-warp blocks alone
+// against the plan's 4-warp blocks; units = busy experts x column groups): 8 warps where the 4-warp
+// grid passes one wave and the GEMM's expert weight has >= 8 Mi elements.
+TEST(Int4DecodePlan, MoeLargeExpertShapeMatchesMeasuredChoices) {
+  struct Case {
+    const char* shape;
+    int units;
+    long long elems;  // the GEMM's N x K per expert
+    DecodeShape want;
+  };
+  const long long w13_1536 = 2LL * 1536 * 4096, w13_384 = 2LL * 384 * 4096, w13_qwen3 = 2LL * 768 * 2048,
+                  w13_deepseek = 2LL * 1408 * 2048, mixtral = 2LL * 14336 * 4096;
+  const Case cases[] = {
+      {"128x4096x1536x8 GEMM1 M=4", 32 * 24, w13_1536, {8, 1}},      // 0.926x
+      {"128x4096x1536x8 GEMM1 M=16", 128 * 24, w13_1536, {8, 1}},    // 0.981x
+      {"128x4096x1408x8 GEMM1 M=4", 32 * 22, 2LL * 1408 * 4096, {8, 1}},  // 0.915x
+      {"mixtral GEMM1 M=4..16", 8 * 224, mixtral, {8, 1}},           // 0.969-0.978x
+      {"mixtral GEMM2", 8 * 64, mixtral / 2, {4, 1}},                // one wave of 4-warp blocks
+      {"8x6144x16384x2 GEMM2", 8 * 96, 16384LL * 6144, {8, 1}},      // 0.924-0.964x with GEMM1's
+      {"128x4096x384x8 GEMM1 M=12", 96 * 6, w13_384, {4, 1}},        // 1.027x
+      {"qwen3.tp1 GEMM1 M=16", 128 * 12, w13_qwen3, {4, 1}},         // 1.026x
+      {"deepseek GEMM1 M=12", 64 * 22, w13_deepseek, {4, 1}},        // 1.026x
+  };
+  for (const Case& c : cases) {
+    const DecodeShape s = moe_large_expert_shape(decode_shape(c.units, 1, kH200Sms), c.units, c.elems, kH200Sms);
+    EXPECT_EQ(s.warps, c.want.warps) << c.shape;
+    EXPECT_EQ(s.splits, c.want.splits) << c.shape;
+  }
+  // Shapes other than 4-warp blocks alone are decode_shape()'s few / medium choices: kept.
+  const DecodeShape pairs = moe_large_expert_shape({8, 2}, 1000, mixtral, kH200Sms);
+  EXPECT_EQ(pairs.warps, 8);
+  EXPECT_EQ(pairs.splits, 2);
+}
+
 }  // namespace
 }  // namespace lowbit::int4::kern
