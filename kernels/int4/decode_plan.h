@@ -273,9 +273,15 @@ inline DecodeShape moe_gate_up_shape(int units, bool down_wide, int down_blocks,
 // 1x H100, min of 3 alternated passes, M = 2..16, logs/session52_raw/moe_large_h100.md): bf16 0.880-1.008x,
 // fp16 0.905-1.007x (the most at M = 3..8, e.g. 128x4096x1536x8 M = 3 104.2 vs 118.4 us; M = 2
 // 0.986-1.007x).
+// Only to M = 16, the measured range: the session 52 tables at M = 32 / 128 (8-row parts, another H100
+// than the plan's baseline, so ~2% apart everywhere) had 128x4096x1408x8 1.032 / 1.079x and
+// 128x4096x1536x8 1.021 / 1.053x the time before the rule, Mixtral-8x7B 1.087x at M = 32.
 constexpr long long kMoeLargeExpertElems = 8LL << 20;
-inline DecodeShape moe_large_expert_shape(DecodeShape s, int units, long long expert_elems, int sms) {
-  if (expert_elems >= kMoeLargeExpertElems && s.warps == 4 && s.splits == 1 && units > 4 * sms) return {8, 1};
+constexpr int kMoeLargeExpertMaxM = 16;
+inline DecodeShape moe_large_expert_shape(DecodeShape s, int m, int units, long long expert_elems, int sms) {
+  if (m <= kMoeLargeExpertMaxM && expert_elems >= kMoeLargeExpertElems && s.warps == 4 && s.splits == 1 &&
+      units > 4 * sms)
+    return {8, 1};
   return s;
 }
 

@@ -156,7 +156,7 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
                                 ? kern::moe_gate_up_shape(busy, down_wide && env_moe_w13_room(), down_blocks, sms)
                                 : kern::decode_shape(busy, nt, sms);
   if (nt == 1 && env_moe_large_warps())
-    shape = kern::moe_large_expert_shape(shape, busy, static_cast<long long>(s.n) * s.k, sms);
+    shape = kern::moe_large_expert_shape(shape, m, busy, static_cast<long long>(s.n) * s.k, sms);
   if (gate_up && env_moe_w13_shape().warps != 0) shape = env_moe_w13_shape();
   return gate_up ? kern::launch_dtype<kern::kDecMoeGateUp>(s.act, p, tiles, shape, gr, stream)
                  : kern::launch_dtype<kern::kDecMoeDown>(s.act, p, tiles, shape, gr, stream);

@@ -362,14 +362,20 @@ TEST(Int4DecodePlan, MoeLargeExpertShapeMatchesMeasuredChoices) {
       {"deepseek GEMM1 M=12", 64 * 22, w13_deepseek, {4, 1}},        // 1.026x
   };
   for (const Case& c : cases) {
-    const DecodeShape s = moe_large_expert_shape(decode_shape(c.units, 1, kH200Sms), c.units, c.elems, kH200Sms);
+    const DecodeShape s = moe_large_expert_shape(decode_shape(c.units, 1, kH200Sms), 16, c.units, c.elems, kH200Sms);
     EXPECT_EQ(s.warps, c.want.warps) << c.shape;
     EXPECT_EQ(s.splits, c.want.splits) << c.shape;
   }
   // Shapes other than 4-warp blocks alone are decode_shape()'s few / medium choices: kept.
-  const DecodeShape pairs = moe_large_expert_shape({8, 2}, 1000, mixtral, kH200Sms);
+  const DecodeShape pairs = moe_large_expert_shape({8, 2}, 8, 1000, mixtral, kH200Sms);
   EXPECT_EQ(pairs.warps, 8);
   EXPECT_EQ(pairs.splits, 2);
+  // Past M = 16 (8-row parts to M = 128 on small align blocks): 4-warp blocks, as before the rule
+  // (128x4096x1408x8 M = 32 / 128 1.032 / 1.079x with it).
+  for (int m : {17, 32, 128}) {
+    const DecodeShape s = moe_large_expert_shape({4, 1}, m, 128 * 22, 2LL * 1408 * 4096, kH200Sms);
+    EXPECT_EQ(s.warps, 4) << "M=" << m;
+  }
 }
 
 }  // namespace
