@@ -734,9 +734,9 @@ INSTANTIATE_TEST_SUITE_P(
                       SingleCase{16, 2048, 384, 8, 128, false, true, true, DType::kF16},
                       SingleCase{12, 2048, 1408, 6, 128, true, false, false, DType::kBF16},
                       // Experts large enough for kern::moe_large_expert_shape (w13 2 x 2560 x 2048 = 10 Mi
-                      // elements): at M = 2, 3 and 8 the plan counts min(M x topk, E) = 16 experts, and
-                      // their 40 column groups each make 640 GEMM1 units, past 4 x 132 SMs, so both paths
-                      // run GEMM1 in 8-warp blocks (GEMM2's 5 Mi-element experts keep the plain plan).
+                      // elements): at M = 2, 3 and 8 the plan counts min(M x topk, E) = 16 experts, and 16
+                      // experts x 40 column groups = 640 GEMM1 units, past 4 x 132 SMs, so both paths run
+                      // GEMM1 in 8-warp blocks (GEMM2's 5 Mi-element experts keep the plain plan).
                       // Few experts keep the host-side weight generation short.
                       SingleCase{16, 2048, 2560, 8, 128, true, true, false, DType::kBF16},
                       SingleCase{16, 2048, 2560, 8, 64, false, false, false, DType::kF16}));
