@@ -261,9 +261,9 @@ inline DecodeShape moe_gate_up_shape(int units, bool down_wide, int down_blocks,
 // MoE GEMMs of large experts on 8-row parts: where decode_shape() takes 4-warp blocks past one wave
 // of them (units > 4 x SMs), 8-warp blocks alone, when the GEMM's expert weight (N x K) has at least
 // kMoeLargeExpertElems elements: half the K range per warp, two blocks per SM instead of four (our
-// reading of why it pays only on long, many-unit streams, not verified by a profile). Measured (session 52, 1x H100, bf16, min of 3
-// alternated passes, GEMM1 alone in 8-warp blocks / both GEMMs, time over the plan's, M = 4 / 8 /
-// 12 / 16): 128x4096x1408x8 (w13 11 Mi) 0.915 / 0.970 / 1.004 / 0.996, 128x4096x1536x8 0.926 /
+// reading of why it pays only on long, many-unit streams, not verified by a profile). Measured
+// (session 52, 1x H100, bf16, min of 3 alternated passes, GEMM1 alone in 8-warp blocks / both GEMMs,
+// time over the plan's, M = 4 / 8 / 12 / 16): 128x4096x1408x8 (w13 11 Mi) 0.915 / 0.970 / 1.004 / 0.996, 128x4096x1536x8 0.926 /
 // 0.957 / 0.984 / 0.981, Mixtral-8x7B 0.975 / 0.969 / 0.975 / 0.978 (GEMM2's 512 units stay 4-warp:
 // both 0.961-0.984), 8x6144x16384x2 GEMM1 0.994-0.997 and both 0.924 / 0.927 / 0.959 / 0.964 (its
 // GEMM2's 768 units); small experts lose: 128x4096x384x8 (3 Mi) 1.137 / 1.027 / 1.027 at M = 8 / 12 /

@@ -348,12 +348,12 @@ TEST(Int4DecodePlan, MoeLargeExpertShapeMatchesMeasuredChoices) {
     long long elems;  // the GEMM's N x K per expert
     DecodeShape want;
   };
-  const long long w13_1536 = 2LL * 1536 * 4096, w13_384 = 2LL * 384 * 4096, w13_qwen3 = 2LL * 768 * 2048,
-                  w13_deepseek = 2LL * 1408 * 2048, mixtral = 2LL * 14336 * 4096;
+  const long long w13_1536 = 2LL * 1536 * 4096, w13_1408 = 2LL * 1408 * 4096, w13_384 = 2LL * 384 * 4096,
+                  w13_qwen3 = 2LL * 768 * 2048, w13_deepseek = 2LL * 1408 * 2048, mixtral = 2LL * 14336 * 4096;
   const Case cases[] = {
       {"128x4096x1536x8 GEMM1 M=4", 32 * 24, w13_1536, {8, 1}},      // 0.926x
       {"128x4096x1536x8 GEMM1 M=16", 128 * 24, w13_1536, {8, 1}},    // 0.981x
-      {"128x4096x1408x8 GEMM1 M=4", 32 * 22, 2LL * 1408 * 4096, {8, 1}},  // 0.915x
+      {"128x4096x1408x8 GEMM1 M=4", 32 * 22, w13_1408, {8, 1}},      // 0.915x
       {"mixtral GEMM1 M=4..16", 8 * 224, mixtral, {8, 1}},           // 0.969-0.978x
       {"mixtral GEMM2", 8 * 64, mixtral / 2, {4, 1}},                // one wave of 4-warp blocks
       {"8x6144x16384x2 GEMM2", 8 * 96, 16384LL * 6144, {8, 1}},      // 0.924-0.964x with GEMM1's
@@ -373,7 +373,7 @@ TEST(Int4DecodePlan, MoeLargeExpertShapeMatchesMeasuredChoices) {
   // Past M = 16 (8-row parts to M = 128 on small align blocks): 4-warp blocks, as before the rule
   // (128x4096x1408x8 M = 32 / 128 1.032 / 1.079x with it).
   for (int m : {17, 32, 128}) {
-    const DecodeShape s = moe_large_expert_shape({4, 1}, m, 128 * 22, 2LL * 1408 * 4096, kH200Sms);
+    const DecodeShape s = moe_large_expert_shape({4, 1}, m, 128 * 22, w13_1408, kH200Sms);
     EXPECT_EQ(s.warps, 4) << "M=" << m;
   }
 }
