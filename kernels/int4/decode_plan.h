@@ -263,16 +263,16 @@ inline DecodeShape moe_gate_up_shape(int units, bool down_wide, int down_blocks,
 // kMoeLargeExpertElems elements: half the K range per warp, two blocks per SM instead of four (our
 // reading of why it pays only on long, many-unit streams, not verified by a profile). Measured
 // (session 52, 1x H100, bf16, min of 3 alternated passes, GEMM1 alone in 8-warp blocks / both GEMMs,
-// time over the plan's, M = 4 / 8 / 12 / 16): 128x4096x1408x8 (w13 11 Mi) 0.915 / 0.970 / 1.004 / 0.996, 128x4096x1536x8 0.926 /
-// 0.957 / 0.984 / 0.981, Mixtral-8x7B 0.975 / 0.969 / 0.975 / 0.978 (GEMM2's 512 units stay 4-warp:
-// both 0.961-0.984), 8x6144x16384x2 GEMM1 0.994-0.997 and both 0.924 / 0.927 / 0.959 / 0.964 (its
-// GEMM2's 768 units); small experts lose: 128x4096x384x8 (3 Mi) 1.137 / 1.027 / 1.027 at M = 8 / 12 /
-// 16, Qwen3-30B-A3B (3 Mi) 1.069 at M = 4, 1.026 at 16, DeepSeek-V2-Lite (5.5 Mi) 1.021 / 1.026 at
-// M = 4 / 12 (session 14 on an H200: Mixtral 4-5% faster with both GEMMs in 8-warp blocks, the small
-// experts 0-17% slower). The rule against LOWBIT_INT4_MOE_LARGE_WARPS=0 in the same binary (session 52,
-// 1x H100, min of 3 alternated passes, M = 2..16, logs/session52_raw/moe_large_h100.md): bf16 0.880-1.008x,
-// fp16 0.905-1.007x (the most at M = 3..8, e.g. 128x4096x1536x8 M = 3 104.2 vs 118.4 us; M = 2
-// 0.986-1.007x).
+// time over the plan's, M = 4 / 8 / 12 / 16): 128x4096x1408x8 (w13 11 Mi) 0.915 / 0.970 / 1.004 /
+// 0.996, 128x4096x1536x8 0.926 / 0.957 / 0.984 / 0.981, Mixtral-8x7B 0.975 / 0.969 / 0.975 / 0.978
+// (GEMM2's 512 units stay 4-warp: both 0.961-0.984), 8x6144x16384x2 GEMM1 0.994-0.997 and both 0.924
+// / 0.927 / 0.959 / 0.964 (its GEMM2's 768 units); small experts lose: 128x4096x384x8 (3 Mi) 1.137 /
+// 1.027 / 1.027 at M = 8 / 12 / 16, Qwen3-30B-A3B (3 Mi) 1.069 at M = 4, 1.026 at 16,
+// DeepSeek-V2-Lite (5.5 Mi) 1.021 / 1.026 at M = 4 / 12 (session 14 on an H200: Mixtral 4-5% faster
+// with both GEMMs in 8-warp blocks, the small experts 0-17% slower). The rule against
+// LOWBIT_INT4_MOE_LARGE_WARPS=0 in the same binary (session 52, 1x H100, min of 3 alternated passes,
+// M = 2..16, logs/session52_raw/moe_large_h100.md): bf16 0.880-1.008x, fp16 0.905-1.007x (the most
+// at M = 3..8, e.g. 128x4096x1536x8 M = 3 104.2 vs 118.4 us; M = 2 0.986-1.007x).
 // Only to M = 16, the measured range: the session 52 tables at M = 32 / 128 (8-row parts, another H100
 // than the plan's baseline, so ~2% apart everywhere) had 128x4096x1408x8 1.032 / 1.079x and
 // 128x4096x1536x8 1.021 / 1.053x the time before the rule, Mixtral-8x7B 1.087x at M = 32.
