@@ -93,6 +93,19 @@ bool env_moe_large_warps() {
   return v;
 }
 
+// LOWBIT_INT4_MOE_TRIGGER=AB (read once; measurements): GEMM1 (A) and GEMM2 (B) let the next
+// launch start at their start (0, the default) / once a warp's first batch landed (1) / after
+// the K loop (2); DecodeParams::pdl_trigger. Every position comes after GEMM1's wait for the
+// routing, which GEMM2's early ids and single-token routing rely on.
+int env_moe_trigger(bool gate_up) {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_MOE_TRIGGER");
+    const bool ok = e != nullptr && e[0] >= '0' && e[0] <= '2' && e[1] >= '0' && e[1] <= '2' && e[2] == 0;
+    return ok ? 10 * (e[0] - '0') + (e[1] - '0') : 0;
+  }();
+  return gate_up ? v / 10 : v % 10;
+}
+
 bool moe_early_down_enabled() {
   static const bool v = kern::env_on_unless_zero("LOWBIT_INT4_MOE_EARLY");
   return v;
@@ -131,6 +144,7 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
     p.ysum = !gate_up && topk <= moe_ysum_max_topk() ? 1 : 0;  // launch() keeps it where the cluster can run
   }
   p.ids_early = !gate_up && ids_early ? 1 : 0;
+  p.pdl_trigger = env_moe_trigger(gate_up);
   // The four-launch path's grid rows decide the block shape and GEMM2's mode on either path,
   // so that the single-token path at M > 1 runs the same K partition (bit-identical sums).
   const int64_t align_y = moe_decode_grid_rows(m, topk, s.experts, bm);
