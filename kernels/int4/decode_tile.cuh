@@ -96,9 +96,9 @@ struct DecodeParams {
   // always load ahead.
   int x_prefetch = 1;
   // Where the block lets the next kernel launch (griddepcontrol.launch_dependents; dense by
-  // launch()'s rule, MoE by launch_moe_decode's): 0 at the start, 1 once the warp's first weight
-  // batch has arrived, 2 after its K loop (measurements: LOWBIT_INT4_DECODE_TRIGGER,
-  // LOWBIT_INT4_MOE_TRIGGER).
+  // launch()'s rule, MoE down by moe_down_pdl_trigger, MoE gate/up always 0): 0 at the start, 1 once
+  // the warp's first weight batch has arrived, 2 after its K loop (measurements:
+  // LOWBIT_INT4_DECODE_TRIGGER, LOWBIT_INT4_MOE_TRIGGER).
   int pdl_trigger = 0;
   // MoE down launched by fused_moe right after GEMM1 (launch_moe_decode's ids_early): the ids
   // are read, and the first weight batches requested, before waiting for GEMM1 (see the kernel).
@@ -768,9 +768,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
         }
       }
     };
-    // DecodeParams::pdl_trigger (the MoE modes: moe_pdl_trigger; the single-token path's GEMM2
-    // relies on GEMM1 triggering after its own wait, which every position is).
-    const int trig = p.pdl_trigger;
+    // DecodeParams::pdl_trigger; MoE GEMM1 always here, at the start (moe_down_pdl_trigger in
+    // moe_decode.cu says why; the single-token path's GEMM2 relies on GEMM1 triggering after its
+    // own wait, which this is).
+    const int trig = kGateUp ? 0 : p.pdl_trigger;
     if (trig == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #pragma unroll
     for (int b = 0; b < S; ++b) issue(b, b, false);

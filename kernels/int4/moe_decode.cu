@@ -93,23 +93,23 @@ bool env_moe_large_warps() {
   return v;
 }
 
-// Where the MoE modes let the next launch start (DecodeParams::pdl_trigger): GEMM1 at its start
-// (GEMM2 then routes and streams its first weight batches during GEMM1's tail; every position
-// comes after GEMM1's wait for the routing, which GEMM2's early ids and single-token routing rely
-// on), GEMM2 once a warp's first batch has landed, so that the next launch's blocks do not stream
-// against GEMM2's first batches. Measured (session 55, 1x H100, three alternated passes, bench moe
-// --path fused, M = 1 / 8 / 16 on six layers; GEMM2 at its start vs after its first batch): Qwen3
-// TP2 M = 1 16.0 vs 15.6 us, Qwen3.5-35B-A3B M = 1 18.9 vs 18.5, the other 16 rows 0.988-1.008x;
-// GEMM1 after its K loop was 1.02-1.18x slower. LOWBIT_INT4_MOE_TRIGGER=AB (read once;
-// measurements) sets GEMM1's (A) and GEMM2's (B) position: 0 at the start, 1 after the first
-// batch, 2 after the K loop.
-int moe_pdl_trigger(bool gate_up) {
+// Where MoE GEMM2 (down) lets the next launch start (DecodeParams::pdl_trigger): once its warps'
+// first weight batches have landed, so that the next launch's blocks do not take the SMs' slots
+// and stream against them. GEMM1 (gate/up) triggers at its start, a compile-time 0 in the
+// kernel: GEMM2 then routes and streams its first batches during GEMM1's tail, and every
+// GEMM1 position comes after its wait for the routing, which GEMM2's early ids and single-token
+// routing rely on. Measured (session 55, 1x H100, three alternated passes, bench moe --path
+// fused, M = 1 / 8 / 16 on six layers, a build where both were runtime values): GEMM2 after its
+// first batch vs at its start, Qwen3 TP2 M = 1 15.6 vs 16.0 us, Qwen3.5-35B-A3B M = 1 18.5 vs
+// 18.9, the other 16 rows 0.988-1.008x (after its K loop: 0.977-1.009x); GEMM1 after its first
+// batch 0.98-1.04x, after its K loop 0.99-1.18x. LOWBIT_INT4_MOE_TRIGGER=0 / 1 / 2 (read
+// once; measurements) sets GEMM2's position: the start, after the first batch, after the K loop.
+int moe_down_pdl_trigger() {
   static const int v = [] {
     const char* e = std::getenv("LOWBIT_INT4_MOE_TRIGGER");
-    const bool ok = e != nullptr && e[0] >= '0' && e[0] <= '2' && e[1] >= '0' && e[1] <= '2' && e[2] == 0;
-    return ok ? 10 * (e[0] - '0') + (e[1] - '0') : 1;
+    return e != nullptr && e[0] >= '0' && e[0] <= '2' && e[1] == 0 ? e[0] - '0' : 1;
   }();
-  return gate_up ? v / 10 : v % 10;
+  return v;
 }
 
 bool moe_early_down_enabled() {
@@ -150,7 +150,7 @@ cudaError_t launch_moe_decode(bool gate_up, const void* x, const KernelWeightsVi
     p.ysum = !gate_up && topk <= moe_ysum_max_topk() ? 1 : 0;  // launch() keeps it where the cluster can run
   }
   p.ids_early = !gate_up && ids_early ? 1 : 0;
-  p.pdl_trigger = moe_pdl_trigger(gate_up);
+  p.pdl_trigger = gate_up ? 0 : moe_down_pdl_trigger();
   // The four-launch path's grid rows decide the block shape and GEMM2's mode on either path,
   // so that the single-token path at M > 1 runs the same K partition (bit-identical sums).
   const int64_t align_y = moe_decode_grid_rows(m, topk, s.experts, bm);
