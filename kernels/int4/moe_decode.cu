@@ -101,8 +101,10 @@ bool env_moe_large_warps() {
 // routing rely on. Measured (session 55, 1x H100, three alternated passes, bench moe --path
 // fused, M = 1 / 8 / 16 on six layers, a build where both were runtime values): GEMM2 after its
 // first batch vs at its start, Qwen3 TP2 M = 1 15.6 vs 16.0 us, Qwen3.5-35B-A3B M = 1 18.5 vs
-// 18.9, the other 16 rows 0.988-1.008x (after its K loop: 0.977-1.009x); GEMM1 after its first
-// batch 0.98-1.04x, after its K loop 0.99-1.18x. LOWBIT_INT4_MOE_TRIGGER=0 / 1 / 2 (read
+// 18.9, the other 16 rows 0.993-1.008x (after its K loop: 0.977-1.009x); GEMM1 after its first
+// batch 0.98-1.04x, after its K loop 0.99-1.18x. Confirmed with this code (rule vs 0, M = 1..16):
+// Qwen3.5 M = 2 22.4 vs 25.5 us, the 0.975 / 0.980x above again, 27 rows 0.987-1.010x (Qwen3
+// TP1 M = 1 / 2 +0.1 us, the largest loss). LOWBIT_INT4_MOE_TRIGGER=0 / 1 / 2 (read
 // once; measurements) sets GEMM2's position: the start, after the first batch, after the K loop.
 int moe_down_pdl_trigger() {
   static const int v = [] {
