@@ -96,8 +96,8 @@ struct DecodeParams {
   // always load ahead.
   int x_prefetch = 1;
   // Where the block lets the next kernel launch (griddepcontrol.launch_dependents; dense by
-  // launch()'s rule, MoE down by moe_down_pdl_trigger, MoE gate/up always 0): 0 at the start, 1 once
-  // the warp's first weight batch has arrived, 2 after its K loop (measurements:
+  // launch()'s rule, MoE down by moe_down_pdl_trigger, MoE gate/up always 0): 0 at the start,
+  // 1 once the warp's first weight batch has arrived, 2 after its K loop (measurements:
   // LOWBIT_INT4_DECODE_TRIGGER, LOWBIT_INT4_MOE_TRIGGER).
   int pdl_trigger = 0;
   // MoE down launched by fused_moe right after GEMM1 (launch_moe_decode's ids_early): the ids
