@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --fo
 for f in $B/*.xz ${BIN0:+$BIN0/*.xz}; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/* ${BIN0:+$BIN0/*}
 [ -n "${BIN0:-}" ] && cat $BIN0/COMMIT > $S/commit_old.txt
 SH=${SHAPES:-qwen3-30b-a3b.tp1,qwen3-30b-a3b.tp2,deepseek-v2-lite,deepseek-v2-lite.tp2,qwen3.5-35b-a3b,mixtral-8x7b}
-CFGS=${CFGS:-00 10 20 01 02}
+CFGS=${CFGS:-0 1 2}  # the 606f457 run: "00 10 20 01 02" (its two-digit form)
 t0=$(date +%s)
 b() { local name=$1; shift; env "$@" timeout 100 $B/lowbit bench moe --shapes $SH --m ${MS:-1,8,16} --path fused --reps 5 --out $S/$name > $S/$name.log 2>&1 || echo "$name rc $?"; }
 for pass in 1 2 3; do
