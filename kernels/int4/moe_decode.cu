@@ -107,10 +107,7 @@ bool env_moe_large_warps() {
 // TP1 M = 1 / 2 +0.1 us, the largest loss). LOWBIT_INT4_MOE_TRIGGER=0 / 1 / 2 (read
 // once; measurements) sets GEMM2's position: the start, after the first batch, after the K loop.
 int moe_down_pdl_trigger() {
-  static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_MOE_TRIGGER");
-    return e != nullptr && e[0] >= '0' && e[0] <= '2' && e[1] == 0 ? e[0] - '0' : 1;
-  }();
+  static const int v = kern::env_012("LOWBIT_INT4_MOE_TRIGGER");
   return v;
 }
 
