@@ -13,6 +13,7 @@ for name in ('gemm', 'moe', 'gemm_tp_shards', 'moe_models'):
     jn, jo = json.load(open(pn)), json.load(open(po))
     key = lambda r: (r['shape'], r['M'], r.get('dtype'), r.get('group'), r.get('path'))
     old = {key(r): r for r in jo['rows']}
+    new = {key(r): r for r in jn['rows']}
     pairs = [(key(r), r['time_us'] / old[key(r)]['time_us']) for r in jn['rows'] if key(r) in old]
     within = sum(1 for _, q in pairs if abs(q - 1) <= tol)
     qs = [q for _, q in pairs]
@@ -20,5 +21,4 @@ for name in ('gemm', 'moe', 'gemm_tp_shards', 'moe_models'):
           f"{within} within {tol:.0%}, ratio {min(qs):.3f}-{max(qs):.3f}")
     for k, q in pairs:
         if abs(q - 1) > tol:
-            print(f"  {k[0]} M={k[1]} {k[2]} G={k[3]}: {old[k]['time_us']:.1f} -> "
-                  f"{dict((key(r), r) for r in jn['rows'])[k]['time_us']:.1f} us ({q:.3f})")
+            print(f"  {k[0]} M={k[1]} {k[2]} G={k[3]}: {old[k]['time_us']:.1f} -> {new[k]['time_us']:.1f} us ({q:.3f})")
