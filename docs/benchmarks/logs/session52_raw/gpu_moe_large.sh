@@ -11,16 +11,17 @@ B=${BIN:-.dev/s52r}; S=$OUT/l; mkdir -p $S
 cat $B/COMMIT > $S/commit.txt
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $S/gpu.csv 2>&1; head -2 $S/gpu.csv
 for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
-SH=mixtral-8x7b,8x6144x16384x2,128x4096x1536x8,128x4096x1408x8
+# SHAPES, MS, DTYPES and GUARD (seconds before no further pass starts) narrow a run; unset, session 52's run.
+SH=${SHAPES:-mixtral-8x7b,8x6144x16384x2,128x4096x1536x8,128x4096x1408x8}
 t0=$(date +%s)
-b() { local name=$1 dt=$2; shift 2; env "$@" timeout 100 $B/lowbit bench moe --shapes $SH --m 2,3,4,8,12,16 --dtype $dt --path fused --reps 5 --out $S/$name > $S/$name.log 2>&1 || echo "$name rc $?"; }
+b() { local name=$1 dt=$2; shift 2; env "$@" timeout 100 $B/lowbit bench moe --shapes $SH --m ${MS:-2,3,4,8,12,16} --dtype $dt --path fused --reps 5 --out $S/$name > $S/$name.log 2>&1 || echo "$name rc $?"; }
 for pass in 1 2 3; do
-  for dt in bf16 fp16; do
+  for dt in ${DTYPES:-bf16 fp16}; do
     b ${dt}-off_$pass $dt LOWBIT_INT4_MOE_LARGE_WARPS=0
     b ${dt}-on_$pass $dt
   done
   echo "pass $pass: $(( $(date +%s) - t0 )) s"
-  [ $(( $(date +%s) - t0 )) -gt 250 ] && break
+  [ $(( $(date +%s) - t0 )) -gt ${GUARD:-250} ] && break
 done
 grep -h "total #wrong" $S/*.log | sort | uniq -c
 (cd $OUT && tar czf moe_large.tgz l)
