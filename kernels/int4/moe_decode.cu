@@ -18,11 +18,7 @@ namespace lowbit::int4::detail {
 // LOWBIT_INT4_MOE_WIDE=0 / 2 (read once; measurements): GEMM2's wide mode never / always
 // (default 1: when K is short, see launch_moe_decode).
 int env_moe_wide() {
-  static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_MOE_WIDE");
-    const int n = e ? std::atoi(e) : 1;
-    return n >= 0 && n <= 2 ? n : 1;
-  }();
+  static const int v = kern::env_012("LOWBIT_INT4_MOE_WIDE");  // anything but 0 / 2 reads as the default
   return v;
 }
 
@@ -56,8 +52,7 @@ constexpr int kMoeYsumMaxTopk = 6;
 // largest cluster), instead of up to kMoeYsumMaxTopk.
 int moe_ysum_max_topk() {
   static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_MOE_YSUM");
-    const int n = e ? std::atoi(e) : 1;
+    const int n = kern::env_012("LOWBIT_INT4_MOE_YSUM");  // anything but 0 / 2 reads as the default
     return n == 0 ? 0 : n == 2 ? kern::kClusterMaxSplits : kMoeYsumMaxTopk;
   }();
   return v;
