@@ -8,13 +8,15 @@
 # Stage (here, at HEAD): cmake --build build-marlin --target lowbit_cli; cmake --build build --target
 # lowbit_tests_gpu_int4 lowbit_tests_gpu_model; strip each into .dev/s58x / s58i / s58m, xz -T2, COMMIT.
 # run(command="bash docs/benchmarks/logs/session58_raw/gpu_round.sh", carry=[".dev/s58x", ".dev/s58i"], kind="nvidia-h200")
+# (KSHAPES / KMS narrow the knob probe.)
 # then run(command="BIN=.dev/s58m bash docs/benchmarks/logs/session53_raw/gpu_tests.sh", carry=[".dev/s58m"])
 set -u
 nvidia-smi -L
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   BIN=.dev/s58i bash docs/benchmarks/logs/session53_raw/gpu_tests.sh
   BIN=.dev/s58x GUARD=${GUARD:-100} bash docs/benchmarks/logs/session57_raw/gpu_moe_large_h200.sh
-  BIN=.dev/s58x GUARD=${KGUARD:-150} bash docs/benchmarks/logs/session58_raw/gpu_moe_knobs.sh
+  env ${KSHAPES:+SHAPES=$KSHAPES} ${KMS:+MS=$KMS} BIN=.dev/s58x GUARD=${KGUARD:-150} \
+    bash docs/benchmarks/logs/session58_raw/gpu_moe_knobs.sh
 elif [ "${TESTS:-0}" = 1 ]; then
   BIN=.dev/s58i bash docs/benchmarks/logs/session53_raw/gpu_tests.sh
 else
