@@ -7,8 +7,8 @@
 # The model suite runs in a second call on the warm machine (carry limit, see session56_raw/gpu_round.sh).
 # Stage (here, at HEAD): cmake --build build-marlin --target lowbit_cli; cmake --build build --target
 # lowbit_tests_gpu_int4 lowbit_tests_gpu_model; strip each into .dev/s58x / s58i / s58m, xz -T2, COMMIT.
+# GUARD / KGUARD (seconds) bound the on / off run and the knob probe, KSHAPES / KMS narrow the probe's shapes and Ms.
 # run(command="bash docs/benchmarks/logs/session58_raw/gpu_round.sh", carry=[".dev/s58x", ".dev/s58i"], kind="nvidia-h200")
-# (KSHAPES / KMS narrow the knob probe.)
 # then run(command="BIN=.dev/s58m bash docs/benchmarks/logs/session53_raw/gpu_tests.sh", carry=[".dev/s58m"])
 set -u
 nvidia-smi -L

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Session 58: min over passes of time_us per (knob, shape, M), over the default's. Usage: knob_table.py DIR
-(the k/ folder of gpu_moe_knobs.sh)."""
+(the k/ folder of gpu_moe_knobs.sh). moe_knobs_h100.md came from two calls on one warm H100: pass 1 and 2 are
+moe_knobs_h100_pass12.tgz's k/*_{1,2}.json, pass 3 is moe_knobs_h100_pass3.tgz's k/*_1.json renamed *_3.json."""
 import glob, json, os, sys
 from collections import defaultdict
 
