@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Session 59: the streaming limit of one launch (stream_limit.cu) beside the dense decode kernel on the
+# small Llama-3-8B shapes, one device call on any card: stream_limit's table, then `lowbit bench gemm`
+# (HEAD's GPU code, 5a634b0) on 8B o / qkv / down / gate_up at M = 1, 8, 16 with the read_us reference,
+# by the default plan and with LOWBIT_INT4_DECODE_TRIGGER=0 (the next launch may start at the kernel's start).
+# Stage: nvcc ... -o .dev/stream_limit stream_limit.cu; strip into .dev/s59p with .dev/s58x's files.
+# run(command="bash docs/benchmarks/logs/session59_raw/gpu_stream.sh", carry=[".dev/s59p"])
+set -u
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
+B=.dev/s59p; S=$OUT/s; mkdir -p $S
+nvidia-smi -L | tee $S/gpu.txt
+cat $B/COMMIT > $S/commit.txt
+for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
+timeout 120 $B/stream_limit | tee $S/stream_limit.md
+SH=llama3-8b.o,llama3-8b.qkv,llama3-8b.down,llama3-8b.gate_up
+timeout 150 $B/lowbit bench gemm --shapes $SH --m 1,8,16 --dtype bf16 --reps 10 --cooldown-ms 300 --out $S/gemm > $S/gemm.log 2>&1 || echo "gemm rc $?"
+LOWBIT_INT4_DECODE_TRIGGER=0 timeout 150 $B/lowbit bench gemm --shapes $SH --m 1,8,16 --dtype bf16 --reps 10 --cooldown-ms 300 --out $S/gemm_trig0 > $S/gemm_trig0.log 2>&1 || echo "trig0 rc $?"
+grep -h "total #wrong\|^| llama" $S/gemm.md $S/gemm_trig0.md 2>/dev/null | cut -c1-400
+(cd $OUT && tar czf stream.tgz s)
