@@ -4,11 +4,13 @@
 # (HEAD's GPU code, 5a634b0) on 8B o / qkv / down / gate_up at M = 1, 8, 16 with the read_us reference,
 # by the default plan and with LOWBIT_INT4_DECODE_TRIGGER=0 (the next launch may start at the kernel's start).
 # Stage: nvcc ... -o .dev/stream_limit stream_limit.cu; strip into .dev/s59p with .dev/s58x's files.
-# run(command="bash docs/benchmarks/logs/session59_raw/gpu_stream.sh", carry=[".dev/s59p"])
+# On an H200 (and with .dev/s58i carried) the GPU int4 suite at HEAD's GPU code runs first.
+# run(command="bash docs/benchmarks/logs/session59_raw/gpu_stream.sh", carry=[".dev/s59p", ".dev/s58i"], kind="nvidia-h200")
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
 B=.dev/s59p; S=$OUT/s; mkdir -p $S
 nvidia-smi -L | tee $S/gpu.txt
+if grep -q H200 $S/gpu.txt && [ -d .dev/s58i ]; then BIN=.dev/s58i bash docs/benchmarks/logs/session53_raw/gpu_tests.sh; fi
 cat $B/COMMIT > $S/commit.txt
 for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
 timeout 120 $B/stream_limit | tee $S/stream_limit.md
