@@ -15,7 +15,7 @@ cat $B/COMMIT > $S/commit.txt
 for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
 timeout 120 $B/stream_limit | tee $S/stream_limit.md
 SH=llama3-8b.o,llama3-8b.qkv,llama3-8b.down,llama3-8b.gate_up
-timeout 150 $B/lowbit bench gemm --shapes $SH --m 1,8,16 --dtype bf16 --reps 10 --cooldown-ms 300 --out $S/gemm > $S/gemm.log 2>&1 || echo "gemm rc $?"
-LOWBIT_INT4_DECODE_TRIGGER=0 timeout 150 $B/lowbit bench gemm --shapes $SH --m 1,8,16 --dtype bf16 --reps 10 --cooldown-ms 300 --out $S/gemm_trig0 > $S/gemm_trig0.log 2>&1 || echo "trig0 rc $?"
+timeout 100 $B/lowbit bench gemm --shapes $SH --m 1,8,16 --dtype bf16 --reps 10 --cooldown-ms 300 --out $S/gemm > $S/gemm.log 2>&1 || echo "gemm rc $?"
+LOWBIT_INT4_DECODE_TRIGGER=0 timeout 100 $B/lowbit bench gemm --shapes $SH --m 1,8,16 --dtype bf16 --reps 10 --cooldown-ms 300 --out $S/gemm_trig0 > $S/gemm_trig0.log 2>&1 || echo "trig0 rc $?"
 grep -h "total #wrong\|^| llama" $S/gemm.md $S/gemm_trig0.md 2>/dev/null | cut -c1-400
 (cd $OUT && tar czf stream.tgz s)
