@@ -86,10 +86,11 @@ __global__ void tma_kernel(const char* src, size_t bytes, int stages, int chunk,
             : "=r"(done)
             : "r"(saddr(&bars[s])), "r"(parity)
             : "memory");
-        if (!done && spin > (1l << 24)) {
-          atomicExch(&g_timeout, 1u);
-          return;
-        }
+        if (!done && spin > (1l << 24)) break;
+      }
+      if (!done) {  // bounded: report and stop streaming (the table prints TIMEOUT)
+        atomicExch(&g_timeout, 1u);
+        break;
       }
       acc ^= *reinterpret_cast<const uint32_t*>(smem + static_cast<size_t>(s) * chunk);
       if (c + stages < nchunks) {
@@ -98,6 +99,7 @@ __global__ void tma_kernel(const char* src, size_t bytes, int stages, int chunk,
       }
     }
   }
+  __syncwarp();  // (trig 1: the block triggers once lane 0's stages have all landed)
   if (trig == 1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   if (threadIdx.x == 0) atomicXor(out + blockIdx.x, acc);
