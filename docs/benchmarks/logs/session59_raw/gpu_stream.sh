@@ -3,7 +3,8 @@
 # small Llama-3-8B shapes, one device call on any card: stream_limit's table, then `lowbit bench gemm`
 # (HEAD's GPU code, 5a634b0) on 8B o / qkv / down / gate_up at M = 1, 8, 16 with the read_us reference,
 # by the default plan and with LOWBIT_INT4_DECODE_TRIGGER=0 (the next launch may start at the kernel's start).
-# Stage: nvcc ... -o .dev/stream_limit stream_limit.cu; strip into .dev/s59p with .dev/s58x's files.
+# Stage (here): the build command in stream_limit.cu's header, -o .dev/stream_limit; mkdir -p .dev/s59p;
+# strip -o .dev/s59p/stream_limit .dev/stream_limit; cp .dev/s58x/* .dev/s59p/ (the CLI at 5a634b0, COMMIT).
 # On an H200 (and with .dev/s58i carried) the GPU int4 suite at HEAD's GPU code runs first.
 # run(command="bash docs/benchmarks/logs/session59_raw/gpu_stream.sh", carry=[".dev/s59p", ".dev/s58i"], kind="nvidia-h200")
 set -u

@@ -2,16 +2,20 @@
 // a CUDA graph on rotated copies (the bench's method), and so how much of issue 4's "% of the
 // copy-bandwidth floor" a small dense decode shape (8B o: 8.65 MB, 8B qkv: 12.98 MB) can reach.
 //
-// Kernels (no compute; each returns one xor word per block so nothing is dead code):
-//  ldg   the bench's read_us reference (4 blocks of 512 threads per SM, four 16 B loads in flight
-//        per thread, launch_dependents after the loads, griddepcontrol.wait, one store)
-//  tma   B blocks of one warp; lane 0 streams the block's contiguous share through R stages of C
+// Rows (no compute; each kernel stores one xor word per block so nothing is dead code):
+//  read_us  the bench's own reference, lowbit::bench::time_stream_read (4 blocks of 512 threads
+//           per SM, four 16 B loads in flight per thread, the next launch after the loads)
+//  tma      B blocks of one warp; lane 0 streams the block's contiguous share through R stages of C
 //        bytes by cp.async.bulk (the TMA unit) on per-stage mbarriers, reading one word of each
 //        landed stage before refilling it; launch_dependents at the start (trig 0) or after the
 //        last stage landed (trig 1); then griddepcontrol.wait and the store. With R * C >= the
 //        share, a block requests all its bytes at once; with R * C <= ~110 KB two blocks fit an
 //        SM, so launch i + 1's blocks stream while launch i's finish (programmatic launches).
-// Build: nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -o stream_limit stream_limit.cu
+// The floor, the timing (a graph of launches, median of replays) and the read_us row are the
+// bench's own code (bench/common/gpu_timing.cu), so the rows compare with `lowbit bench gemm`'s.
+// Build (repository root, after the README's build): nvcc -O3 -std=c++20 -I include -I .
+//   -gencode=arch=compute_90a,code=sm_90a -o stream_limit docs/benchmarks/logs/session59_raw/stream_limit.cu
+//   bench/common/gpu_timing.cu build/liblowbit_common.a
 // Run:   ./stream_limit            (prints a markdown table; every wait on an mbarrier is bounded)
 #include <cuda_runtime.h>
 
@@ -20,6 +24,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+
+#include "bench/common/gpu_timing.cuh"
 
 #define CK(x)                                                                                   \
   do {                                                                                          \
@@ -31,22 +37,6 @@
   } while (0)
 
 __device__ unsigned g_timeout;  // set when a bounded mbarrier wait gives up
-
-__global__ void ldg_kernel(const uint4* src, size_t n, uint32_t* out) {
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  uint32_t acc = 0;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    const uint4 v0 = __ldg(src + i), v1 = __ldg(src + i + stride), v2 = __ldg(src + i + 2 * stride),
-                v3 = __ldg(src + i + 3 * stride);
-    acc ^= v0.x ^ v1.y ^ v2.z ^ v3.w;
-  }
-  for (; i < n; i += stride) acc ^= __ldg(src + i).x;
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  acc = __reduce_xor_sync(0xFFFFFFFFu, acc);
-  if ((threadIdx.x & 31) == 0) atomicXor(out + blockIdx.x, acc);
-}
 
 __device__ __forceinline__ uint32_t saddr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
@@ -105,101 +95,56 @@ __global__ void tma_kernel(const char* src, size_t bytes, int stages, int chunk,
   if (threadIdx.x == 0) atomicXor(out + blockIdx.x, acc);
 }
 
-__global__ void copy_kernel(const uint4* src, uint4* dst, size_t n) {
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
-    dst[i] = a;
-    dst[i + stride] = b;
-    dst[i + 2 * stride] = c;
-    dst[i + 3 * stride] = d;
-  }
-  for (; i < n; i += stride) dst[i] = src[i];
-}
-
 struct Cfg {
   const char* name;
-  int kind;  // 0 ldg, 1 tma
   int blocks_per_sm;
   int stages, chunk, trig;
   bool pdl;
 };
 
-// Median per-launch microseconds of `calls` launches captured in one graph (copy c % ncopies
-// at call c), 3 warm-up replays, 15 timed.
-template <class Launch>
-double time_graph(cudaStream_t s, int calls, Launch launch) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int c = 0; c < calls; ++c) launch(c);
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ge, s));
-  std::vector<double> us;
-  for (int i = 0; i < 15; ++i) {
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(1000.0 * ms / calls);
+void check(const lowbit::Status& st, const char* what) {
+  if (!st.ok()) {
+    std::fprintf(stderr, "stream_limit: %s: %s\n", what, st.to_string().c_str());
+    std::exit(1);
   }
-  std::sort(us.begin(), us.end());
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  return us[us.size() / 2];
 }
 
 int main() {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
   const size_t pool = size_t{1} << 30;  // 1 GiB of rotated copies: far past the L2
   char* buf = nullptr;
   CK(cudaMalloc(&buf, pool));
   CK(cudaMemset(buf, 0x5A, pool));
   uint32_t* out = nullptr;
   CK(cudaMalloc(&out, 64 * 1024 * sizeof(uint32_t)));
-  char* dst = nullptr;
-  CK(cudaMalloc(&dst, pool / 2));
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   CK(cudaFuncSetAttribute(tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
 
-  // The issue's floor: the copy bandwidth (bytes read + written over time), 512 MiB copies.
-  const size_t cb = pool / 2;
-  const double copy_us = time_graph(s, 4, [&](int) {
-    copy_kernel<<<sms * 4, 512, 0, s>>>(reinterpret_cast<const uint4*>(buf), reinterpret_cast<uint4*>(dst), cb / 16);
-  });
-  const double copy_gbps = 2.0 * cb / (copy_us * 1e-6) / 1e9;
-  std::printf("# %s, %d SMs; copy bandwidth %.0f GB/s (the issue's floor: bytes / this)\n", prop.name, sms, copy_gbps);
+  // The issue's floor, as `lowbit bench gemm` measures it (1 GiB copies, bytes read + written).
+  double copy_gbps = 0;
+  check(lowbit::bench::measure_copy_bandwidth(0, pool, &copy_gbps), "copy bandwidth");
+  std::printf("# %s, %d SMs; copy bandwidth %.0f GB/s (the issue's floor: bytes / this)\n",
+              lowbit::bench::machine_description().c_str(), sms, copy_gbps);
 
+  // kind 0: the bench's read_us row; otherwise a tma row.
   const std::vector<Cfg> cfgs = {
-      {"ldg 4x512 (bench read_us)", 0, 4, 0, 0, 1, true},
-      {"ldg 4x512, no PDL", 0, 4, 0, 0, 1, false},
-      {"tma 1/SM R4 C16K trig start", 1, 1, 4, 16384, 0, true},
-      {"tma 1/SM R6 C16K trig start", 1, 1, 6, 16384, 0, true},
-      {"tma 1/SM R6 C16K trig end", 1, 1, 6, 16384, 1, true},
-      {"tma 1/SM R6 C16K no PDL", 1, 1, 6, 16384, 0, false},
-      {"tma 2/SM R3 C16K trig start", 1, 2, 3, 16384, 0, true},
-      {"tma 2/SM R6 C8K trig start", 1, 2, 6, 8192, 0, true},
-      {"tma 1/SM R12 C8K trig start", 1, 1, 12, 8192, 0, true},
-      {"tma 1/SM R3 C32K trig start", 1, 1, 3, 32768, 0, true},
+      {"read_us (the bench's reference)", 0, 0, 0, 0, true},
+      {"tma 1/SM R4 C16K trig start", 1, 4, 16384, 0, true},
+      {"tma 1/SM R6 C16K trig start", 1, 6, 16384, 0, true},
+      {"tma 1/SM R6 C16K trig end", 1, 6, 16384, 1, true},
+      {"tma 1/SM R6 C16K no PDL", 1, 6, 16384, 0, false},
+      {"tma 2/SM R3 C16K trig start", 2, 3, 16384, 0, true},
+      {"tma 2/SM R6 C8K trig start", 2, 6, 8192, 0, true},
+      {"tma 1/SM R12 C8K trig start", 1, 12, 8192, 0, true},
+      {"tma 1/SM R3 C32K trig start", 1, 3, 32768, 0, true},
   };
   // 8B o (4096 x 4096 int4 + G = 128 bf16 scales), 8B qkv (6144 x 4096), 8B down (4096 x 14336),
   // 8B gate_up (28672 x 4096), and 4.3 / 25.9 MB for the slope.
   const std::vector<std::pair<const char*, size_t>> sizes = {
-      {"4.3 MB", 4325376},       {"8B o 8.65 MB", 8650752},  {"8B qkv 12.98 MB", 12976128},
-      {"25.9 MB", 25952256},     {"8B down 30.3 MB", 30277632}, {"8B gate_up 60.6 MB", 60555264}};
+      {"4.3 MB", 4325376},   {"8B o 8.65 MB", 8650752},     {"8B qkv 12.98 MB", 12976128},
+      {"25.9 MB", 25952256}, {"8B down 30.3 MB", 30277632}, {"8B gate_up 60.6 MB", 60555264}};
   std::printf("| kernel | ");
   for (auto& z : sizes) std::printf("%s us (%%floor) | ", z.first);
   std::printf("\n|---|");
@@ -210,44 +155,48 @@ int main() {
     for (auto& z : sizes) {
       const size_t bytes = z.second;
       const int ncopies = static_cast<int>(std::min<size_t>(pool / bytes, 64));
-      const int calls = std::max(ncopies, 32);
-      cudaLaunchAttribute la[1];
-      la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      la[0].val.programmaticStreamSerializationAllowed = 1;
-      cudaLaunchConfig_t cfg = {};
-      cfg.stream = s;
-      cfg.attrs = c.pdl ? la : nullptr;
-      cfg.numAttrs = c.pdl ? 1 : 0;
-      double us = 0;
-      if (c.kind == 0) {
-        cfg.gridDim = dim3(sms * 4);
-        cfg.blockDim = dim3(512);
-        us = time_graph(s, calls, [&](int k) {
-          CK(cudaLaunchKernelEx(&cfg, ldg_kernel, reinterpret_cast<const uint4*>(buf + (k % ncopies) * bytes),
-                                bytes / 16, out));
-        });
+      lowbit::bench::Timing t{};
+      if (c.blocks_per_sm == 0) {
+        std::vector<std::vector<lowbit::bench::ReadRegion>> regions;
+        for (int k = 0; k < ncopies; ++k) regions.push_back({{buf + k * bytes, bytes}});
+        check(lowbit::bench::time_stream_read(s, regions, 15, &t), "read_us");
       } else {
+        cudaLaunchAttribute la[1];
+        la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        la[0].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.attrs = c.pdl ? la : nullptr;
+        cfg.numAttrs = c.pdl ? 1 : 0;
         cfg.gridDim = dim3(sms * c.blocks_per_sm);
         cfg.blockDim = dim3(32);
         cfg.dynamicSmemBytes = static_cast<size_t>(c.stages) * c.chunk;
-        us = time_graph(s, calls, [&](int k) {
-          CK(cudaLaunchKernelEx(&cfg, tma_kernel, static_cast<const char*>(buf + (k % ncopies) * bytes), bytes,
-                                c.stages, c.chunk, c.trig, out));
-        });
+        int call = 0;
+        check(lowbit::bench::time_in_graph(
+                  s,
+                  [&](cudaStream_t st) -> lowbit::Status {
+                    cfg.stream = st;
+                    const char* src = buf + static_cast<size_t>(call++ % ncopies) * bytes;
+                    if (cudaLaunchKernelEx(&cfg, tma_kernel, src, bytes, c.stages, c.chunk, c.trig, out) != cudaSuccess)
+                      return lowbit::make_status(lowbit::StatusCode::kCudaError, "tma_kernel launch");
+                    return lowbit::Status::Ok();
+                  },
+                  ncopies, 2, 15, &t),
+              c.name);
       }
+      CK(cudaDeviceSynchronize());
       unsigned to = 0;
       CK(cudaMemcpyFromSymbol(&to, g_timeout, sizeof(to)));
       if (to) {
-        std::printf("TIMEOUT (an mbarrier wait gave up) |");
-        CK(cudaMemcpyToSymbol(g_timeout, &(to = 0), sizeof(to)));
+        std::printf("TIMEOUT (an mbarrier wait gave up) | ");
+        to = 0;
+        CK(cudaMemcpyToSymbol(g_timeout, &to, sizeof(to)));
         continue;
       }
       const double floor_us = bytes / (copy_gbps * 1e3);
-      std::printf("%.2f (%.1f) | ", us, 100.0 * floor_us / us);
+      std::printf("%.2f (%.1f) | ", t.median_us, 100.0 * floor_us / t.median_us);
     }
     std::printf("\n");
     std::fflush(stdout);
   }
-  CK(cudaDeviceSynchronize());
   return 0;
 }
