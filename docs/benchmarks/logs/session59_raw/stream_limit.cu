@@ -5,12 +5,12 @@
 // Rows (no compute; each kernel stores one xor word per block so nothing is dead code):
 //  read_us  the bench's own reference, lowbit::bench::time_stream_read (4 blocks of 512 threads
 //           per SM, four 16 B loads in flight per thread, the next launch after the loads)
-//  tma      B blocks of one warp; lane 0 streams the block's contiguous share through R stages of C
-//        bytes by cp.async.bulk (the TMA unit) on per-stage mbarriers, reading one word of each
-//        landed stage before refilling it; launch_dependents at the start (trig 0) or after the
-//        last stage landed (trig 1); then griddepcontrol.wait and the store. With R * C >= the
-//        share, a block requests all its bytes at once; with R * C <= ~110 KB two blocks fit an
-//        SM, so launch i + 1's blocks stream while launch i's finish (programmatic launches).
+//  tma      B blocks of one warp; lane 0 streams the block's contiguous share through R (<= 16)
+//           stages of C bytes by cp.async.bulk (the TMA unit) on per-stage mbarriers, reading one
+//           word of each landed stage before refilling it; launch_dependents at the start (trig 0)
+//           or after the last stage landed (trig 1); then griddepcontrol.wait and the store. With
+//           R * C >= the share, a block requests all its bytes at once; with R * C <= ~110 KB two
+//           blocks fit an SM, so launch i + 1's blocks stream while launch i's finish.
 // The floor, the timing (a graph of launches, median of replays) and the read_us row are the
 // bench's own code (bench/common/gpu_timing.cu), so the rows compare with `lowbit bench gemm`'s.
 // Build (repository root, after the README's build): nvcc -O3 -std=c++20 -I include -I .
@@ -151,6 +151,10 @@ int main() {
   for (size_t i = 0; i < sizes.size(); ++i) std::printf("---|");
   std::printf("\n");
   for (const Cfg& c : cfgs) {
+    if (c.stages > 16) {  // tma_kernel's barriers
+      std::fprintf(stderr, "stream_limit: %s: %d stages (at most 16)\n", c.name, c.stages);
+      return 1;
+    }
     std::printf("| %s | ", c.name);
     for (auto& z : sizes) {
       const size_t bytes = z.second;
