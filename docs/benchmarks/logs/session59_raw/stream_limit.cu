@@ -22,23 +22,19 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
+#include <string>
+#include <stdexcept>
 #include <vector>
 
 #include "bench/common/gpu_timing.cuh"
+#include "kernels/int4/common.cuh"  // the decode tile's mbarrier and bulk-copy helpers
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+using lowbit::int4::kern::bulk_copy;
+using lowbit::int4::kern::mbar_arrive_expect_tx;
+using lowbit::int4::kern::mbar_init;
+using lowbit::int4::kern::smem_addr;
 
 __device__ unsigned g_timeout;  // set when a bounded mbarrier wait gives up
-
-__device__ __forceinline__ uint32_t saddr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
 __global__ void tma_kernel(const char* src, size_t bytes, int stages, int chunk, int trig, uint32_t* out) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -52,29 +48,25 @@ __global__ void tma_kernel(const char* src, size_t bytes, int stages, int chunk,
   if (trig == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(saddr(&bars[s])) : "memory");
+      mbar_init(smem_addr(&bars[s]));
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     auto issue = [&](int c) {
       const int s = c % stages;
       const size_t off = lo + static_cast<size_t>(c) * chunk;
       const uint32_t n = static_cast<uint32_t>(hi - off < static_cast<size_t>(chunk) ? hi - off : chunk);
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(saddr(&bars[s])), "r"(n) : "memory");
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-              saddr(smem + static_cast<size_t>(s) * chunk)),
-          "l"(src + off), "r"(n), "r"(saddr(&bars[s]))
-          : "memory");
+      mbar_arrive_expect_tx(smem_addr(&bars[s]), n);
+      bulk_copy(smem_addr(smem + static_cast<size_t>(s) * chunk), src + off, n, smem_addr(&bars[s]));
     };
     for (int c = 0; c < min(stages, nchunks); ++c) issue(c);
     for (int c = 0; c < nchunks; ++c) {
       const int s = c % stages;
       const uint32_t parity = static_cast<uint32_t>(c / stages) & 1u;
-      uint32_t done = 0;
+      uint32_t done = 0;  // kern::mbar_wait's try_wait, bounded here
       for (long spin = 0; !done; ++spin) {
         asm volatile(
             "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
             : "=r"(done)
-            : "r"(saddr(&bars[s])), "r"(parity)
+            : "r"(smem_addr(&bars[s])), "r"(parity)
             : "memory");
         if (!done && spin > (1l << 24)) break;
       }
@@ -103,24 +95,21 @@ struct Cfg {
 };
 
 void check(const lowbit::Status& st, const char* what) {
-  if (!st.ok()) {
-    std::fprintf(stderr, "stream_limit: %s: %s\n", what, st.to_string().c_str());
-    std::exit(1);
-  }
+  if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.to_string());
 }
 
-int main() {
+int run() {
   int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  LOWBIT_BENCH_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const size_t pool = size_t{1} << 30;  // 1 GiB of rotated copies: far past the L2
   char* buf = nullptr;
-  CK(cudaMalloc(&buf, pool));
-  CK(cudaMemset(buf, 0x5A, pool));
+  LOWBIT_BENCH_CUDA(cudaMalloc(&buf, pool));
+  LOWBIT_BENCH_CUDA(cudaMemset(buf, 0x5A, pool));
   uint32_t* out = nullptr;
-  CK(cudaMalloc(&out, 64 * 1024 * sizeof(uint32_t)));
+  LOWBIT_BENCH_CUDA(cudaMalloc(&out, 64 * 1024 * sizeof(uint32_t)));
   cudaStream_t s;
-  CK(cudaStreamCreate(&s));
-  CK(cudaFuncSetAttribute(tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+  LOWBIT_BENCH_CUDA(cudaStreamCreate(&s));
+  LOWBIT_BENCH_CUDA(cudaFuncSetAttribute(tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
 
   // The issue's floor, as `lowbit bench gemm` measures it (1 GiB copies, bytes read + written).
   double copy_gbps = 0;
@@ -128,7 +117,7 @@ int main() {
   std::printf("# %s, %d SMs; copy bandwidth %.0f GB/s (the issue's floor: bytes / this)\n",
               lowbit::bench::machine_description().c_str(), sms, copy_gbps);
 
-  // kind 0: the bench's read_us row; otherwise a tma row.
+  // blocks_per_sm 0: the bench's read_us row; otherwise a tma row.
   const std::vector<Cfg> cfgs = {
       {"read_us (the bench's reference)", 0, 0, 0, 0, true},
       {"tma 1/SM R4 C16K trig start", 1, 4, 16384, 0, true},
@@ -187,13 +176,13 @@ int main() {
                   ncopies, 2, 15, &t),
               c.name);
       }
-      CK(cudaDeviceSynchronize());
+      LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());
       unsigned to = 0;
-      CK(cudaMemcpyFromSymbol(&to, g_timeout, sizeof(to)));
+      LOWBIT_BENCH_CUDA(cudaMemcpyFromSymbol(&to, g_timeout, sizeof(to)));
       if (to) {
         std::printf("TIMEOUT (an mbarrier wait gave up) | ");
         to = 0;
-        CK(cudaMemcpyToSymbol(g_timeout, &to, sizeof(to)));
+        LOWBIT_BENCH_CUDA(cudaMemcpyToSymbol(g_timeout, &to, sizeof(to)));
         continue;
       }
       const double floor_us = bytes / (copy_gbps * 1e3);
@@ -203,4 +192,13 @@ int main() {
     std::fflush(stdout);
   }
   return 0;
+}
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {  // a failed CUDA call or timing step, by name
+    std::fprintf(stderr, "stream_limit: %s\n", e.what());
+    return 1;
+  }
 }
