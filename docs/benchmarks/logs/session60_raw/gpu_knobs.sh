@@ -3,14 +3,16 @@
 # (8B o, 8B qkv; M = 1, 8), after session 59's probe (stream_limit_h200.md) showed that the bytes of one
 # launch stream in 2.0 us when the next launch starts at the kernel's start and its blocks fit beside the
 # running ones. Every LOWBIT_INT4_DECODE_WARPS x _SPLITS x _TRIGGER setting in two alternated passes, then
-# the plan. Binaries: the CLI in $BIN (.dev/s58x, HEAD's GPU code 5a634b0).
-# run(command="BIN=.dev/s58x bash docs/benchmarks/logs/session60_raw/gpu_knobs.sh", carry=[".dev/s58x"], kind="nvidia-h200")
+# the plan. Before that, chain_limit.cu (built here as its header says, stripped into .dev/s60). Binaries: the CLI
+# in $BIN (.dev/s58x, HEAD's GPU code 5a634b0).
+# run(command="BIN=.dev/s58x bash docs/benchmarks/logs/session60_raw/gpu_knobs.sh", carry=[".dev/s58x", ".dev/s60"], kind="nvidia-h200")
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
 B=${BIN:?BIN=staged folder}; K=$OUT/k; mkdir -p $K
 nvidia-smi -L | tee $K/gpu.txt
 cat $B/COMMIT > $K/commit.txt
 for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
+[ -x .dev/s60/chain_limit ] && timeout 60 .dev/s60/chain_limit | tee $K/chain_limit.md
 SH=llama3-8b.o,llama3-8b.qkv
 one() {  # name, env...
   local name=$1; shift

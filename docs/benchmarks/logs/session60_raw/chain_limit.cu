@@ -1,0 +1,224 @@
+// Session 60 probe: what the work after griddepcontrol.wait costs a launch that streams its
+// bytes ahead of it. Session 59's stream_limit.cu (stream_limit_h200.md) streamed 8.65 MB per
+// launch in 2.00 us when the next launch may start at the kernel's start and only one store
+// per block follows the wait; the dense decode GEMM takes 6.0 us for the same bytes (8B o,
+// M = 1) and session 29's timeline put ~5.4 us of it after the wait. Here the same stream is
+// followed by the chain a decode GEMM has after its wait, step by step:
+//   chain 0  one atomicXor per block (stream_limit's tma rows)
+//   chain 1  every thread loads 16 B of x (the previous launch's y: a real dependency), the
+//            block stores 128 B of y
+//   chain 2  chain 1 plus a second x load whose address depends on the first (two round trips)
+//   chain 3  chain 1 plus the block's warps reduced through shared memory (a __syncthreads)
+//            before the store
+// Blocks of NW warps; lane 0 of each warp streams the warp's contiguous share through R stages
+// of C bytes (cp.async.bulk on per-stage mbarriers, every wait bounded), all requested before
+// the wait when R x C covers the share. The floor, the graph timing and the machine line are
+// the bench's own code (bench/common/gpu_timing.cu).
+// Build (repository root, after the README's build): nvcc -O3 -std=c++20 -I include -I .
+//   -gencode=arch=compute_90a,code=sm_90a -o chain_limit docs/benchmarks/logs/session60_raw/chain_limit.cu
+//   bench/common/gpu_timing.cu build/liblowbit_common.a
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench/common/gpu_timing.cuh"
+#include "kernels/int4/common.cuh"
+
+using lowbit::int4::kern::bulk_copy;
+using lowbit::int4::kern::mbar_arrive_expect_tx;
+using lowbit::int4::kern::mbar_init;
+using lowbit::int4::kern::smem_addr;
+
+constexpr int kMaxWarps = 8, kMaxStages = 8;
+constexpr unsigned kXyWords = 1024;  // 16 KB of x / y per launch (M = 1, K = 4096 bf16 is 8 KB)
+__device__ unsigned g_timeout;      // set when a bounded mbarrier wait gives up
+
+__device__ __forceinline__ bool wait_bounded(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  for (long spin = 0; !done && spin <= (1l << 24); ++spin)
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  return done != 0;
+}
+
+__global__ void chain_kernel(const char* src, size_t bytes, int stages, int chunk, int trig, int chain,
+                             const uint4* x, uint4* y, uint32_t* out) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) uint64_t bars[kMaxWarps][kMaxStages];
+  __shared__ uint32_t red[kMaxWarps];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  // The warp's share [lo, hi), 16 B aligned.
+  const size_t units = static_cast<size_t>(gridDim.x) * nw, u = static_cast<size_t>(blockIdx.x) * nw + warp;
+  const size_t words = bytes / 16, lo = words * u / units * 16, hi = words * (u + 1) / units * 16;
+  const int nchunks = static_cast<int>((hi - lo + chunk - 1) / chunk);
+  unsigned char* const mine = smem + static_cast<size_t>(warp) * stages * chunk;
+  auto issue = [&](int c) {
+    const int s = c % stages;
+    const size_t off = lo + static_cast<size_t>(c) * chunk;
+    const uint32_t n = static_cast<uint32_t>(hi - off < static_cast<size_t>(chunk) ? hi - off : chunk);
+    mbar_arrive_expect_tx(smem_addr(&bars[warp][s]), n);
+    bulk_copy(smem_addr(mine + static_cast<size_t>(s) * chunk), src + off, n, smem_addr(&bars[warp][s]));
+  };
+  if (trig == 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  if (lane == 0) {
+    for (int s = 0; s < stages; ++s) mbar_init(smem_addr(&bars[warp][s]));
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    for (int c = 0; c < min(stages, nchunks); ++c) issue(c);
+  }
+  __syncwarp();
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  uint4 xv = make_uint4(0, 0, 0, 0);
+  const unsigned tid = blockIdx.x * blockDim.x + threadIdx.x;
+  if (chain >= 1) xv = x[tid % kXyWords];
+  if (chain == 2) {
+    const uint4 x2 = x[(xv.x + tid) % kXyWords];  // its address needs the first load's value
+    xv.x ^= x2.y;
+  }
+  uint32_t acc = 0;
+  bool ok = true;
+  if (lane == 0)
+    for (int c = 0; c < nchunks; ++c) {
+      const int s = c % stages;
+      if (!wait_bounded(smem_addr(&bars[warp][s]), static_cast<uint32_t>(c / stages) & 1u)) {
+        ok = false;
+        break;
+      }
+      acc ^= *reinterpret_cast<const uint32_t*>(mine + static_cast<size_t>(s) * chunk);
+      if (c + stages < nchunks) {
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the read before the async refill
+        issue(c + stages);
+      }
+    }
+  if (!ok) atomicExch(&g_timeout, 1u);
+  __syncwarp();
+  if (trig == 1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  acc ^= xv.x ^ xv.y ^ xv.z ^ xv.w;
+  acc = __reduce_xor_sync(0xFFFFFFFFu, acc);
+  if (chain == 3) {
+    if (lane == 0) red[warp] = acc;
+    __syncthreads();
+    if (warp == 0) acc = __reduce_xor_sync(0xFFFFFFFFu, lane < nw ? red[lane] : 0u);
+  }
+  if (chain == 0) {
+    if (threadIdx.x == 0) atomicXor(out + blockIdx.x, acc);
+  } else if (warp == 0 && lane < 8) {
+    y[(blockIdx.x * 8 + lane) % kXyWords] = make_uint4(acc, acc + 1, acc + 2, acc + 3);  // 128 B per block
+  }
+}
+
+struct Cfg {
+  const char* name;
+  int warps, stages, chunk, trig, chain;
+};
+
+void check(const lowbit::Status& st, const char* what) {
+  if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.to_string());
+}
+
+int run() {
+  int sms = 0;
+  LOWBIT_BENCH_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const size_t pool = size_t{1} << 30;  // 1 GiB of rotated copies: far past the L2
+  char* buf = nullptr;
+  LOWBIT_BENCH_CUDA(cudaMalloc(&buf, pool));
+  LOWBIT_BENCH_CUDA(cudaMemset(buf, 0x5A, pool));
+  uint4* xy = nullptr;  // two x / y buffers: launch c reads c % 2 and writes (c + 1) % 2
+  LOWBIT_BENCH_CUDA(cudaMalloc(&xy, 2 * kXyWords * sizeof(uint4)));
+  LOWBIT_BENCH_CUDA(cudaMemset(xy, 0x33, 2 * kXyWords * sizeof(uint4)));
+  uint32_t* out = nullptr;
+  LOWBIT_BENCH_CUDA(cudaMalloc(&out, 64 * 1024 * sizeof(uint32_t)));
+  cudaStream_t s;
+  LOWBIT_BENCH_CUDA(cudaStreamCreate(&s));
+  LOWBIT_BENCH_CUDA(cudaFuncSetAttribute(chain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+
+  double copy_gbps = 0;
+  check(lowbit::bench::measure_copy_bandwidth(0, pool, &copy_gbps), "copy bandwidth");
+  std::printf("# %s, %d SMs; copy bandwidth %.0f GB/s (the issue's floor: bytes / this); one block per SM\n",
+              lowbit::bench::machine_description().c_str(), sms, copy_gbps);
+
+  // One block per SM. 1 warp x 4 x 16 KB: stream_limit's best row; 8 warps x 1 x 8 KB: the same
+  // bytes in flight in the decode GEMM's block shape; 8 warps x 3 x 4 KB: the decode GEMM's
+  // 8-row stages (96 KB, two blocks per SM), which refill at 8B qkv and larger.
+  const std::vector<Cfg> cfgs = {
+      {"W1 R4 C16K trig start chain 0", 1, 4, 16384, 0, 0}, {"W1 R4 C16K trig start chain 1", 1, 4, 16384, 0, 1},
+      {"W1 R4 C16K trig start chain 2", 1, 4, 16384, 0, 2}, {"W8 R1 C8K trig start chain 0", 8, 1, 8192, 0, 0},
+      {"W8 R1 C8K trig start chain 1", 8, 1, 8192, 0, 1},   {"W8 R1 C8K trig start chain 3", 8, 1, 8192, 0, 3},
+      {"W8 R2 C8K trig start chain 3", 8, 2, 8192, 0, 3},   {"W8 R3 C4K trig start chain 3", 8, 3, 4096, 0, 3},
+      {"W8 R3 C4K trig end chain 3", 8, 3, 4096, 1, 3},     {"W8 R2 C8K trig end chain 3", 8, 2, 8192, 1, 3},
+  };
+  const std::vector<std::pair<const char*, size_t>> sizes = {
+      {"4.3 MB", 4325376}, {"8B o 8.65 MB", 8650752}, {"8B qkv 12.98 MB", 12976128}, {"8B down 30.3 MB", 30277632}};
+  std::printf("| kernel | ");
+  for (auto& z : sizes) std::printf("%s us (%%floor) | ", z.first);
+  std::printf("\n|---|");
+  for (size_t i = 0; i < sizes.size(); ++i) std::printf("---|");
+  std::printf("\n");
+  for (const Cfg& c : cfgs) {
+    if (c.stages > kMaxStages || c.warps > kMaxWarps) {
+      std::fprintf(stderr, "chain_limit: %s: at most %d stages, %d warps\n", c.name, kMaxStages, kMaxWarps);
+      return 1;
+    }
+    std::printf("| %s | ", c.name);
+    for (auto& z : sizes) {
+      const size_t bytes = z.second;
+      const int ncopies = static_cast<int>(std::min<size_t>(pool / bytes, 64)) & ~1;  // even: x / y alternate
+      lowbit::bench::Timing t{};
+      cudaLaunchAttribute la[1];
+      la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      la[0].val.programmaticStreamSerializationAllowed = 1;
+      cudaLaunchConfig_t cfg = {};
+      cfg.attrs = la;
+      cfg.numAttrs = 1;
+      cfg.gridDim = dim3(sms);
+      cfg.blockDim = dim3(32 * c.warps);
+      cfg.dynamicSmemBytes = static_cast<size_t>(c.warps) * c.stages * c.chunk;
+      int call = 0;
+      check(lowbit::bench::time_in_graph(
+                s,
+                [&](cudaStream_t st) -> lowbit::Status {
+                  cfg.stream = st;
+                  const int k = call++;
+                  const char* src = buf + static_cast<size_t>(k % ncopies) * bytes;
+                  const uint4* x = xy + (k % 2) * kXyWords;
+                  uint4* y = xy + ((k + 1) % 2) * kXyWords;
+                  if (cudaLaunchKernelEx(&cfg, chain_kernel, src, bytes, c.stages, c.chunk, c.trig, c.chain, x, y,
+                                         out) != cudaSuccess)
+                    return lowbit::make_status(lowbit::StatusCode::kCudaError, "chain_kernel launch");
+                  return lowbit::Status::Ok();
+                },
+                ncopies, 2, 15, &t),
+            c.name);
+      LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());
+      unsigned to = 0;
+      LOWBIT_BENCH_CUDA(cudaMemcpyFromSymbol(&to, g_timeout, sizeof(to)));
+      if (to) {
+        std::printf("TIMEOUT (an mbarrier wait gave up) | ");
+        to = 0;
+        LOWBIT_BENCH_CUDA(cudaMemcpyToSymbol(g_timeout, &to, sizeof(to)));
+        continue;
+      }
+      const double floor_us = bytes / (copy_gbps * 1e3);
+      std::printf("%.2f (%.1f) | ", t.median_us, 100.0 * floor_us / t.median_us);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {  // a failed CUDA call or timing step, by name
+    std::fprintf(stderr, "chain_limit: %s\n", e.what());
+    return 1;
+  }
+}
