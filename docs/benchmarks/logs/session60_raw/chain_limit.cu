@@ -10,6 +10,8 @@
 //   chain 2  chain 1 plus a second x load whose address depends on the first (two round trips)
 //   chain 3  chain 1 plus the block's warps reduced through shared memory (a __syncthreads)
 //            before the store
+//   chain 4  chain 3 in clusters of 2 (the decode GEMM's split-K pairs): rank 1 writes 2 KB of
+//            sums into rank 0's shared memory, a cluster barrier, rank 0 adds them and stores
 // Blocks of NW warps; lane 0 of each warp streams the warp's contiguous share through R stages
 // of C bytes (cp.async.bulk on per-stage mbarriers, every wait bounded), all requested before
 // the wait when R x C covers the share. The floor, the graph timing and the machine line are
@@ -17,6 +19,7 @@
 // Build (repository root, after the README's build): nvcc -O3 -std=c++20 -I include -I .
 //   -gencode=arch=compute_90a,code=sm_90a -o chain_limit docs/benchmarks/logs/session60_raw/chain_limit.cu
 //   bench/common/gpu_timing.cu build/liblowbit_common.a
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -54,6 +57,7 @@ __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chun
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[kMaxWarps][kMaxStages];
   __shared__ uint32_t red[kMaxWarps];
+  __shared__ uint32_t recv[512];  // chain 4: rank 1's 2 KB of sums
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   // The warp's share [lo, hi), 16 B aligned.
   const size_t units = static_cast<size_t>(gridDim.x) * nw, u = static_cast<size_t>(blockIdx.x) * nw + warp;
@@ -102,10 +106,23 @@ __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chun
   if (trig == 1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   acc ^= xv.x ^ xv.y ^ xv.z ^ xv.w;
   acc = __reduce_xor_sync(0xFFFFFFFFu, acc);
-  if (chain == 3) {
+  if (chain >= 3) {
     if (lane == 0) red[warp] = acc;
     __syncthreads();
     if (warp == 0) acc = __reduce_xor_sync(0xFFFFFFFFu, lane < nw ? red[lane] : 0u);
+  }
+  if (chain == 4) {  // rank 1's sums into rank 0's buffer, then rank 0 adds them
+    namespace cg = cooperative_groups;
+    cg::cluster_group cl = cg::this_cluster();
+    if (cl.block_rank() == 1) {
+      uint32_t* dst = cl.map_shared_rank(recv, 0);
+      for (int i = threadIdx.x; i < 512; i += blockDim.x) dst[i] = acc + i;
+    }
+    cl.sync();
+    if (cl.block_rank() == 1) return;
+    if (warp == 0)
+      for (int i = lane; i < 512; i += 32) acc ^= recv[i];
+    acc = __reduce_xor_sync(0xFFFFFFFFu, acc);
   }
   if (chain == 0) {
     if (threadIdx.x == 0) atomicXor(out + blockIdx.x, acc);
@@ -141,6 +158,7 @@ int run() {
 
   double copy_gbps = 0;
   check(lowbit::bench::measure_copy_bandwidth(0, pool, &copy_gbps), "copy bandwidth");
+  if (sms % 2 != 0) throw std::runtime_error("chain 4's pairs need an even SM count");
   std::printf("# %s, %d SMs; copy bandwidth %.0f GB/s (the issue's floor: bytes / this); one block per SM\n",
               lowbit::bench::machine_description().c_str(), sms, copy_gbps);
 
@@ -153,6 +171,8 @@ int run() {
       {"W8 R1 C8K trig start chain 1", 8, 1, 8192, 0, 1},   {"W8 R1 C8K trig start chain 3", 8, 1, 8192, 0, 3},
       {"W8 R2 C8K trig start chain 3", 8, 2, 8192, 0, 3},   {"W8 R3 C4K trig start chain 3", 8, 3, 4096, 0, 3},
       {"W8 R3 C4K trig end chain 3", 8, 3, 4096, 1, 3},     {"W8 R2 C8K trig end chain 3", 8, 2, 8192, 1, 3},
+      {"W8 R1 C8K trig start chain 4", 8, 1, 8192, 0, 4},   {"W8 R3 C4K trig start chain 4", 8, 3, 4096, 0, 4},
+      {"W8 R3 C4K trig end chain 4", 8, 3, 4096, 1, 4},
   };
   const std::vector<std::pair<const char*, size_t>> sizes = {
       {"4.3 MB", 4325376}, {"8B o 8.65 MB", 8650752}, {"8B qkv 12.98 MB", 12976128}, {"8B down 30.3 MB", 30277632}};
@@ -171,12 +191,16 @@ int run() {
       const size_t bytes = z.second;
       const int ncopies = static_cast<int>(std::min<size_t>(pool / bytes, 64)) & ~1;  // even: x / y alternate
       lowbit::bench::Timing t{};
-      cudaLaunchAttribute la[1];
+      cudaLaunchAttribute la[2];
       la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
       la[0].val.programmaticStreamSerializationAllowed = 1;
+      la[1].id = cudaLaunchAttributeClusterDimension;  // chain 4: pairs along x
+      la[1].val.clusterDim.x = 2;
+      la[1].val.clusterDim.y = 1;
+      la[1].val.clusterDim.z = 1;
       cudaLaunchConfig_t cfg = {};
       cfg.attrs = la;
-      cfg.numAttrs = 1;
+      cfg.numAttrs = c.chain == 4 ? 2 : 1;
       cfg.gridDim = dim3(sms);
       cfg.blockDim = dim3(32 * c.warps);
       cfg.dynamicSmemBytes = static_cast<size_t>(c.warps) * c.stages * c.chunk;
