@@ -12,6 +12,10 @@
 //            before the store
 //   chain 4  chain 3 in clusters of 2 (the decode GEMM's split-K pairs): rank 1 writes 2 KB of
 //            sums into rank 0's shared memory, a cluster barrier, rank 0 adds them and stores
+//   chain 5  chain 4 with the decode GEMM's K loop between the x load and the reduction: K
+//            steps of one 16 B word per lane from the landed stages, unpacked by a LOP3 per
+//            register and multiplied by 5 bf16 MMAs m16n8k16 (4 column tiles and sum(x)) into
+//            dependent accumulators, as the 8-row tile does (8B o, M = 1: 16 steps per warp)
 // Blocks of NW warps; lane 0 of each warp streams the warp's contiguous share through R stages
 // of C bytes (cp.async.bulk on per-stage mbarriers, every wait bounded), all requested before
 // the wait when R x C covers the share. The floor, the graph timing and the machine line are
@@ -35,6 +39,7 @@
 using lowbit::int4::kern::bulk_copy;
 using lowbit::int4::kern::mbar_arrive_expect_tx;
 using lowbit::int4::kern::mbar_init;
+using lowbit::int4::kern::mma_m16n8k16;
 using lowbit::int4::kern::smem_addr;
 
 constexpr int kMaxWarps = 8, kMaxStages = 8;
@@ -52,7 +57,7 @@ __device__ __forceinline__ bool wait_bounded(uint32_t bar, uint32_t parity) {
   return done != 0;
 }
 
-__global__ void chain_kernel(const char* src, size_t bytes, int stages, int chunk, int trig, int chain,
+__global__ void chain_kernel(const char* src, size_t bytes, int stages, int chunk, int trig, int chain, int ksteps,
                              const uint4* x, uint4* y, uint32_t* out) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[kMaxWarps][kMaxStages];
@@ -105,13 +110,37 @@ __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chun
   __syncwarp();
   if (trig == 1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   acc ^= xv.x ^ xv.y ^ xv.z ^ xv.w;
+  if (chain >= 5) {  // the K loop: every word of a step feeds 4 MMAs, x (xv) their B operand
+    float c[5][4] = {};
+    const uint32_t b0 = xv.x, b1 = xv.y;
+    const unsigned span = static_cast<unsigned>(stages * chunk) / 16u;  // the warp's stage words
+    for (int i = 0; i < ksteps; ++i) {
+      const uint4 w = reinterpret_cast<const uint4*>(mine)[(static_cast<unsigned>(i) * 32u + lane) % span];
+      const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        uint32_t a[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) a[r] = ((words[j] >> (4 * r)) & 0x000F000Fu) | 0x43004300u;
+        mma_m16n8k16<__nv_bfloat16>(c[j], a, b0, b1);
+      }
+      const uint32_t ones[4] = {0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u};
+      mma_m16n8k16<__nv_bfloat16>(c[4], ones, b0, b1);
+    }
+    float t = 0.f;
+#pragma unroll
+    for (int j = 0; j < 5; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) t += c[j][q];
+    acc ^= __float_as_uint(t);
+  }
   acc = __reduce_xor_sync(0xFFFFFFFFu, acc);
   if (chain >= 3) {
     if (lane == 0) red[warp] = acc;
     __syncthreads();
     if (warp == 0) acc = __reduce_xor_sync(0xFFFFFFFFu, lane < nw ? red[lane] : 0u);
   }
-  if (chain == 4) {  // rank 1's sums into rank 0's buffer, then rank 0 adds them
+  if (chain >= 4) {  // rank 1's sums into rank 0's buffer, then rank 0 adds them
     namespace cg = cooperative_groups;
     cg::cluster_group cl = cg::this_cluster();
     if (cl.block_rank() == 1) {
@@ -134,6 +163,7 @@ __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chun
 struct Cfg {
   const char* name;
   int warps, stages, chunk, trig, chain;
+  int ksteps = 0;  // chain 5's K steps per warp
 };
 
 void check(const lowbit::Status& st, const char* what) {
@@ -158,7 +188,7 @@ int run() {
 
   double copy_gbps = 0;
   check(lowbit::bench::measure_copy_bandwidth(0, pool, &copy_gbps), "copy bandwidth");
-  if (sms % 2 != 0) throw std::runtime_error("chain 4's pairs need an even SM count");
+  if (sms % 2 != 0) throw std::runtime_error("chains 4 and 5 launch pairs: they need an even SM count");
   std::printf("# %s, %d SMs; copy bandwidth %.0f GB/s (the issue's floor: bytes / this); one block per SM\n",
               lowbit::bench::machine_description().c_str(), sms, copy_gbps);
 
@@ -173,6 +203,9 @@ int run() {
       {"W8 R3 C4K trig end chain 3", 8, 3, 4096, 1, 3},     {"W8 R2 C8K trig end chain 3", 8, 2, 8192, 1, 3},
       {"W8 R1 C8K trig start chain 4", 8, 1, 8192, 0, 4},   {"W8 R3 C4K trig start chain 4", 8, 3, 4096, 0, 4},
       {"W8 R3 C4K trig end chain 4", 8, 3, 4096, 1, 4},
+      {"W8 R1 C8K trig start chain 5 (16 K steps)", 8, 1, 8192, 0, 5, 16},
+      {"W8 R3 C4K trig start chain 5 (16 K steps)", 8, 3, 4096, 0, 5, 16},
+      {"W8 R3 C4K trig end chain 5 (16 K steps)", 8, 3, 4096, 1, 5, 16},
   };
   const std::vector<std::pair<const char*, size_t>> sizes = {
       {"4.3 MB", 4325376}, {"8B o 8.65 MB", 8650752}, {"8B qkv 12.98 MB", 12976128}, {"8B down 30.3 MB", 30277632}};
@@ -200,7 +233,7 @@ int run() {
       la[1].val.clusterDim.z = 1;
       cudaLaunchConfig_t cfg = {};
       cfg.attrs = la;
-      cfg.numAttrs = c.chain == 4 ? 2 : 1;
+      cfg.numAttrs = c.chain >= 4 ? 2 : 1;
       cfg.gridDim = dim3(sms);
       cfg.blockDim = dim3(32 * c.warps);
       cfg.dynamicSmemBytes = static_cast<size_t>(c.warps) * c.stages * c.chunk;
@@ -213,7 +246,7 @@ int run() {
                   const char* src = buf + static_cast<size_t>(k % ncopies) * bytes;
                   const uint4* x = xy + (k % 2) * kXyWords;
                   uint4* y = xy + ((k + 1) % 2) * kXyWords;
-                  if (cudaLaunchKernelEx(&cfg, chain_kernel, src, bytes, c.stages, c.chunk, c.trig, c.chain, x, y,
+                  if (cudaLaunchKernelEx(&cfg, chain_kernel, src, bytes, c.stages, c.chunk, c.trig, c.chain, c.ksteps, x, y,
                                          out) != cudaSuccess)
                     return lowbit::make_status(lowbit::StatusCode::kCudaError, "chain_kernel launch");
                   return lowbit::Status::Ok();
