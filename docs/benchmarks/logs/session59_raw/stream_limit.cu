@@ -13,6 +13,8 @@
 //           blocks fit an SM, so launch i + 1's blocks stream while launch i's finish.
 // The floor, the timing (a graph of launches, median of replays) and the read_us row are the
 // bench's own code (bench/common/gpu_timing.cu), so the rows compare with `lowbit bench gemm`'s.
+// Session 60: the host code that chain_limit.cu shares with it moved to logs/probes/probe_table.cuh;
+// tma_kernel's PTX is identical to that of the binary that ran on the H200 (stream_limit_h200.md).
 // Build (repository root, after the README's build): nvcc -O3 -std=c++20 -I include -I .
 //   -gencode=arch=compute_90a,code=sm_90a -o stream_limit docs/benchmarks/logs/session59_raw/stream_limit.cu
 //   bench/common/gpu_timing.cu build/liblowbit_common.a
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "bench/common/gpu_timing.cuh"
+#include "docs/benchmarks/logs/probes/probe_table.cuh"
 #include "kernels/int4/common.cuh"  // the decode tile's mbarrier and bulk-copy helpers
 
 using lowbit::int4::kern::bulk_copy;
@@ -94,28 +97,13 @@ struct Cfg {
   bool pdl;
 };
 
-void check(const lowbit::Status& st, const char* what) {
-  if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.to_string());
-}
+using probe::check;
 
 int run() {
-  int sms = 0;
-  LOWBIT_BENCH_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const size_t pool = size_t{1} << 30;  // 1 GiB of rotated copies: far past the L2
-  char* buf = nullptr;
-  LOWBIT_BENCH_CUDA(cudaMalloc(&buf, pool));
-  LOWBIT_BENCH_CUDA(cudaMemset(buf, 0x5A, pool));
-  uint32_t* out = nullptr;
-  LOWBIT_BENCH_CUDA(cudaMalloc(&out, 64 * 1024 * sizeof(uint32_t)));
-  cudaStream_t s;
-  LOWBIT_BENCH_CUDA(cudaStreamCreate(&s));
+  const probe::Setup u = probe::setup();
   LOWBIT_BENCH_CUDA(cudaFuncSetAttribute(tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-
-  // The issue's floor, as `lowbit bench gemm` measures it (1 GiB copies, bytes read + written).
-  double copy_gbps = 0;
-  check(lowbit::bench::measure_copy_bandwidth(0, pool, &copy_gbps), "copy bandwidth");
   std::printf("# %s, %d SMs; copy bandwidth %.0f GB/s (the issue's floor: bytes / this)\n",
-              lowbit::bench::machine_description().c_str(), sms, copy_gbps);
+              lowbit::bench::machine_description().c_str(), u.sms, u.copy_gbps);
 
   // blocks_per_sm 0: the bench's read_us row; otherwise a tma row.
   const std::vector<Cfg> cfgs = {
@@ -131,14 +119,10 @@ int run() {
   };
   // 8B o (4096 x 4096 int4 + G = 128 bf16 scales), 8B qkv (6144 x 4096), 8B down (4096 x 14336),
   // 8B gate_up (28672 x 4096), and 4.3 / 25.9 MB for the slope.
-  const std::vector<std::pair<const char*, size_t>> sizes = {
+  const probe::Sizes sizes = {
       {"4.3 MB", 4325376},   {"8B o 8.65 MB", 8650752},     {"8B qkv 12.98 MB", 12976128},
       {"25.9 MB", 25952256}, {"8B down 30.3 MB", 30277632}, {"8B gate_up 60.6 MB", 60555264}};
-  std::printf("| kernel | ");
-  for (auto& z : sizes) std::printf("%s us (%%floor) | ", z.first);
-  std::printf("\n|---|");
-  for (size_t i = 0; i < sizes.size(); ++i) std::printf("---|");
-  std::printf("\n");
+  probe::print_header(sizes);
   for (const Cfg& c : cfgs) {
     if (c.stages > 16) {  // tma_kernel's barriers
       std::fprintf(stderr, "stream_limit: %s: %d stages (at most 16)\n", c.name, c.stages);
@@ -147,46 +131,27 @@ int run() {
     std::printf("| %s | ", c.name);
     for (auto& z : sizes) {
       const size_t bytes = z.second;
-      const int ncopies = static_cast<int>(std::min<size_t>(pool / bytes, 64));
+      const int ncopies = static_cast<int>(std::min<size_t>(u.pool / bytes, 64));
       lowbit::bench::Timing t{};
       if (c.blocks_per_sm == 0) {
         std::vector<std::vector<lowbit::bench::ReadRegion>> regions;
-        for (int k = 0; k < ncopies; ++k) regions.push_back({{buf + k * bytes, bytes}});
-        check(lowbit::bench::time_stream_read(s, regions, 15, &t), "read_us");
+        for (int k = 0; k < ncopies; ++k) regions.push_back({{u.buf + k * bytes, bytes}});
+        check(lowbit::bench::time_stream_read(u.stream, regions, 15, &t), "read_us");
       } else {
-        cudaLaunchAttribute la[1];
-        la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        la[0].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchAttribute la[1] = {probe::pdl_attribute()};
         cudaLaunchConfig_t cfg = {};
         cfg.attrs = c.pdl ? la : nullptr;
         cfg.numAttrs = c.pdl ? 1 : 0;
-        cfg.gridDim = dim3(sms * c.blocks_per_sm);
+        cfg.gridDim = dim3(u.sms * c.blocks_per_sm);
         cfg.blockDim = dim3(32);
         cfg.dynamicSmemBytes = static_cast<size_t>(c.stages) * c.chunk;
-        int call = 0;
-        check(lowbit::bench::time_in_graph(
-                  s,
-                  [&](cudaStream_t st) -> lowbit::Status {
-                    cfg.stream = st;
-                    const char* src = buf + static_cast<size_t>(call++ % ncopies) * bytes;
-                    if (cudaLaunchKernelEx(&cfg, tma_kernel, src, bytes, c.stages, c.chunk, c.trig, out) != cudaSuccess)
-                      return lowbit::make_status(lowbit::StatusCode::kCudaError, "tma_kernel launch");
-                    return lowbit::Status::Ok();
-                  },
-                  ncopies, 2, 15, &t),
-              c.name);
+        t = probe::time_launches(u.stream, ncopies, c.name, [&](cudaStream_t st, int call) {
+          cfg.stream = st;
+          const char* src = u.buf + static_cast<size_t>(call % ncopies) * bytes;
+          return cudaLaunchKernelEx(&cfg, tma_kernel, src, bytes, c.stages, c.chunk, c.trig, u.out);
+        });
       }
-      LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());
-      unsigned to = 0;
-      LOWBIT_BENCH_CUDA(cudaMemcpyFromSymbol(&to, g_timeout, sizeof(to)));
-      if (to) {
-        std::printf("TIMEOUT (an mbarrier wait gave up) | ");
-        to = 0;
-        LOWBIT_BENCH_CUDA(cudaMemcpyToSymbol(g_timeout, &to, sizeof(to)));
-        continue;
-      }
-      const double floor_us = bytes / (copy_gbps * 1e3);
-      std::printf("%.2f (%.1f) | ", t.median_us, 100.0 * floor_us / t.median_us);
+      probe::print_cell(&g_timeout, t, bytes, u.copy_gbps);
     }
     std::printf("\n");
     std::fflush(stdout);
@@ -194,11 +159,4 @@ int run() {
   return 0;
 }
 
-int main() {
-  try {
-    return run();
-  } catch (const std::exception& e) {  // a failed CUDA call or timing step, by name
-    std::fprintf(stderr, "stream_limit: %s\n", e.what());
-    return 1;
-  }
-}
+int main() { return probe::main_of("stream_limit", run); }

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "bench/common/gpu_timing.cuh"
+#include "docs/benchmarks/logs/probes/probe_table.cuh"
 #include "kernels/int4/common.cuh"
 
 using lowbit::int4::kern::bulk_copy;
@@ -166,31 +167,17 @@ struct Cfg {
   int ksteps = 0;  // chain 5's K steps per warp
 };
 
-void check(const lowbit::Status& st, const char* what) {
-  if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.to_string());
-}
+using probe::check;
 
 int run() {
-  int sms = 0;
-  LOWBIT_BENCH_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const size_t pool = size_t{1} << 30;  // 1 GiB of rotated copies: far past the L2
-  char* buf = nullptr;
-  LOWBIT_BENCH_CUDA(cudaMalloc(&buf, pool));
-  LOWBIT_BENCH_CUDA(cudaMemset(buf, 0x5A, pool));
+  const probe::Setup u = probe::setup();
   uint4* xy = nullptr;  // two x / y buffers: launch c reads c % 2 and writes (c + 1) % 2
   LOWBIT_BENCH_CUDA(cudaMalloc(&xy, 2 * kXyWords * sizeof(uint4)));
   LOWBIT_BENCH_CUDA(cudaMemset(xy, 0x33, 2 * kXyWords * sizeof(uint4)));
-  uint32_t* out = nullptr;
-  LOWBIT_BENCH_CUDA(cudaMalloc(&out, 64 * 1024 * sizeof(uint32_t)));
-  cudaStream_t s;
-  LOWBIT_BENCH_CUDA(cudaStreamCreate(&s));
   LOWBIT_BENCH_CUDA(cudaFuncSetAttribute(chain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-
-  double copy_gbps = 0;
-  check(lowbit::bench::measure_copy_bandwidth(0, pool, &copy_gbps), "copy bandwidth");
-  if (sms % 2 != 0) throw std::runtime_error("chains 4 and 5 launch pairs: they need an even SM count");
+  if (u.sms % 2 != 0) throw std::runtime_error("chains 4 and 5 launch pairs: they need an even SM count");
   std::printf("# %s, %d SMs; copy bandwidth %.0f GB/s (the issue's floor: bytes / this); one block per SM\n",
-              lowbit::bench::machine_description().c_str(), sms, copy_gbps);
+              lowbit::bench::machine_description().c_str(), u.sms, u.copy_gbps);
 
   // One block per SM. 1 warp x 4 x 16 KB: stream_limit's best row; 8 warps x 1 x 8 KB: the same
   // bytes in flight in the decode GEMM's block shape; 8 warps x 3 x 4 KB: the decode GEMM's
@@ -207,13 +194,9 @@ int run() {
       {"W8 R3 C4K trig start chain 5 (16 K steps)", 8, 3, 4096, 0, 5, 16},
       {"W8 R3 C4K trig end chain 5 (16 K steps)", 8, 3, 4096, 1, 5, 16},
   };
-  const std::vector<std::pair<const char*, size_t>> sizes = {
+  const probe::Sizes sizes = {
       {"4.3 MB", 4325376}, {"8B o 8.65 MB", 8650752}, {"8B qkv 12.98 MB", 12976128}, {"8B down 30.3 MB", 30277632}};
-  std::printf("| kernel | ");
-  for (auto& z : sizes) std::printf("%s us (%%floor) | ", z.first);
-  std::printf("\n|---|");
-  for (size_t i = 0; i < sizes.size(); ++i) std::printf("---|");
-  std::printf("\n");
+  probe::print_header(sizes);
   for (const Cfg& c : cfgs) {
     if (c.stages > kMaxStages || c.warps > kMaxWarps) {
       std::fprintf(stderr, "chain_limit: %s: at most %d stages, %d warps\n", c.name, kMaxStages, kMaxWarps);
@@ -222,48 +205,26 @@ int run() {
     std::printf("| %s | ", c.name);
     for (auto& z : sizes) {
       const size_t bytes = z.second;
-      const int ncopies = static_cast<int>(std::min<size_t>(pool / bytes, 64)) & ~1;  // even: x / y alternate
-      lowbit::bench::Timing t{};
-      cudaLaunchAttribute la[2];
-      la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      la[0].val.programmaticStreamSerializationAllowed = 1;
-      la[1].id = cudaLaunchAttributeClusterDimension;  // chain 4: pairs along x
+      const int ncopies = static_cast<int>(std::min<size_t>(u.pool / bytes, 64)) & ~1;  // even: x / y alternate
+      cudaLaunchAttribute la[2] = {probe::pdl_attribute(), {}};
+      la[1].id = cudaLaunchAttributeClusterDimension;  // chains 4 and 5: pairs along x
       la[1].val.clusterDim.x = 2;
       la[1].val.clusterDim.y = 1;
       la[1].val.clusterDim.z = 1;
       cudaLaunchConfig_t cfg = {};
       cfg.attrs = la;
       cfg.numAttrs = c.chain >= 4 ? 2 : 1;
-      cfg.gridDim = dim3(sms);
+      cfg.gridDim = dim3(u.sms);
       cfg.blockDim = dim3(32 * c.warps);
       cfg.dynamicSmemBytes = static_cast<size_t>(c.warps) * c.stages * c.chunk;
-      int call = 0;
-      check(lowbit::bench::time_in_graph(
-                s,
-                [&](cudaStream_t st) -> lowbit::Status {
-                  cfg.stream = st;
-                  const int k = call++;
-                  const char* src = buf + static_cast<size_t>(k % ncopies) * bytes;
-                  const uint4* x = xy + (k % 2) * kXyWords;
-                  uint4* y = xy + ((k + 1) % 2) * kXyWords;
-                  if (cudaLaunchKernelEx(&cfg, chain_kernel, src, bytes, c.stages, c.chunk, c.trig, c.chain, c.ksteps, x, y,
-                                         out) != cudaSuccess)
-                    return lowbit::make_status(lowbit::StatusCode::kCudaError, "chain_kernel launch");
-                  return lowbit::Status::Ok();
-                },
-                ncopies, 2, 15, &t),
-            c.name);
-      LOWBIT_BENCH_CUDA(cudaDeviceSynchronize());
-      unsigned to = 0;
-      LOWBIT_BENCH_CUDA(cudaMemcpyFromSymbol(&to, g_timeout, sizeof(to)));
-      if (to) {
-        std::printf("TIMEOUT (an mbarrier wait gave up) | ");
-        to = 0;
-        LOWBIT_BENCH_CUDA(cudaMemcpyToSymbol(g_timeout, &to, sizeof(to)));
-        continue;
-      }
-      const double floor_us = bytes / (copy_gbps * 1e3);
-      std::printf("%.2f (%.1f) | ", t.median_us, 100.0 * floor_us / t.median_us);
+      const lowbit::bench::Timing t = probe::time_launches(u.stream, ncopies, c.name, [&](cudaStream_t st, int k) {
+        cfg.stream = st;
+        const char* src = u.buf + static_cast<size_t>(k % ncopies) * bytes;
+        const uint4* x = xy + (k % 2) * kXyWords;  // launch k reads launch k - 1's y
+        uint4* y = xy + ((k + 1) % 2) * kXyWords;
+        return cudaLaunchKernelEx(&cfg, chain_kernel, src, bytes, c.stages, c.chunk, c.trig, c.chain, c.ksteps, x, y, u.out);
+      });
+      probe::print_cell(&g_timeout, t, bytes, u.copy_gbps);
     }
     std::printf("\n");
     std::fflush(stdout);
@@ -271,11 +232,4 @@ int run() {
   return 0;
 }
 
-int main() {
-  try {
-    return run();
-  } catch (const std::exception& e) {  // a failed CUDA call or timing step, by name
-    std::fprintf(stderr, "chain_limit: %s\n", e.what());
-    return 1;
-  }
-}
+int main() { return probe::main_of("chain_limit", run); }
