@@ -44,7 +44,7 @@ using lowbit::int4::kern::mma_m16n8k16;
 using lowbit::int4::kern::smem_addr;
 
 constexpr int kMaxWarps = 8, kMaxStages = 8;
-constexpr unsigned kXyWords = 1024;  // 16 KB of x / y per launch (M = 1, K = 4096 bf16 is 8 KB)
+constexpr unsigned kXyWords = 2048;  // 32 KB of x / y per launch: 132 blocks x 128 B of y fit without overlap
 __device__ unsigned g_timeout;      // set when a bounded mbarrier wait gives up
 
 __device__ __forceinline__ bool wait_bounded(uint32_t bar, uint32_t parity) {
