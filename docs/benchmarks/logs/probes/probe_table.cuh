@@ -1,4 +1,4 @@
-// Host helpers of the launch-limit probes (session59_raw/stream_limit.cu, session60_raw/chain_limit.cu):
+// Helpers of the launch-limit probes (session59_raw/stream_limit.cu, session60_raw/chain_limit.cu):
 // each prints one markdown table, a row per kernel configuration and a cell per byte count, every cell
 // timed by the bench's own code (bench/common/gpu_timing.cu) so that the rows compare with
 // `lowbit bench gemm`'s.
@@ -19,6 +19,21 @@ namespace probe {
 
 // The byte counts of a table: a column name and the bytes one launch streams.
 using Sizes = std::vector<std::pair<const char*, size_t>>;
+
+// kern::mbar_wait's try_wait loop (kernels/int4/common.cuh), bounded: false once ~2^24 tries
+// have failed, so that a copy that never lands prints TIMEOUT instead of hanging the probe.
+__device__ __forceinline__ bool mbar_wait_bounded(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  for (long spin = 0; !done; ++spin) {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    if (!done && spin > (1l << 24)) break;
+  }
+  return done != 0;
+}
 
 inline void check(const lowbit::Status& st, const char* what) {
   if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.to_string());

@@ -24,8 +24,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <string>
-#include <stdexcept>
 #include <vector>
 
 #include "bench/common/gpu_timing.cuh"
@@ -64,15 +62,7 @@ __global__ void tma_kernel(const char* src, size_t bytes, int stages, int chunk,
     for (int c = 0; c < nchunks; ++c) {
       const int s = c % stages;
       const uint32_t parity = static_cast<uint32_t>(c / stages) & 1u;
-      uint32_t done = 0;  // kern::mbar_wait's try_wait, bounded here
-      for (long spin = 0; !done; ++spin) {
-        asm volatile(
-            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(smem_addr(&bars[s])), "r"(parity)
-            : "memory");
-        if (!done && spin > (1l << 24)) break;
-      }
+      const bool done = probe::mbar_wait_bounded(smem_addr(&bars[s]), parity);
       if (!done) {  // bounded: report and stop streaming (the table prints TIMEOUT)
         atomicExch(&g_timeout, 1u);
         break;

@@ -30,7 +30,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "bench/common/gpu_timing.cuh"
@@ -46,17 +45,6 @@ using lowbit::int4::kern::smem_addr;
 constexpr int kMaxWarps = 8, kMaxStages = 8;
 constexpr unsigned kXyWords = 2048;  // 32 KB of x / y per launch: 132 blocks x 128 B of y fit without overlap
 __device__ unsigned g_timeout;      // set when a bounded mbarrier wait gives up
-
-__device__ __forceinline__ bool wait_bounded(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  for (long spin = 0; !done && spin <= (1l << 24); ++spin)
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  return done != 0;
-}
 
 __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chunk, int trig, int chain, int ksteps,
                              const uint4* x, uint4* y, uint32_t* out) {
@@ -97,7 +85,7 @@ __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chun
   if (lane == 0)
     for (int c = 0; c < nchunks; ++c) {
       const int s = c % stages;
-      if (!wait_bounded(smem_addr(&bars[warp][s]), static_cast<uint32_t>(c / stages) & 1u)) {
+      if (!probe::mbar_wait_bounded(smem_addr(&bars[warp][s]), static_cast<uint32_t>(c / stages) & 1u)) {
         ok = false;
         break;
       }
