@@ -95,6 +95,11 @@ struct DecodeParams {
   // its start (x_prefetch_rule; LOWBIT_INT4_DECODE_XPREFETCH=0 for measurements). kFull tiles
   // always load ahead.
   int x_prefetch = 1;
+  // kFull tiles (measurement, branch exp/x-early, session 60): batch 1's x fragments are
+  // requested at griddepcontrol.wait together with batch 0's (batch 0 straight into xa, batch 1
+  // into xn) instead of once batch 0's have arrived; with two batches per warp (8B o at M = 1)
+  // that is one L2 round trip after the wait instead of two. LOWBIT_INT4_DECODE_XEARLY=1.
+  int x_early = 0;
   // Where the block lets the next kernel launch (griddepcontrol.launch_dependents; dense by
   // launch()'s rule, MoE down by moe_down_pdl_trigger, MoE gate/up always 0): 0 at the start,
   // 1 once the warp's first weight batch has arrived, 2 after its K loop (measurements:
@@ -787,7 +792,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     if (nb > 0) {
       if constexpr (kRollX)
         load_x_batch(Steps<0, kXRing>{}, xa, s0);  // the first R steps; then rolled
-      else if (kXAhead == kXFull && xmode == kXFull)
+      else if (kXAhead == kXFull && xmode == kXFull && p.x_early != 0) {
+        load_x_batch(Steps<0, D>{}, xa, s0);  // DecodeParams::x_early: batch 0 into xa,
+        if (nb > 1) load_x_batch(Steps<0, D>{}, xn, s0 + D);  // batch 1 at once
+      } else if (kXAhead == kXFull && xmode == kXFull)
         load_x_batch(Steps<0, D>{}, xn, s0);
       if (kXAhead == kXHalf && xmode == kXHalf) load_x_batch(Steps<0, kHalf>{}, xa, s0);
     }
@@ -833,7 +841,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
           roll_on = b + 1 < nb;
           roll_base = sb + D;
           roll_last = min(D, s1 - roll_base) - 1;
-        } else {
+        } else if (!(kXAhead == kXFull && xmode == kXFull && p.x_early != 0 && b == 0)) {  // (x_early: in xa)
           if (xmode == XAhead::kNow) load_x(Steps<0, D>{}, xn, sb, n_in, full_tag);  // this batch's, now
 #pragma unroll
           for (int i = 0; i < D; ++i)
@@ -1156,6 +1164,15 @@ int env_pdl_trigger() {
   return v;
 }
 
+// LOWBIT_INT4_DECODE_XEARLY=1 (read once; measurement, branch exp/x-early): DecodeParams::x_early.
+int env_x_early() {
+  static const int v = [] {
+    const char* e = std::getenv("LOWBIT_INT4_DECODE_XEARLY");
+    return e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0;
+  }();
+  return v;
+}
+
 // LOWBIT_INT4_DECODE_XPREFETCH=0 (read once; measurements): DecodeParams::x_prefetch off (the
 // kHalf tiles' half-batch prefetch; kFull tiles always load a batch ahead).
 int env_x_prefetch() {
@@ -1220,6 +1237,7 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
                                 32 * Cfg::NW, kSmem, known,
                                 static_cast<long long>(Cfg::kMinBlocks) * current_sm_count());
   p.x_prefetch = x_prefetch_rule<Cfg, W>(env_x_prefetch(), p.splits);
+  p.x_early = env_x_early();
   p.push = !Cfg::XS && p.splits >= 2 && p.splits <= 1 + decode_push_peers<Cfg::NT, MODE>() && env_push() ? 1 : 0;
   // A grid of at most one block per SM lets the next kernel launch only once its warps' first
   // weight batches have arrived: its blocks would otherwise take each SM's second slot at once
