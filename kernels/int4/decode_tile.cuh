@@ -95,10 +95,10 @@ struct DecodeParams {
   // its start (x_prefetch_rule; LOWBIT_INT4_DECODE_XPREFETCH=0 for measurements). kFull tiles
   // always load ahead.
   int x_prefetch = 1;
-  // kFull tiles (measurement, branch exp/x-early, session 60): batch 1's x fragments are
-  // requested at griddepcontrol.wait together with batch 0's (batch 0 straight into xa, batch 1
-  // into xn) instead of once batch 0's have arrived; with two batches per warp (8B o at M = 1)
-  // that is one L2 round trip after the wait instead of two. LOWBIT_INT4_DECODE_XEARLY=1.
+  // kFull tiles: batch 1's x fragments are requested at griddepcontrol.wait together with batch
+  // 0's (batch 0 straight into xa, batch 1 into xn) instead of once batch 0's have arrived: one
+  // L2 round trip after the wait instead of two where a warp has two batches (8B o at M = 1).
+  // Set by x_early_rule (LOWBIT_INT4_DECODE_XEARLY=0 / 2: never / every kFull tile).
   int x_early = 0;
   // Where the block lets the next kernel launch (griddepcontrol.launch_dependents; dense by
   // launch()'s rule, MoE down by moe_down_pdl_trigger, MoE gate/up always 0): 0 at the start,
@@ -308,6 +308,20 @@ template <typename Cfg, int W>
 int x_prefetch_rule(int env_on, int splits) {
   if (decode_x_ahead<Cfg, W>() == XAhead::kHalf && splits == 1) return 0;
   return env_on;
+}
+
+// DecodeParams::x_early for a launch (env: env_x_early, 1 = this rule). Measured on / off
+// alternated three times in one run (session 61, 1x H100, bf16 G = 128, branch exp/x-early,
+// docs/benchmarks/logs/session61_raw): faster on the 8-row tiles and on 16-row deep tiles in
+// split-K pairs (8b.o M = 1 / 8 6.4 / 7.1 vs 6.8 / 7.5 us, 8b.down M = 1 / 16 15.9 / 20.5 vs
+// 16.2 / 21.1, 70b.o M = 1 16.6 vs 16.9, 8b.gate_up M = 8 27.5 vs 27.9, the MoE models at M = 1
+// / 8 0.2-0.7 us), within 0.15 us elsewhere (8b.qkv M = 8 10.4 vs 10.3); slower on the 8-warp
+// 16-row deep tile alone (70b.o M = 16, 8 batches per warp: 23.6 vs 22.8), which keeps off.
+template <typename Cfg, int W>
+int x_early_rule(int env, int splits) {
+  if (decode_x_ahead<Cfg, W>() != XAhead::kFull || env == 0) return 0;
+  if (env == 2) return 1;
+  return Cfg::NT == 2 && splits == 1 ? 0 : 1;
 }
 
 template <typename T, typename Cfg, int W, bool kSym, int MODE>
@@ -1164,12 +1178,10 @@ int env_pdl_trigger() {
   return v;
 }
 
-// LOWBIT_INT4_DECODE_XEARLY=1 (read once; measurement, branch exp/x-early): DecodeParams::x_early.
+// LOWBIT_INT4_DECODE_XEARLY=0 / 2 (read once; measurements and tests): DecodeParams::x_early
+// never / on every kFull tile, instead of by x_early_rule.
 int env_x_early() {
-  static const int v = [] {
-    const char* e = std::getenv("LOWBIT_INT4_DECODE_XEARLY");
-    return e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0;
-  }();
+  static const int v = env_012("LOWBIT_INT4_DECODE_XEARLY");
   return v;
 }
 
@@ -1237,7 +1249,7 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
                                 32 * Cfg::NW, kSmem, known,
                                 static_cast<long long>(Cfg::kMinBlocks) * current_sm_count());
   p.x_prefetch = x_prefetch_rule<Cfg, W>(env_x_prefetch(), p.splits);
-  p.x_early = env_x_early();
+  p.x_early = x_early_rule<Cfg, W>(env_x_early(), p.splits);
   p.push = !Cfg::XS && p.splits >= 2 && p.splits <= 1 + decode_push_peers<Cfg::NT, MODE>() && env_push() ? 1 : 0;
   // A grid of at most one block per SM lets the next kernel launch only once its warps' first
   // weight batches have arrived: its blocks would otherwise take each SM's second slot at once

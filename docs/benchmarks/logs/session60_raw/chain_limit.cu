@@ -16,6 +16,12 @@
 //            steps of one 16 B word per lane from the landed stages, unpacked by a LOP3 per
 //            register and multiplied by 5 bf16 MMAs m16n8k16 (4 column tiles and sum(x)) into
 //            dependent accumulators, as the 8-row tile does (8B o, M = 1: 16 steps per warp)
+// Added in session 61 (after the H100 run of chains 0-5, session61_raw/chain_limit_h100.md):
+//   chain 6  chain 3 in pairs of independent blocks (2b, 2b + 1; no cluster) that reduce through
+//            global memory: each stores its 2 KB of sums, fences, counts itself on the pair's
+//            counter; the second to arrive loads the other's 2 KB, adds and stores y
+//   chain 7  chain 6 with chain 5's K loop
+//   chain 8  chain 5 with 4 MMAs per step (no sum(x) MMA: what computing it elsewhere saves)
 // Blocks of NW warps; lane 0 of each warp streams the warp's contiguous share through R stages
 // of C bytes (cp.async.bulk on per-stage mbarriers, every wait bounded), all requested before
 // the wait when R x C covers the share. The floor, the graph timing and the machine line are
@@ -47,12 +53,14 @@ constexpr unsigned kXyWords = 2048;  // 32 KB of x / y per launch: 132 blocks x 
 __device__ unsigned g_timeout;      // set when a bounded mbarrier wait gives up
 
 __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chunk, int trig, int chain, int ksteps,
-                             const uint4* x, uint4* y, uint32_t* out) {
+                             const uint4* x, uint4* y, uint32_t* out, uint32_t* ws, unsigned* counts) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[kMaxWarps][kMaxStages];
   __shared__ uint32_t red[kMaxWarps];
   __shared__ uint32_t recv[512];  // chain 4: rank 1's 2 KB of sums
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const bool kloop = chain == 5 || chain == 7 || chain == 8, cluster = chain == 4 || chain == 5 || chain == 8;
+  const bool gpair = chain == 6 || chain == 7;
   // The warp's share [lo, hi), 16 B aligned.
   const size_t units = static_cast<size_t>(gridDim.x) * nw, u = static_cast<size_t>(blockIdx.x) * nw + warp;
   const size_t words = bytes / 16, lo = words * u / units * 16, hi = words * (u + 1) / units * 16;
@@ -99,7 +107,7 @@ __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chun
   __syncwarp();
   if (trig == 1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   acc ^= xv.x ^ xv.y ^ xv.z ^ xv.w;
-  if (chain >= 5) {  // the K loop: every word of a step feeds 4 MMAs, x (xv) their B operand
+  if (kloop) {  // the K loop: every word of a step feeds 4 MMAs, x (xv) their B operand
     float c[5][4] = {};
     const uint32_t b0 = xv.x, b1 = xv.y;
     const unsigned span = static_cast<unsigned>(stages * chunk) / 16u;  // the warp's stage words
@@ -114,7 +122,7 @@ __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chun
         mma_m16n8k16<__nv_bfloat16>(c[j], a, b0, b1);
       }
       const uint32_t ones[4] = {0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u};
-      mma_m16n8k16<__nv_bfloat16>(c[4], ones, b0, b1);
+      if (chain != 8) mma_m16n8k16<__nv_bfloat16>(c[4], ones, b0, b1);
     }
     float t = 0.f;
 #pragma unroll
@@ -129,7 +137,7 @@ __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chun
     __syncthreads();
     if (warp == 0) acc = __reduce_xor_sync(0xFFFFFFFFu, lane < nw ? red[lane] : 0u);
   }
-  if (chain >= 4) {  // rank 1's sums into rank 0's buffer, then rank 0 adds them
+  if (cluster) {  // rank 1's sums into rank 0's buffer, then rank 0 adds them
     namespace cg = cooperative_groups;
     cg::cluster_group cl = cg::this_cluster();
     if (cl.block_rank() == 1) {
@@ -142,6 +150,21 @@ __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chun
       for (int i = lane; i < 512; i += 32) acc ^= recv[i];
     acc = __reduce_xor_sync(0xFFFFFFFFu, acc);
   }
+  if (gpair) {  // both store their sums; the pair's second arrival adds the other's
+    __shared__ unsigned second;
+    uint32_t* const mine_ws = ws + static_cast<size_t>(blockIdx.x) * 512;
+    for (int i = threadIdx.x; i < 512; i += blockDim.x) mine_ws[i] = acc + i;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) second = atomicAdd(counts + blockIdx.x / 2, 1u) & 1u;  // launches count on: odd = second
+    __syncthreads();
+    if (second == 0) return;
+    __threadfence();
+    const volatile uint32_t* other = ws + static_cast<size_t>(blockIdx.x ^ 1u) * 512;
+    if (warp == 0)
+      for (int i = lane; i < 512; i += 32) acc ^= other[i];
+    acc = __reduce_xor_sync(0xFFFFFFFFu, acc);
+  }
   if (chain == 0) {
     if (threadIdx.x == 0) atomicXor(out + blockIdx.x, acc);
   } else if (warp == 0 && lane < 8) {
@@ -152,7 +175,7 @@ __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chun
 struct Cfg {
   const char* name;
   int warps, stages, chunk, trig, chain;
-  int ksteps = 0;  // chain 5's K steps per warp
+  int ksteps = 0;  // chains 5, 7, 8: K steps per warp
 };
 
 using probe::check;
@@ -163,7 +186,12 @@ int run() {
   LOWBIT_BENCH_CUDA(cudaMalloc(&xy, 2 * kXyWords * sizeof(uint4)));
   LOWBIT_BENCH_CUDA(cudaMemset(xy, 0x33, 2 * kXyWords * sizeof(uint4)));
   LOWBIT_BENCH_CUDA(cudaFuncSetAttribute(chain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-  if (u.sms % 2 != 0) throw std::runtime_error("chains 4 and 5 launch pairs: they need an even SM count");
+  if (u.sms % 2 != 0) throw std::runtime_error("chains 4-8 launch pairs: they need an even SM count");
+  uint32_t* ws = nullptr;  // chains 6, 7: 2 KB of sums per block, one counter per pair
+  unsigned* counts = nullptr;
+  LOWBIT_BENCH_CUDA(cudaMalloc(&ws, static_cast<size_t>(u.sms) * 512 * sizeof(uint32_t)));
+  LOWBIT_BENCH_CUDA(cudaMalloc(&counts, static_cast<size_t>(u.sms) * sizeof(unsigned)));
+  LOWBIT_BENCH_CUDA(cudaMemset(counts, 0, static_cast<size_t>(u.sms) * sizeof(unsigned)));
   std::printf("# %s, %d SMs; copy bandwidth %.0f GB/s (the issue's floor: bytes / this); one block per SM\n",
               lowbit::bench::machine_description().c_str(), u.sms, u.copy_gbps);
 
@@ -181,6 +209,14 @@ int run() {
       {"W8 R1 C8K trig start chain 5 (16 K steps)", 8, 1, 8192, 0, 5, 16},
       {"W8 R3 C4K trig start chain 5 (16 K steps)", 8, 3, 4096, 0, 5, 16},
       {"W8 R3 C4K trig end chain 5 (16 K steps)", 8, 3, 4096, 1, 5, 16},
+      {"W8 R1 C8K trig start chain 6", 8, 1, 8192, 0, 6},
+      {"W8 R3 C4K trig start chain 6", 8, 3, 4096, 0, 6},
+      {"W8 R1 C8K trig start chain 7 (16 K steps)", 8, 1, 8192, 0, 7, 16},
+      {"W8 R3 C4K trig start chain 7 (16 K steps)", 8, 3, 4096, 0, 7, 16},
+      {"W8 R1 C8K trig start chain 8 (16 K steps, 4 MMAs)", 8, 1, 8192, 0, 8, 16},
+      {"W8 R3 C4K trig start chain 8 (16 K steps, 4 MMAs)", 8, 3, 4096, 0, 8, 16},
+      {"W8 R1 C8K trig start chain 5 (32 K steps)", 8, 1, 8192, 0, 5, 32},
+      {"W8 R1 C8K trig start chain 8 (32 K steps, 4 MMAs)", 8, 1, 8192, 0, 8, 32},
   };
   const probe::Sizes sizes = {
       {"4.3 MB", 4325376}, {"8B o 8.65 MB", 8650752}, {"8B qkv 12.98 MB", 12976128}, {"8B down 30.3 MB", 30277632}};
@@ -195,13 +231,13 @@ int run() {
       const size_t bytes = z.second;
       const int ncopies = static_cast<int>(std::min<size_t>(u.pool / bytes, 64)) & ~1;  // even: x / y alternate
       cudaLaunchAttribute la[2] = {probe::pdl_attribute(), {}};
-      la[1].id = cudaLaunchAttributeClusterDimension;  // chains 4 and 5: pairs along x
+      la[1].id = cudaLaunchAttributeClusterDimension;  // chains 4, 5, 8: pairs along x
       la[1].val.clusterDim.x = 2;
       la[1].val.clusterDim.y = 1;
       la[1].val.clusterDim.z = 1;
       cudaLaunchConfig_t cfg = {};
       cfg.attrs = la;
-      cfg.numAttrs = c.chain >= 4 ? 2 : 1;
+      cfg.numAttrs = c.chain == 4 || c.chain == 5 || c.chain == 8 ? 2 : 1;
       cfg.gridDim = dim3(u.sms);
       cfg.blockDim = dim3(32 * c.warps);
       cfg.dynamicSmemBytes = static_cast<size_t>(c.warps) * c.stages * c.chunk;
@@ -210,7 +246,8 @@ int run() {
         const char* src = u.buf + static_cast<size_t>(k % ncopies) * bytes;
         const uint4* x = xy + (k % 2) * kXyWords;  // launch k reads launch k - 1's y
         uint4* y = xy + ((k + 1) % 2) * kXyWords;
-        return cudaLaunchKernelEx(&cfg, chain_kernel, src, bytes, c.stages, c.chunk, c.trig, c.chain, c.ksteps, x, y, u.out);
+        return cudaLaunchKernelEx(&cfg, chain_kernel, src, bytes, c.stages, c.chunk, c.trig, c.chain, c.ksteps, x, y, u.out, ws,
+                                  counts);
       });
       probe::print_cell(&g_timeout, t, bytes, u.copy_gbps);
     }
