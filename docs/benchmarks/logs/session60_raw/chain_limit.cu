@@ -22,6 +22,9 @@
 //            counter; the second to arrive loads the other's 2 KB, adds and stores y
 //   chain 7  chain 6 with chain 5's K loop
 //   chain 8  chain 5 with 4 MMAs per step (no sum(x) MMA: what computing it elsewhere saves)
+//   chain 9  chain 3 with chain 5's K loop: split K inside the block only, no pair
+// "half grid": one block per two SMs (16-warp blocks hold the warps of two 8-warp blocks; the
+// next launch's blocks can take the SMs this one leaves idle).
 // Blocks of NW warps; lane 0 of each warp streams the warp's contiguous share through R stages
 // of C bytes (cp.async.bulk on per-stage mbarriers, every wait bounded), all requested before
 // the wait when R x C covers the share. The floor, the graph timing and the machine line are
@@ -48,7 +51,7 @@ using lowbit::int4::kern::mbar_init;
 using lowbit::int4::kern::mma_m16n8k16;
 using lowbit::int4::kern::smem_addr;
 
-constexpr int kMaxWarps = 8, kMaxStages = 8;
+constexpr int kMaxWarps = 16, kMaxStages = 8;
 constexpr unsigned kXyWords = 2048;  // 32 KB of x / y per launch: 132 blocks x 128 B of y fit without overlap
 __device__ unsigned g_timeout;      // set when a bounded mbarrier wait gives up
 
@@ -59,7 +62,7 @@ __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chun
   __shared__ uint32_t red[kMaxWarps];
   __shared__ uint32_t recv[512];  // chain 4: rank 1's 2 KB of sums
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-  const bool kloop = chain == 5 || chain == 7 || chain == 8, cluster = chain == 4 || chain == 5 || chain == 8;
+  const bool kloop = chain == 5 || chain == 7 || chain == 8 || chain == 9, cluster = chain == 4 || chain == 5 || chain == 8;
   const bool gpair = chain == 6 || chain == 7;
   // The warp's share [lo, hi), 16 B aligned.
   const size_t units = static_cast<size_t>(gridDim.x) * nw, u = static_cast<size_t>(blockIdx.x) * nw + warp;
@@ -175,7 +178,8 @@ __global__ void chain_kernel(const char* src, size_t bytes, int stages, int chun
 struct Cfg {
   const char* name;
   int warps, stages, chunk, trig, chain;
-  int ksteps = 0;  // chains 5, 7, 8: K steps per warp
+  int ksteps = 0;  // chains 5, 7, 8, 9: K steps per warp
+  int half = 0;    // 1: a grid of one block per two SMs
 };
 
 using probe::check;
@@ -217,6 +221,12 @@ int run() {
       {"W8 R3 C4K trig start chain 8 (16 K steps, 4 MMAs)", 8, 3, 4096, 0, 8, 16},
       {"W8 R1 C8K trig start chain 5 (32 K steps)", 8, 1, 8192, 0, 5, 32},
       {"W8 R1 C8K trig start chain 8 (32 K steps, 4 MMAs)", 8, 1, 8192, 0, 8, 32},
+      {"W8 R1 C8K trig start chain 9 (16 K steps)", 8, 1, 8192, 0, 9, 16},
+      {"W16 R1 C8K half grid trig start chain 3", 16, 1, 8192, 0, 3, 0, 1},
+      {"W16 R1 C8K half grid trig start chain 9 (16 K steps)", 16, 1, 8192, 0, 9, 16, 1},
+      {"W16 R2 C4K half grid trig start chain 9 (16 K steps)", 16, 2, 4096, 0, 9, 16, 1},
+      {"W16 R1 C8K half grid trig end chain 9 (16 K steps)", 16, 1, 8192, 1, 9, 16, 1},
+      {"W8 R2 C8K half grid trig start chain 9 (32 K steps)", 8, 2, 8192, 0, 9, 32, 1},
   };
   const probe::Sizes sizes = {
       {"4.3 MB", 4325376}, {"8B o 8.65 MB", 8650752}, {"8B qkv 12.98 MB", 12976128}, {"8B down 30.3 MB", 30277632}};
@@ -238,7 +248,7 @@ int run() {
       cudaLaunchConfig_t cfg = {};
       cfg.attrs = la;
       cfg.numAttrs = c.chain == 4 || c.chain == 5 || c.chain == 8 ? 2 : 1;
-      cfg.gridDim = dim3(u.sms);
+      cfg.gridDim = dim3(c.half != 0 ? u.sms / 2 : u.sms);
       cfg.blockDim = dim3(32 * c.warps);
       cfg.dynamicSmemBytes = static_cast<size_t>(c.warps) * c.stages * c.chunk;
       const lowbit::bench::Timing t = probe::time_launches(u.stream, ncopies, c.name, [&](cudaStream_t st, int k) {
