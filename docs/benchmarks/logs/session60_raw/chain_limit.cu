@@ -29,7 +29,7 @@
 // of C bytes (cp.async.bulk on per-stage mbarriers, every wait bounded), all requested before
 // the wait when R x C covers the share. The floor, the graph timing and the machine line are
 // the bench's own code (bench/common/gpu_timing.cu).
-// Build (repository root, after the README's build): nvcc -O3 -std=c++20 -I include -I .
+// Build (repository root, after the README's build): nvcc -O3 -std=c++20 -diag-suppress=2810 -I include -I .
 //   -gencode=arch=compute_90a,code=sm_90a -o chain_limit docs/benchmarks/logs/session60_raw/chain_limit.cu
 //   bench/common/gpu_timing.cu build/liblowbit_common.a
 #include <cooperative_groups.h>
