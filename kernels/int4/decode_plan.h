@@ -46,14 +46,30 @@ constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps
 inline DecodeShape dense_rows8_shape(int units, int gsteps, int sms, bool bf16) {
   const DecodeShape s = decode_shape(units, 1, sms);
   if (bf16 && s.warps == 8 && s.splits == 1 && 3 * units <= 4 * sms && decode_window(gsteps, 8) != 2) return {4, 3};
-  // bf16: 8-warp pairs whose 2 x units blocks fill more than one wave of single blocks but well
-  // under two (8b.qkv's 96 groups: 192 blocks leave 60 of 132 SMs with two and the rest with one)
-  // take 8-warp blocks alone, one per SM and no cluster reduction. Measured (session 44, bf16, min
-  // of 3 alternated passes, us): 1x H200 8b.qkv M = 1 / 8 6.65 / 7.42 vs 6.77 / 7.74, 1x H100
-  // (session 43) 0.887x / 0.946x; 70b.o's 128 groups (256 blocks, nearly two per SM) stay in pairs
-  // (H100: alone 1.068x / 1.039x). Not fp16: on the H200 8b.qkv M = 1 took 6.57 vs 6.40 us.
-  if (bf16 && s.warps == 8 && s.splits == 2 && 2 * units > sms && 16 * units < 15 * sms) return {8, 1};
+  // (Session 44 ran bf16 8b.qkv's 96 groups in 8-warp blocks alone, measured 0.98x / 0.95x the
+  // pairs' time at M = 1 / 8 on an H200 when the pairs' 192 blocks let the next launch start at
+  // once. Since x is requested two batches ahead (x_early, session 61) and with the pairs' trigger
+  // after their first batches (dense_pdl_trigger), the pairs won on an H100: M = 1 / 2 / 4 / 8 7.6
+  // / 7.9 / 8.3 / 9.0 vs 8.6 / 9.3 / 9.5 / 10.5 us alone, min of 3 alternated passes,
+  // docs/benchmarks/logs/session61_raw/results_h100_qkv.tgz; not yet measured on an H200.)
   return s;
+}
+
+// Where the dense decode GEMM lets the next launch start (DecodeParams::pdl_trigger): 1 once
+// its warps' first batches have landed, 0 at its start. A grid of at most one block per SM
+// takes 1: the next launch's blocks would otherwise take each SM's second slot at once and
+// stream their first batches against ours (session 9, round E, 1x H200, bf16: 8b.down M = 1 / 8
+// 13.8 / 15.0 vs 16.1 / 18.2 us, 8b.o 6.7 / 7.1 vs 7.3 / 8.3); larger grids 0 (8b.qkv pairs,
+// 192 blocks, M = 8 9.4 vs 9.8 then; 70b.qkv's 480 4-warp blocks: 21.7 vs 23.0 us at M = 1 on
+// an H100 in session 61). Except bf16 8-warp 8-row pairs under 15/8 blocks per SM (8b.qkv's
+// 192), which take 1 since session 61 (1x H100, min of 3 alternated passes, x_early on: M = 1
+// / 2 / 4 / 8 7.6 / 7.9 / 8.3 / 9.0 vs 8.0 / 8.4 / 8.6 / 9.1 us; fp16's pairs lost 0.2 us at
+// M = 1 / 2, 70b.o's and 70b.down's 256 pair blocks were within 1%).
+// blocks: splits x row tiles x column groups; rows8: the 8-row tiles.
+inline int dense_pdl_trigger(long long blocks, int sms, int warps, int splits, bool rows8, bool bf16) {
+  if (blocks <= sms) return 1;
+  if (bf16 && rows8 && warps == 8 && splits == 2 && 8 * blocks < 15LL * sms) return 1;
+  return 0;
 }
 
 // Row tiles of the dense decode GEMM. Up to M = 8: one 8-row tile. M = 9..32 with windows

@@ -1251,14 +1251,10 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
   p.x_prefetch = x_prefetch_rule<Cfg, W>(env_x_prefetch(), p.splits);
   p.x_early = x_early_rule<Cfg, W>(env_x_early(), p.splits);
   p.push = !Cfg::XS && p.splits >= 2 && p.splits <= 1 + decode_push_peers<Cfg::NT, MODE>() && env_push() ? 1 : 0;
-  // A grid of at most one block per SM lets the next kernel launch only once its warps' first
-  // weight batches have arrived: its blocks would otherwise take each SM's second slot at once
-  // and stream their first batches against ours. Measured (session 9, round E, 1x H200, bf16;
-  // trigger at the start vs after the first batch, twice each): 8b.down (128 blocks) M = 1 / 8
-  // 16.1 / 18.2 vs 13.8 / 15.0 us, 8b.o M = 1 / 8 7.3 / 8.3 vs 6.7 / 7.1; larger grids lose
-  // a little (8b.qkv, 192 blocks, M = 8 9.4 vs 9.8; 70b.qkv, 160, M = 8 21.0 vs 21.7).
   if constexpr (MODE == kDecDense) {  // the only mode that reads it
-    p.pdl_trigger = static_cast<long long>(p.splits) * gr.y * gr.groups <= current_sm_count() ? 1 : 0;
+    p.pdl_trigger = dense_pdl_trigger(static_cast<long long>(p.splits) * gr.y * gr.groups, current_sm_count(), Cfg::NW,
+                                      p.splits, Cfg::NT == 1 && !Cfg::XS && !Cfg::XW,
+                                      std::is_same_v<T, __nv_bfloat16>);
     if (const int forced = env_pdl_trigger(); forced >= 0) p.pdl_trigger = forced;
   }
   if constexpr (MODE == kDecMoeDown) {

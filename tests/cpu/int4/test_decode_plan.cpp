@@ -45,10 +45,10 @@ TEST(Int4DecodePlan, UnsharedMatchesMeasuredChoicesOnH200) {
       // M = 1 / 8: 8-row tiles, decode_shape() by column groups, except 70b.qkv's 160 groups:
       // 4-warp blocks in clusters of 3 (dense_rows8_shape; session 17, bf16: 16.7 vs 19.6 us for
       // 8 warps alone at M = 1, 18.5 vs 21.3 at M = 8).
-      // 8b.qkv in bf16: 8-warp blocks alone (192 pair blocks would leave 60 SMs with two; session
-      // 44: 6.65 / 7.42 vs 6.77 / 7.74 us at M = 1 / 8).
-      {"8b.qkv", 96, 1, DecodeTiles::kRows8, 8, 1},
-      {"8b.qkv", 96, 8, DecodeTiles::kRows8, 8, 1},
+      // 8b.qkv: 8-warp pairs (192 blocks) whose next launch starts after their first batches
+      // (dense_pdl_trigger; session 61, H100: 7.6 / 9.0 vs 8.6 / 10.5 us alone at M = 1 / 8).
+      {"8b.qkv", 96, 1, DecodeTiles::kRows8, 8, 2},
+      {"8b.qkv", 96, 8, DecodeTiles::kRows8, 8, 2},
       // 8b.o stays in 8-warp pairs at every M <= 8: its 4-warp pairs were faster at M = 1..4 in
       // bf16 (session 45: 0.93-0.96x on the H200, 0.85x on the H100) but the same rule lost on the
       // neighbouring weights (N x K 2048x4096, 3072x4096, 4096x2048, 4096x3072: 1.02-1.22x the
@@ -202,12 +202,10 @@ TEST(Int4DecodePlan, ScalesWithSmCount) {
   EXPECT_EQ(plan_unshared(1, 160, 2, 132, 32).shape.splits, 1);
   EXPECT_EQ(plan_unshared(1, 160, 2, 132, 32).shape.warps, 8);
   EXPECT_EQ(plan_unshared(1, 160, 4, 132, 32).shape.splits, 3);  // G = 64
-  // 8b.qkv's 96 groups in fp16 stay in pairs (session 44: alone 6.57 vs 6.40 us at M = 1).
+  // 8b.qkv's 96 groups in pairs, fp16 and bf16 (bf16 alone since session 44, pairs again since
+  // session 61 with the trigger after the first batches: Int4DecodePlan.PdlTrigger).
   EXPECT_EQ(unshared_decode_plan(1, 96, kG128Steps, 256, 132, 32, false).shape.splits, 2);
-  EXPECT_EQ(dense_rows8_shape(123, kG128Steps, 132, true).splits, 1);   // 246 blocks: < 1.875 waves
-  EXPECT_EQ(dense_rows8_shape(124, kG128Steps, 132, true).splits, 2);   // 248: nearly two per SM
-  EXPECT_EQ(dense_rows8_shape(66, kG128Steps, 132, true).splits, 2);    // one wave of pairs
-  EXPECT_EQ(dense_rows8_shape(67, kG128Steps, 132, true).splits, 1);
+  for (int units : {66, 67, 96, 123, 124}) EXPECT_EQ(dense_rows8_shape(units, kG128Steps, 132, true).splits, 2) << units;
   // Not in fp16 (its 8-warp blocks alone were faster on 70b.qkv).
   for (int m : {1, 8}) {
     const DensePlan f = unshared_decode_plan(m, 160, kG128Steps, 512, 132, 32, false);
@@ -380,3 +378,20 @@ TEST(Int4DecodePlan, MoeLargeExpertShapeMatchesMeasuredChoices) {
 
 }  // namespace
 }  // namespace lowbit::int4::kern
+
+// Where the dense decode GEMM lets the next launch start: after the first batches for grids of
+// at most one block per SM and for bf16 8-warp 8-row pairs under 15/8 blocks per SM (8b.qkv's
+// 192 on 132 SMs); at the start otherwise (70b.o's 256 pair blocks, 70b.qkv's 480 4-warp
+// blocks, fp16 pairs, 16-row tiles).
+TEST(Int4DecodePlan, PdlTrigger) {
+  EXPECT_EQ(dense_pdl_trigger(128, 132, 8, 2, true, true), 1);   // 8b.o
+  EXPECT_EQ(dense_pdl_trigger(132, 132, 4, 1, true, false), 1);  // one wave of single blocks
+  EXPECT_EQ(dense_pdl_trigger(192, 132, 8, 2, true, true), 1);   // 8b.qkv pairs, bf16
+  EXPECT_EQ(dense_pdl_trigger(192, 132, 8, 2, true, false), 0);  // fp16
+  EXPECT_EQ(dense_pdl_trigger(192, 132, 8, 2, false, true), 0);  // 16-row tiles
+  EXPECT_EQ(dense_pdl_trigger(192, 132, 4, 2, true, true), 0);   // 4-warp pairs
+  EXPECT_EQ(dense_pdl_trigger(247, 132, 8, 2, true, true), 1);   // 8 x 247 < 15 x 132
+  EXPECT_EQ(dense_pdl_trigger(248, 132, 8, 2, true, true), 0);
+  EXPECT_EQ(dense_pdl_trigger(256, 132, 8, 2, true, true), 0);   // 70b.o / 70b.down pairs
+  EXPECT_EQ(dense_pdl_trigger(480, 132, 4, 3, true, true), 0);   // 70b.qkv
+}
