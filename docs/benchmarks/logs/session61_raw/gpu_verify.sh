@@ -21,8 +21,8 @@ for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
 cat $B/COMMIT > $V/commit.txt
 for pass in 1 2 3; do
   for dt in bf16 fp16; do
-    timeout 60 $B/lowbit bench gemm --shapes llama3-8b.qkv --m 1,2,4,8 --dtype $dt --reps 10 --cooldown-ms 100 --out $V/${dt}-e1_p$pass > $V/${dt}-e1_p$pass.log 2>&1 || echo "plan $dt p$pass rc $?"
-    LOWBIT_INT4_DECODE_WARPS=8 LOWBIT_INT4_DECODE_SPLITS=1 timeout 60 $B/lowbit bench gemm --shapes llama3-8b.qkv --m 1,2,4,8 --dtype $dt --reps 10 --cooldown-ms 100 --out $V/${dt}-e0_p$pass > $V/${dt}-e0_p$pass.log 2>&1 || echo "alone $dt p$pass rc $?"
+    timeout 60 $B/lowbit bench gemm --shapes llama3-8b.qkv --m 1,2,4,8 --dtype $dt --reps 10 --cooldown-ms 100 --out $V/${dt}_e1_p$pass > $V/${dt}_e1_p$pass.log 2>&1 || echo "plan $dt p$pass rc $?"
+    LOWBIT_INT4_DECODE_WARPS=8 LOWBIT_INT4_DECODE_SPLITS=1 timeout 60 $B/lowbit bench gemm --shapes llama3-8b.qkv --m 1,2,4,8 --dtype $dt --reps 10 --cooldown-ms 100 --out $V/${dt}_e0_p$pass > $V/${dt}_e0_p$pass.log 2>&1 || echo "alone $dt p$pass rc $?"
   done
 done
 timeout 90 $B/lowbit bench gemm --m 1,8,16 --dtype bf16 --reps 10 --cooldown-ms 100 --out $V/all_plan > $V/all_plan.log 2>&1 || echo "all rc $?"
