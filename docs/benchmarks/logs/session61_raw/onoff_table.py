@@ -42,7 +42,7 @@ ax.bar(range(len(rows)), [r['ratio'] for r in rows], color=['C0' if r['ratio'] <
 ax.axhline(1.0, color='k', lw=0.8)
 ax.set_xticks(range(len(rows)), [f"{r['shape']} M={r['M']}" for r in rows], rotation=90, fontsize=7)
 ax.set_ylabel('time on / off (lower: the rule wins)')
-ax.set_ylim(0.9, 1.05)
+ax.set_ylim(min(0.9, min(r['ratio'] for r in rows) - 0.02), max(1.05, max(r['ratio'] for r in rows) + 0.02))
 ax.set_title(f"{title}\n{meta['machine']}, {meta['date']}, {meta['commit'][:12]}", fontsize=9)
 fig.tight_layout()
 fig.savefig(out + '.png', dpi=110)
