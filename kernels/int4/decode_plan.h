@@ -127,15 +127,20 @@ inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, 
             decode_shape(plan_ceil_div(m, 8 * nt) * groups, nt, sms)};
   }
   const int u = plan_ceil_div(m, 16) * groups;  // (16-row tile, column group) units
-  // 8-warp deep blocks: x staged (kRows16Staged) at M = 9..16 when each warp streams <= 4
-  // batches of 8 K steps (not measured at M = 17..32), else from L2 (session 22, round LC, 1x H200, us at M = 9 / 12 / 16, staged vs from
-  // L2: 8b.o (pairs, 2 batches per warp) bf16 6.8 / 7.0 / 7.2 vs 7.4 / 7.8 / 8.1, fp16 6.7 /
-  // 6.9 / 7.1 vs 7.4 / 7.7 / 8.1; 8b.down (pairs, 7) 16.0 / 16.8 / 17.8 vs 16.4 / 17.0 / 17.3;
-  // 70b.o (alone, 8) 17.4 / 18.3 / 19.4 vs 17.8 / 18.1 / 18.3: the per-row copies cost where a
-  // warp has many batches; the lean shapes run deep and staged were 15-34% slower).
+  // 8-warp deep blocks: x staged (kRows16Staged) at M = 9..16 (not measured at M = 17..32),
+  // else from L2. Session 22 (round LC, 1x H200, us at M = 9 / 12 / 16, staged vs from L2) took
+  // staged x only where a warp streams <= 4 batches of 8 K steps: 8b.o (pairs, 2 batches per
+  // warp) bf16 6.8 / 7.0 / 7.2 vs 7.4 / 7.8 / 8.1, fp16 6.7 / 6.9 / 7.1 vs 7.4 / 7.7 / 8.1;
+  // 8b.down (pairs, 7) 16.0 / 16.8 / 17.8 vs 16.4 / 17.0 / 17.3; 70b.o (alone, 8) 17.4 / 18.3 /
+  // 19.4 vs 17.8 / 18.1 / 18.3. Since session 61 every 8-warp deep tile at M <= 16 stages its x:
+  // at HEAD's kernels (x two batches ahead) staged x won on every such shape on an H100 (bf16,
+  // min of 3 alternated passes, LOWBIT_INT4_DECODE_XW=2 vs the plan, us at M = 9 / 12 / 16):
+  // 8b.down 16.9 / 17.7 / 18.7 vs 21.3 / 20.8 / 20.5, 70b.o 18.0 / 19.1 / 20.3 vs 22.1 / 22.5 /
+  // 22.8, 70b.tp4.down 0.82-0.87x, 70b.tp8.gate_up 0.81-0.89x, 70b.tp2.down 0.89-0.94x
+  // (docs/benchmarks/gemm_staged_h100.md); not yet measured again on an H200. The lean shapes
+  // run deep and staged were 15-34% slower (session 22).
   auto deep8 = [&](int splits) {
-    const int warp_batches = steps / 8 / (splits * 8);
-    return DensePlan{m <= 16 && warp_batches <= 4 ? DecodeTiles::kRows16Staged : DecodeTiles::kRows16Deep, {8, splits}};
+    return DensePlan{m <= 16 ? DecodeTiles::kRows16Staged : DecodeTiles::kRows16Deep, {8, splits}};
   };
   if (2 * u <= sms) return deep8(2);
   if (u <= sms) {
