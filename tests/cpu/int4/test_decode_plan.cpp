@@ -73,7 +73,8 @@ TEST(Int4DecodePlan, UnsharedMatchesMeasuredChoicesOnH200) {
       // deep blocks).
       {"8b.qkv", 96, 16, DecodeTiles::kRows16Lean, 8, 2},
       // Since session 22 (round LC): staged x in the 8-warp deep tile where each warp streams
-      // <= 4 batches (8b.o in pairs: 2; 7.2 vs 8.1 us at M = 16), not for 8b.down (7) or 70b.o (8).
+      // <= 4 batches (8b.o in pairs: 2; 7.2 vs 8.1 us at M = 16); until session 61 not for
+      // 8b.down (7) or 70b.o (8).
       {"8b.o", 64, 9, DecodeTiles::kRows16Staged, 8, 2},
       {"8b.o", 64, 12, DecodeTiles::kRows16Staged, 8, 2},
       {"8b.o", 64, 16, DecodeTiles::kRows16Staged, 8, 2},
