@@ -1,9 +1,28 @@
 #!/usr/bin/env bash
-# Session 61: on an H200 only (exit 3 on any other card): the x_early rule against LOWBIT_INT4_DECODE_XEARLY=0
-# (gpu_bench.sh, three alternated passes), then the issue's tables at HEAD's kernels (session 51's gpu_tables.sh
-# under TOTAL s), all with the CLI staged in .dev/s61x (binaries 5d961a4, vLLM's Marlin built in).
-# run(command="bash docs/benchmarks/logs/session61_raw/gpu_h200.sh", carry=[".dev/s61x"], kind="nvidia-h200")
+# Session 61: on an H200 only (exit 3 on any other card), with the CLI of 8f4a2c0's code (.dev/s61z, vLLM's Marlin
+# built in): this session's three plan changes against their previous choices in the same binaries, two
+# alternated passes each (x_early: LOWBIT_INT4_DECODE_XEARLY=0; 8b.qkv pairs: LOWBIT_INT4_DECODE_WARPS=8
+# LOWBIT_INT4_DECODE_SPLITS=1; staged x: LOWBIT_INT4_DECODE_XW=0), then the issue's tables (session 51's
+# gpu_tables.sh under TOTAL s).
+# run(command="bash docs/benchmarks/logs/session61_raw/gpu_h200.sh", carry=[".dev/s61z"], kind="nvidia-h200")
 set -u
 nvidia-smi -L; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: stopped"; exit 3; }
-bash docs/benchmarks/logs/session61_raw/gpu_bench.sh > $OUT/xearly.log 2>&1; tail -3 $OUT/xearly.log
-TOTAL=${TOTAL:-380} BIN=.dev/s61x bash docs/benchmarks/logs/session51_raw/gpu_tables.sh
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
+B=.dev/s61z; H=$OUT/h; mkdir -p $H
+for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
+cat $B/COMMIT > $H/commit.txt
+ab() {  # name, shapes, M list, env of "off"
+  local name=$1 sh=$2 m=$3; shift 3
+  for pass in 1 2; do
+    timeout 60 $B/lowbit bench gemm --shapes $sh --m $m --dtype bf16 --reps 10 --cooldown-ms 100 --out $H/${name}_e1_p$pass > $H/${name}_e1_p$pass.log 2>&1
+    env "$@" timeout 60 $B/lowbit bench gemm --shapes $sh --m $m --dtype bf16 --reps 10 --cooldown-ms 100 --out $H/${name}_e0_p$pass > $H/${name}_e0_p$pass.log 2>&1
+  done
+}
+ab xearly llama3-8b.o,llama3-8b.down,llama3-70b.o,llama3-70b.qkv 1,8 LOWBIT_INT4_DECODE_XEARLY=0
+ab qkv llama3-8b.qkv 1,2,4,8 LOWBIT_INT4_DECODE_WARPS=8 LOWBIT_INT4_DECODE_SPLITS=1
+ab staged llama3-8b.down,llama3-70b.o,llama3-70b.tp4.down 9,12,16 LOWBIT_INT4_DECODE_XW=0
+for f in $H/*_e*_p*.md; do
+  grep "^| llama" $f | awk -F'|' -v n="$(basename $f .md)" '{gsub(/ /,""); printf "%s %s M=%s %s us %s%% wrong=%s\n", n, $2, $6, $9, $13, $19}'
+done | sort -k2,3 | tee $H/summary.txt | awk '{print}' | tail -60
+(cd $OUT && tar czf h200_ab.tgz h)
+TOTAL=${TOTAL:-330} BIN=$B bash docs/benchmarks/logs/session51_raw/gpu_tables.sh
