@@ -102,7 +102,7 @@ TEST(Int4DecodePlan, UnsharedMatchesMeasuredChoicesOnH200) {
       {"70b.gate_up", 896, 32, DecodeTiles::kRows16Deep, 4, 1},
       {"8b.gate_up", 448, 32, DecodeTiles::kRows16Deep, 4, 1},
       {"8b.qkv", 96, 24, DecodeTiles::kRows16Deep, 4, 2},
-      {"8b.down", 64, 32, DecodeTiles::kRows16Deep, 8, 1},
+      {"8b.down", 64, 32, DecodeTiles::kRows16Staged, 8, 1},  // staged x since session 61
   };
   for (const Expect& c : cases) {
     const DensePlan p = plan_unshared(c.m, c.groups, kG128Steps, kH200Sms, 32, c.k / 16);
@@ -173,9 +173,9 @@ TEST(Int4DecodePlan, FallbacksAndBounds) {
     for (int groups : {1, 3, 64, 96, 128, 160, 300, 448, 896, 2000}) {
       const DensePlan p = plan_unshared(m, groups, kG128Steps, kH200Sms, 32);
       EXPECT_TRUE(p.shape.warps == 4 || p.shape.warps == 8) << m << " " << groups;
-      // (staged x: the 8-warp tile only, measured at M = 9..16)
+      // (staged x: the 8-warp 16-row tile only, M = 9..32)
       if (p.tiles == DecodeTiles::kRows16Staged) {
-        EXPECT_TRUE(p.shape.warps == 8 && m >= 9 && m <= 16) << m << " " << groups;
+        EXPECT_TRUE(p.shape.warps == 8 && m >= 9 && m <= 32) << m << " " << groups;
       }
       // (clusters of 3 only for 4-warp 8-row blocks at M <= 8: the kernel's receive buffer
       // holds two pushing ranks there, one elsewhere)
