@@ -127,22 +127,20 @@ inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, 
             decode_shape(plan_ceil_div(m, 8 * nt) * groups, nt, sms)};
   }
   const int u = plan_ceil_div(m, 16) * groups;  // (16-row tile, column group) units
-  // 8-warp deep blocks: x staged (kRows16Staged), at M = 9..16 since session 61 and at M = 17..32
-  // since its last round (below). Session 22 (round LC, 1x H200, us at M = 9 / 12 / 16, staged vs from L2) took
-  // staged x only where a warp streams <= 4 batches of 8 K steps: 8b.o (pairs, 2 batches per
-  // warp) bf16 6.8 / 7.0 / 7.2 vs 7.4 / 7.8 / 8.1, fp16 6.7 / 6.9 / 7.1 vs 7.4 / 7.7 / 8.1;
-  // 8b.down (pairs, 7) 16.0 / 16.8 / 17.8 vs 16.4 / 17.0 / 17.3; 70b.o (alone, 8) 17.4 / 18.3 /
-  // 19.4 vs 17.8 / 18.1 / 18.3. Since session 61 every 8-warp deep tile at M <= 16 stages its x:
-  // at HEAD's kernels (x two batches ahead) staged x won on every such shape on an H100 (bf16,
-  // min of 3 alternated passes, LOWBIT_INT4_DECODE_XW=2 vs the plan, us at M = 9 / 12 / 16):
-  // 8b.down 16.9 / 17.7 / 18.7 vs 21.3 / 20.8 / 20.5, 70b.o 18.0 / 19.1 / 20.3 vs 22.1 / 22.5 /
-  // 22.8, 70b.tp4.down 0.82-0.87x, 70b.tp8.gate_up 0.81-0.89x, 70b.tp2.down 0.89-0.94x
-  // (docs/benchmarks/gemm_staged_h100.md); not yet measured again on an H200. At M = 17..32 (two
-  // 16-row tiles per column group; H100, LOWBIT_INT4_DECODE_XW=2 vs the plan, min of 2 alternated
-  // passes): 8b.down M = 17 / 24 / 32 28.9 / 29.0 / 29.9 vs 33.4 / 33.7 / 34.0 us
-  // (docs/benchmarks/gemm_staged_m32_h100.md). The lean shapes' tiles stay: run deep and staged
-  // they were 15-34% slower in session 22 and 1.04-1.24x in session 61 (70b.down, 70b.gate_up,
-  // 8b.qkv, 70b.tp2.qkv at M = 9..16).
+  // 8-warp deep blocks: x staged (kRows16Staged) at every M = 9..32 since session 61. Session 22
+  // (round LC, 1x H200, us at M = 9 / 12 / 16, staged vs x from L2) took staged x only where a
+  // warp streams <= 4 batches of 8 K steps: 8b.o (pairs, 2 batches per warp) bf16 6.8 / 7.0 /
+  // 7.2 vs 7.4 / 7.8 / 8.1, fp16 6.7 / 6.9 / 7.1 vs 7.4 / 7.7 / 8.1; 8b.down (pairs, 7) 16.0 /
+  // 16.8 / 17.8 vs 16.4 / 17.0 / 17.3; 70b.o (alone, 8) 17.4 / 18.3 / 19.4 vs 17.8 / 18.1 /
+  // 18.3. At session 61's kernels (x two batches ahead) staged x won on every such shape on an
+  // H100 (bf16, min of 3 alternated passes, LOWBIT_INT4_DECODE_XW=2 vs that plan, us at M = 9 /
+  // 12 / 16): 8b.down 16.9 / 17.7 / 18.7 vs 21.3 / 20.8 / 20.5, 70b.o 18.0 / 19.1 / 20.3 vs
+  // 22.1 / 22.5 / 22.8, 70b.tp4.down 0.82-0.87x, 70b.tp8.gate_up 0.81-0.89x, 70b.tp2.down
+  // 0.89-0.94x (docs/benchmarks/gemm_staged_h100.md); at M = 17..32 (two 16-row tiles per column
+  // group, min of 2 passes) 8b.down M = 17 / 24 / 32 28.9 / 29.0 / 29.9 vs 33.4 / 33.7 / 34.0
+  // (gemm_staged_m32_h100.md). Not yet measured again on an H200. The lean shapes' tiles stay:
+  // run deep with staged x they were 15-34% slower in session 22 and 1.04-1.24x in session 61
+  // (70b.down, 70b.gate_up, 8b.qkv, 70b.tp2.qkv at M = 9..16).
   auto deep8 = [&](int splits) { return DensePlan{DecodeTiles::kRows16Staged, {8, splits}}; };
   if (2 * u <= sms) return deep8(2);
   if (u <= sms) {
