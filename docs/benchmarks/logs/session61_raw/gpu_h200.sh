@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Session 61: on an H200 only (exit 3 on any other card), with the CLI of 8f4a2c0's code (.dev/s61z, vLLM's Marlin
+# Session 61: on an H200 only (exit 3 on any other card), with the CLI of a683b30's code (.dev/s61w, vLLM's Marlin
 # built in): this session's three plan changes against their previous choices in the same binaries, two
 # alternated passes each (x_early: LOWBIT_INT4_DECODE_XEARLY=0; 8b.qkv pairs: LOWBIT_INT4_DECODE_WARPS=8
-# LOWBIT_INT4_DECODE_SPLITS=1; staged x: LOWBIT_INT4_DECODE_XW=0), then the issue's tables (session 51's
-# gpu_tables.sh under TOTAL s).
-# run(command="bash docs/benchmarks/logs/session61_raw/gpu_h200.sh", carry=[".dev/s61z"], kind="nvidia-h200")
+# LOWBIT_INT4_DECODE_SPLITS=1; staged x: LOWBIT_INT4_DECODE_XW=0), then the issue's dense table (bench gemm, every
+# shape and M, as gemm.md), within what is left of the session's device time.
+# run(command="bash docs/benchmarks/logs/session61_raw/gpu_h200.sh", carry=[".dev/s61w"], kind="nvidia-h200")
 set -u
 nvidia-smi -L; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: stopped"; exit 3; }
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
-B=.dev/s61z; H=$OUT/h; mkdir -p $H
+B=.dev/s61w; H=$OUT/h; mkdir -p $H
 for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
 cat $B/COMMIT > $H/commit.txt
 ab() {  # name, shapes, M list, env of "off"
@@ -25,4 +25,5 @@ for f in $H/*_e*_p*.md; do
   grep "^| llama" $f | awk -F'|' -v n="$(basename $f .md)" '{gsub(/ /,""); printf "%s %s M=%s %s us %s%% wrong=%s\n", n, $2, $6, $9, $13, $19}'
 done | sort -k2,3 | tee $H/summary.txt | awk '{print}' | tail -60
 (cd $OUT && tar czf h200_ab.tgz h)
-TOTAL=${TOTAL:-330} BIN=$B bash docs/benchmarks/logs/session51_raw/gpu_tables.sh
+timeout ${GEMM_S:-150} $B/lowbit bench gemm --cooldown-ms 300 --out $H/gemm > $H/gemm.log 2>&1; echo "gemm rc $?"; grep -h "total #wrong" $H/gemm.log
+(cd $OUT && tar czf h200_ab.tgz h)
