@@ -2,7 +2,7 @@
 # Session 61, after a683b30 (staged x on the 8-warp deep tiles at M = 17..32 too): MODE=tests the int4 GPU suite
 # (.dev/s61n) and its dense decode cases with LOWBIT_INT4_DECODE_XW=0; MODE=bench (.dev/s61w) the plan against
 # XW=0 at M = 17, 24, 32 (bf16 and fp16, two alternated passes) on 8b.down and the 70B TP shares, files named
-# for onoff_table.py.
+# for scripts/compare_bench.py.
 # run(command="MODE=tests bash docs/benchmarks/logs/session61_raw/gpu_m32.sh", carry=[".dev/s61n"], kind="nvidia-h200")
 # run(command="MODE=bench bash docs/benchmarks/logs/session61_raw/gpu_m32.sh", carry=[".dev/s61w"], kind="nvidia-h200")
 set -u

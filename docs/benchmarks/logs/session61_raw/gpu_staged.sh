@@ -2,7 +2,7 @@
 # Session 61: staged x (DecodeCfg::XW) on every 8-warp deep 16-row tile (LOWBIT_INT4_DECODE_XW=2) against the
 # plan (staged only where a warp streams <= 4 batches, session 22), three alternated passes, bf16 G = 128,
 # M = 9, 12, 16, the eight Llama-3 projections and the Llama-3-70B TP 2 / 4 / 8 shares (rows the knob does not
-# touch show the noise). CLI .dev/s61y (edf438d's code). Any card. Files named for onoff_table.py (e1 = XW=2).
+# touch show the noise). CLI .dev/s61y (edf438d's code). Any card. Files named for scripts/compare_bench.py (e1 = XW=2).
 # run(command="bash docs/benchmarks/logs/session61_raw/gpu_staged.sh", carry=[".dev/s61y"], kind="nvidia-h200")
 set -u
 nvidia-smi -L

@@ -2,7 +2,7 @@
 # Session 61: where else staged x might pay, with the CLI of 8f4a2c0's code (.dev/s61z), two alternated passes,
 # bf16 G = 128: (a) M = 17 / 24 / 32, the plan against LOWBIT_INT4_DECODE_XW=2 (the 8-warp deep tiles there
 # stage x too), the eight projections; (b) M = 9 / 12 / 16, the plan against LOWBIT_INT4_DECODE_LEAN=0 + XW=2
-# (the lean tiles' shapes as 8-warp deep tiles with staged x). Files named for onoff_table.py (e1 = the knob).
+# (the lean tiles' shapes as 8-warp deep tiles with staged x). Files named for scripts/compare_bench.py (e1 = the knob).
 # run(command="bash docs/benchmarks/logs/session61_raw/gpu_staged2.sh", carry=[".dev/s61z"], kind="nvidia-h200")
 set -u
 nvidia-smi -L

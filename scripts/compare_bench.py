@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
-"""Session 61: a rule on against off, min of time_us over alternated passes per (bench, shape, M),
-from gpu_bench.sh's x/ folder (gemm_e{0,1}_p*.json, moe_e{0,1}_p*.json; e1 = the rule, e0 = off).
-Writes OUT.md, OUT.json and OUT.png. Usage: onoff_table.py DIR OUT TITLE [NOTE]"""
+"""Compare a setting against a baseline from `lowbit bench gemm` / `lowbit bench moe` runs that alternated them.
+
+DIR holds the runs' JSON files named LABEL_e1_pN.json (the setting) and LABEL_e0_pN.json (the baseline, in the same
+binaries), N the pass; LABEL names a group (a bench, a dtype). Per (LABEL, shape, M) the minimum time_us over the
+passes of each side is taken; any row with #wrong != 0 stops the script. Writes OUT.md (with date, commit and
+machine from the runs), OUT.json and OUT.png (on / off per row).
+Usage: compare_bench.py DIR OUT TITLE [NOTE]
+(First written for session 61's plan changes, docs/benchmarks/logs/session61_raw/gpu_*.sh.)
+"""
 import glob, json, os, sys
 from collections import defaultdict
 
