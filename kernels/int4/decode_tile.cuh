@@ -316,7 +316,9 @@ int x_prefetch_rule(int env_on, int splits) {
 // split-K pairs (8b.o M = 1 / 8 6.4 / 7.1 vs 6.8 / 7.5 us, 8b.down M = 1 / 16 15.9 / 20.5 vs
 // 16.2 / 21.1, 70b.o M = 1 16.6 vs 16.9, 8b.gate_up M = 8 27.5 vs 27.9, the MoE models at M = 1
 // / 8 0.2-0.7 us), within 0.15 us elsewhere (8b.qkv M = 8 10.4 vs 10.3); slower on the 8-warp
-// 16-row deep tile alone (70b.o M = 16, 8 batches per warp: 23.6 vs 22.8), which keeps off.
+// 16-row deep tile alone (70b.o M = 16, 8 batches per warp: 23.6 vs 22.8), which keeps off
+// (since staged x took the plan's 8-warp deep tiles, that tile runs only where forced:
+// LOWBIT_INT4_DECODE_XW=0, _WARPS, _SPLITS).
 template <typename Cfg, int W>
 int x_early_rule(int env, int splits) {
   if (decode_x_ahead<Cfg, W>() != XAhead::kFull || env == 0) return 0;
@@ -572,6 +574,10 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   constexpr XAhead kXAhead = decode_x_ahead<Cfg, W>();
   const XAhead xmode = kXAhead == XAhead::kFull || p.x_prefetch != 0 ? kXAhead : XAhead::kNow;
   constexpr XAhead kXFull = XAhead::kFull, kXHalf = XAhead::kHalf;
+  // DecodeParams::x_early: batch 0's x straight into xa and batch 1's into xn at the wait.
+  // (A lambda evaluated where used: a bool computed here compiled to other PTX, with the
+  // parameter load moved ahead; as written the PTX of both TUs is unchanged.)
+  auto x_early = [&] { return kXAhead == kXFull && xmode == kXFull && p.x_early != 0; };
   constexpr int kHalf = D / 2;
   // The lean 16-row tile (DecodeTiles::kRows16Lean: 8 warps held to 128 registers, two blocks
   // per SM) keeps fewer values live than the others: kStepWords, the batch's words are read
@@ -806,8 +812,8 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
     if (nb > 0) {
       if constexpr (kRollX)
         load_x_batch(Steps<0, kXRing>{}, xa, s0);  // the first R steps; then rolled
-      else if (kXAhead == kXFull && xmode == kXFull && p.x_early != 0) {
-        load_x_batch(Steps<0, D>{}, xa, s0);  // DecodeParams::x_early: batch 0 into xa,
+      else if (x_early()) {
+        load_x_batch(Steps<0, D>{}, xa, s0);  // batch 0 into xa,
         if (nb > 1) load_x_batch(Steps<0, D>{}, xn, s0 + D);  // batch 1 at once
       } else if (kXAhead == kXFull && xmode == kXFull)
         load_x_batch(Steps<0, D>{}, xn, s0);
@@ -855,7 +861,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
           roll_on = b + 1 < nb;
           roll_base = sb + D;
           roll_last = min(D, s1 - roll_base) - 1;
-        } else if (!(kXAhead == kXFull && xmode == kXFull && p.x_early != 0 && b == 0)) {  // (x_early: in xa)
+        } else if (!(x_early() && b == 0)) {  // (x_early: batch 0 already in xa)
           if (xmode == XAhead::kNow) load_x(Steps<0, D>{}, xn, sb, n_in, full_tag);  // this batch's, now
 #pragma unroll
           for (int i = 0; i < D; ++i)

@@ -246,8 +246,8 @@ std::vector<GemmCase> forced_cases() {
     // batch ahead across tail batches of 6 / 2 K steps, and warps without a batch.
     v.push_back({12, 6144, 1120, kPerChannel, !sym, t, GemmPath::kAuto, kTiled});
     v.push_back({13, 6144, 1056, kPerChannel, sym, t, GemmPath::kAuto, kTiled});
-    // Staged x (kRows16Staged; the plan takes it for every 8-warp deep tile at M <= 16 since
-    // session 61, LOWBIT_INT4_DECODE_XW=2 also past M = 16): x rows bulk-copied with the
+    // Staged x (kRows16Staged; the plan takes it for every 8-warp deep tile, M = 9..32, since
+    // session 61; LOWBIT_INT4_DECODE_XW=0 runs them from L2): x rows bulk-copied with the
     // weight batches, rows past M never copied (M = 12 / 13 / 9), tail batches of 6 / 2 K
     // steps and warps without a batch, G = 64 windows refused (8-row tiles instead).
     v.push_back({12, 4096, 1120, kPerChannel, !sym, t, GemmPath::kAuto, kTiled});
