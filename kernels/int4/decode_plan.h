@@ -43,9 +43,28 @@ constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps
 // G = 32 35.9 / 38.1 vs 30.1 / 32.8. fp16, whose 8-warp blocks alone are faster than bf16's
 // (17.6 us at M = 1: it unpacks with fewer instructions), lost: M = 1 / 2 / 4 / 8 17.6-18.2 /
 // 18.6-19.0 / 19.9-20.3 / 22.9 vs 17.6 / 17.9 / 18.1 / 19.3 (rounds GB, GC, twice each).
-inline DecodeShape dense_rows8_shape(int units, int gsteps, int sms, bool bf16) {
+//
+// Few groups on a long K: 8-warp blocks in split-K clusters of 3 instead of pairs, where the
+// clusters of 3 still hold at most one block per SM (3 units < sms) and each rank keeps a long
+// K range: K >= 4096 (steps >= 256) for units <= sms / 6, K >= 8192 (steps >= 512) up to sms /
+// 3. The pairs put 2 x units blocks on the SMs, each streaming 16 K bytes of its column group
+// (K = 8192: 128 KB through one SM), so on few groups the grid's share of the SMs, not the
+// copy bandwidth, sets the stream; a third rank puts the bytes on 1.5x the SMs, its clusters
+// push their sums like the pairs (decode_tile.cuh), and the next launch starts after the first
+// batches (dense_pdl_trigger: one block per SM). Measured (session 62, 1x H100, HEAD's CLI,
+// LOWBIT_INT4_DECODE_WARPS=8 _SPLITS=3 _TRIGGER=1 against the plan, min of 3 alternated passes,
+// bf16 G = 128, M = 1 / 4 / 8; docs/benchmarks/logs/session62_raw/): 70b.tp8.qkv (1280 x 8192,
+// 20 groups) 0.78-0.81x (5.6 / 6.2 / 6.6 us), 70b.tp4.qkv (2560 x 8192, 40) 0.94-0.98x,
+// 1024 x 8192 / 14336 / 28672 0.74-0.85x, 2048 x 8192 0.82-0.87x, 2048 x 14336 0.95-0.96x,
+// 256 / 512 x 8192 0.77-0.78x, 1024 x 6144 0.75-0.79x, 512 / 1024 x 4096 0.91-0.97x; fp16
+// alike. Not taken, slower: shorter K past sms / 6 groups (2048 x 4096 1.07-1.12x, 2304 x
+// 3584 1.07x, 2048 x 2048 1.15x; 2048 x 6144 0.87-1.02x mixed), 44 groups (3 units = sms:
+// 2816 x 14336 1.06x, 2816 x 4096 1.14-1.22x), and the pairs' shapes with more groups (8b.o,
+// 64 groups, 1.01-1.09x; 70b.o / tp2.o / tp4.o / tp8.o / tp8.down 1.14-1.67x).
+inline DecodeShape dense_rows8_shape(int units, int gsteps, int steps, int sms, bool bf16) {
   const DecodeShape s = decode_shape(units, 1, sms);
   if (bf16 && s.warps == 8 && s.splits == 1 && 3 * units <= 4 * sms && decode_window(gsteps, 8) != 2) return {4, 3};
+  if (s.warps == 8 && s.splits == 2 && 3 * units < sms && steps >= (6 * units <= sms ? 256 : 512)) return {8, 3};
   // (Session 44 ran bf16 8b.qkv's 96 groups in 8-warp blocks alone, measured 0.98x / 0.95x the
   // pairs' time at M = 1 / 8 on an H200 when the pairs' 192 blocks let the next launch start at
   // once. Since x is requested two batches ahead (x_early, session 61) and with the pairs' trigger
@@ -121,7 +140,7 @@ inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, 
                                       bool bf16 = true) {
   const bool rows16 = m > 8 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   if (!rows16) {
-    if (m <= 8) return {DecodeTiles::kRows8, dense_rows8_shape(groups, gsteps, sms, bf16)};
+    if (m <= 8) return {DecodeTiles::kRows8, dense_rows8_shape(groups, gsteps, steps, sms, bf16)};
     const int nt = m <= 32 ? 1 : 2;
     return {nt == 1 ? DecodeTiles::kRows8 : DecodeTiles::kRows16,
             decode_shape(plan_ceil_div(m, 8 * nt) * groups, nt, sms)};

@@ -57,7 +57,11 @@ TEST(Int4DecodePlan, UnsharedMatchesMeasuredChoicesOnH200) {
       {"8b.o", 64, 4, DecodeTiles::kRows8, 8, 2},
       {"8b.down", 64, 1, DecodeTiles::kRows8, 8, 2, 14336},
       {"70b.tp2.o", 128, 1, DecodeTiles::kRows8, 8, 2},
-      {"70b.tp4.qkv", 40, 1, DecodeTiles::kRows8, 8, 2, 8192},
+      // Few groups on a long K: 8-warp blocks in clusters of 3 (session 62, H100: 70b.tp4.qkv
+      // 0.94-0.98x the pairs' time, 70b.tp8.qkv 0.78-0.81x).
+      {"70b.tp4.qkv", 40, 1, DecodeTiles::kRows8, 8, 3, 8192},
+      {"70b.tp8.qkv", 20, 8, DecodeTiles::kRows8, 8, 3, 8192},
+      {"70b.tp2.qkv", 80, 1, DecodeTiles::kRows8, 8, 2, 8192},
       {"8b.gate_up", 448, 1, DecodeTiles::kRows8, 4, 1},
       {"70b.qkv", 160, 1, DecodeTiles::kRows8, 4, 3},
       {"70b.qkv", 160, 8, DecodeTiles::kRows8, 4, 3},
@@ -177,9 +181,9 @@ TEST(Int4DecodePlan, FallbacksAndBounds) {
       if (p.tiles == DecodeTiles::kRows16Staged) {
         EXPECT_TRUE(p.shape.warps == 8 && m >= 9 && m <= 32) << m << " " << groups;
       }
-      // (clusters of 3 only for 4-warp 8-row blocks at M <= 8: the kernel's receive buffer
-      // holds two pushing ranks there, one elsewhere)
-      const bool three = p.shape.splits == 3 && p.shape.warps == 4 && m <= 8 && p.tiles == DecodeTiles::kRows8;
+      // (clusters of 3 only for 8-row blocks at M <= 8: the kernel's receive buffer holds two
+      // pushing ranks there, one elsewhere)
+      const bool three = p.shape.splits == 3 && m <= 8 && p.tiles == DecodeTiles::kRows8;
       EXPECT_TRUE(p.shape.splits == 1 || p.shape.splits == 2 || three) << m << " " << groups;
     }
 }
@@ -208,7 +212,7 @@ TEST(Int4DecodePlan, ScalesWithSmCount) {
   // 8b.qkv's 96 groups in pairs, fp16 and bf16 (bf16 alone since session 44, pairs again since
   // session 61 with the trigger after the first batches: Int4DecodePlan.PdlTrigger).
   EXPECT_EQ(unshared_decode_plan(1, 96, kG128Steps, 256, 132, 32, false).shape.splits, 2);
-  for (int units : {66, 67, 96, 123, 124}) EXPECT_EQ(dense_rows8_shape(units, kG128Steps, 132, true).splits, 2) << units;
+  for (int units : {66, 67, 96, 123, 124}) EXPECT_EQ(dense_rows8_shape(units, kG128Steps, 256, 132, true).splits, 2) << units;
   // Not in fp16 (its 8-warp blocks alone were faster on 70b.qkv).
   for (int m : {1, 8}) {
     const DensePlan f = unshared_decode_plan(m, 160, kG128Steps, 512, 132, 32, false);
@@ -383,6 +387,36 @@ TEST(Int4DecodePlan, MoeLargeExpertShapeMatchesMeasuredChoices) {
 // at most one block per SM and for bf16 8-warp 8-row pairs under 15/8 blocks per SM (8b.qkv's
 // 192 on 132 SMs); at the start otherwise (70b.o's 256 pair blocks, 70b.qkv's 480 4-warp
 // blocks, fp16 pairs, 16-row tiles).
+// Few column groups on a long K (session 62): 8-warp 8-row blocks in clusters of 3 instead of
+// pairs while 3 x groups < SMs, from K = 4096 (256 K steps) up to SMs / 6 groups and from K = 8192
+// (512 steps) past that; in both dtypes; only where decode_shape() takes pairs. Their one block
+// per SM lets the next launch start after the first batches.
+TEST(Int4DecodePlan, FewGroupsLongKClustersOf3) {
+  for (bool bf16 : {true, false}) {
+    auto shape = [&](int units, int steps, int sms = kH200Sms) { return dense_rows8_shape(units, kG128Steps, steps, sms, bf16); };
+    for (int units : {1, 3, 16, 20, 22}) {
+      EXPECT_EQ(shape(units, 256).splits, 3) << units;
+      EXPECT_EQ(shape(units, 256).warps, 8) << units;
+      EXPECT_EQ(shape(units, 255).splits, 2) << units;  // K < 4096
+    }
+    for (int units : {23, 32, 40, 43}) {
+      EXPECT_EQ(shape(units, 511).splits, 2) << units;  // 2048 x 4096 / 6144: pairs
+      EXPECT_EQ(shape(units, 512).splits, 3) << units;  // 2048 / 2560 x 8192
+      EXPECT_EQ(shape(units, 1792).splits, 3) << units;
+    }
+    for (int units : {44, 64, 128}) EXPECT_EQ(shape(units, 1792).splits, 2) << units;  // 3 x units >= SMs
+    // Half the SMs: the bounds halve.
+    EXPECT_EQ(shape(11, 256, 66).splits, 3);
+    EXPECT_EQ(shape(12, 256, 66).splits, 2);
+    EXPECT_EQ(shape(21, 512, 66).splits, 3);
+    EXPECT_EQ(shape(22, 512, 66).splits, 2);
+    // Through the plan at M = 1..8, and not past M = 8.
+    for (int m : {1, 8}) EXPECT_EQ(unshared_decode_plan(m, 20, kG128Steps, 512, kH200Sms, 32, bf16).shape.splits, 3) << m;
+    EXPECT_NE(unshared_decode_plan(9, 20, kG128Steps, 512, kH200Sms, 32, bf16).shape.splits, 3);
+    EXPECT_EQ(dense_pdl_trigger(60, kH200Sms, 8, 3, true, bf16), 1);
+  }
+}
+
 TEST(Int4DecodePlan, PdlTrigger) {
   EXPECT_EQ(dense_pdl_trigger(128, 132, 8, 2, true, true), 1);   // 8b.o
   EXPECT_EQ(dense_pdl_trigger(132, 132, 4, 1, true, false), 1);  // one wave of single blocks

@@ -226,6 +226,10 @@ std::vector<GemmCase> forced_cases() {
         for (int m : {1, 9, 33})
           v.push_back({m, 4096, 4096, g, sym, t, GemmPath::kAuto, static_cast<int>(KernelLayoutKind::kNPackedInterleaved)});
         for (int m : {8, 16, 17}) v.push_back({m, 192, 4096, g, sym, t, GemmPath::kSkinny});
+        // Few column groups on a long K (dense_rows8_shape, session 62): 3 groups of 520 K steps
+        // in 8-warp 8-row blocks, split-K clusters of 3 whose ranks push their sums; 65 batches
+        // of 8 K steps, so the ranks stream 21 / 22 / 22 of them and the warps unequal shares.
+        for (int m : {1, 6}) v.push_back({m, 192, 8320, g, sym, t});
       }
   // Dense decode at M = 9..16 (dense_decode_plan; block-shared x unless
   // LOWBIT_INT4_DECODE_XSHARED=0): 16-row tiles under each block shape of the unshared
@@ -312,13 +316,14 @@ INSTANTIATE_TEST_SUITE_P(Forced, Int4Gemm, ::testing::ValuesIn(forced_cases()), 
 // per-channel), lean 16-row tiles for 96 groups (N = 6144) at M = 16 (G = 128, per-channel);
 // and clusters of 3 of 4-warp 8-row blocks for 160 (N = 10240) at M = 1 / 8
 // with G = 128 and per-channel in bf16 (dense_rows8_shape; K = 2176: 17 batches of 8 K steps,
-// so the ranks' K ranges differ; G = 32 and fp16 run 8-warp blocks alone there).
+// so the ranks' K ranges differ; G = 32 and fp16 run 8-warp blocks alone there); clusters of 3
+// of 8-warp 8-row blocks for 20 and 3 groups on K = 8320 (65 batches: ranks of 21 / 22 / 22).
 TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
   struct Case {
     int n, k, m;
   };
-  const Case cases[] = {{4096, 4096, 1},  {4096, 4096, 8},  {4096, 4096, 16},
-                        {6144, 4096, 16}, {10240, 2176, 1}, {10240, 2176, 8}};
+  const Case cases[] = {{4096, 4096, 1},  {4096, 4096, 8},  {4096, 4096, 16}, {6144, 4096, 16},
+                        {10240, 2176, 1}, {10240, 2176, 8}, {1280, 8320, 1},  {192, 8320, 8}};
   for (DType t : {DType::kBF16, DType::kF16})
     for (int g : {128, 32, kPerChannel})
       for (const Case& c : cases) {

@@ -3,6 +3,7 @@
 # 8-warp pairs) against 4- and 8-warp blocks in split-K clusters of 3 / 4 with the next launch started after the
 # first batches (session 61's first knob sweep, before x_early, had 4 x 3 with that trigger at 0.93x / 0.95x the
 # plan on 8b.o M = 1 / 8). PASSES (3) alternated passes, HEAD's CLI (BIN, default .dev/s62x), DTYPES (default bf16).
+# EXTRA: more bench arguments (--group 32, --asym).
 # run(command="bash docs/benchmarks/logs/session62_raw/gpu_split3.sh", carry=[".dev/s62x"], kind="nvidia-h200")
 set -u
 nvidia-smi -L
@@ -13,7 +14,7 @@ cat $B/COMMIT > $H/commit.txt 2>/dev/null; nvidia-smi -L > $H/gpu.txt
 SH=${SHAPES:-llama3-8b.o,llama3-8b.down,llama3-70b.o,llama3-70b.tp4.o,llama3-70b.tp8.qkv}
 one() {  # label dtype env...
   local l=$1 d=$2; shift 2
-  env "$@" timeout 90 $B/lowbit bench gemm --shapes $SH --m ${MS:-1,4,8} --dtype $d --reps 10 --cooldown-ms 100 \
+  env "$@" timeout 90 $B/lowbit bench gemm --shapes $SH --m ${MS:-1,4,8} --dtype $d ${EXTRA:-} --reps 10 --cooldown-ms 100 \
     --out $H/${l}_${d}_p$pass > $H/${l}_${d}_p$pass.log 2>&1 || echo "$l $d pass $pass rc $?"
 }
 # CONFIGS: space-separated labels wWsStT (warps W, cluster size S, trigger T); "plan" = no knob.

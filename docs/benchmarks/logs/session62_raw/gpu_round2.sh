@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Session 62, the clusters-of-3 rule (dense_rows8_shape: 8-warp 8-row blocks in clusters of 3 on few groups and a
+# long K) in HEAD's binaries (.dev/s62r: CLI with vLLM's Marlin, int4 and model GPU tests):
+#  1. the GPU suites (int4, model);
+#  2. the rule (e1) against pairs forced (e0: LOWBIT_INT4_DECODE_SPLITS=2, the plan before it) on the shapes it
+#     moves and two it leaves (8b.o, 2816x8192), M = 1 / 4 / 8, bf16 and fp16, three alternated passes; then G = 32,
+#     64, per-channel and asymmetric G = 128 (bf16, two passes);
+#  3. on an H200 only, gpu_h200.sh (session 61's changes A/B and the dense table) with this CLI.
+# run(command="bash docs/benchmarks/logs/session62_raw/gpu_round2.sh", carry=[".dev/s62r"], kind="nvidia-h200")
+set -u
+nvidia-smi -L
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
+B=.dev/s62r; V=$OUT/r2; mkdir -p $V
+for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
+cat $B/COMMIT > $V/commit.txt; nvidia-smi -L > $V/gpu.txt
+t0=$(date +%s)
+timeout 300 $B/lowbit_tests_gpu_int4 --gtest_brief=1 > $V/int4.log 2>&1
+echo "== int4 tests rc $? [$(( $(date +%s) - t0 )) s]"; grep -E "^\[  (PASSED|FAILED)  \]|tests ran|FAILED" $V/int4.log | head -20
+timeout 120 $B/lowbit_tests_gpu_model --gtest_brief=1 > $V/model.log 2>&1
+echo "== model tests rc $?"; grep -E "^\[  (PASSED|FAILED)  \]|tests ran" $V/model.log | head
+SH=llama3-70b.tp8.qkv,llama3-70b.tp4.qkv,1024x8192,2048x8192,1024x14336,2048x14336,512x4096,1024x6144,llama3-8b.o,2816x8192
+ab() {  # label pass extra...
+  local l=$1 p=$2; shift 2
+  timeout 90 $B/lowbit bench gemm --shapes $SH --m 1,4,8 "$@" --reps 10 --cooldown-ms 100 --out $V/ab/${l}_e1_p$p > $V/ab/${l}_e1_p$p.log 2>&1 || echo "$l e1 p$p rc $?"
+  LOWBIT_INT4_DECODE_SPLITS=2 timeout 90 $B/lowbit bench gemm --shapes $SH --m 1,4,8 "$@" --reps 10 --cooldown-ms 100 --out $V/ab/${l}_e0_p$p > $V/ab/${l}_e0_p$p.log 2>&1 || echo "$l e0 p$p rc $?"
+}
+mkdir -p $V/ab $V/abg
+for p in 1 2 3; do ab bf16 $p --dtype bf16; ab fp16 $p --dtype fp16; done
+for p in 1 2; do ab g32 $p --dtype bf16 --group 32; ab g64 $p --dtype bf16 --group 64; ab gpc $p --dtype bf16 --group -1; ab asym $p --dtype bf16 --asym; done
+mv $V/ab/g32_* $V/ab/g64_* $V/ab/gpc_* $V/ab/asym_* $V/abg/
+for d in ab abg; do
+  python3 scripts/compare_bench.py $V/$d $V/rule_$d "8-warp clusters of 3 (rule) vs pairs" > /dev/null 2>&1 || echo "compare $d failed"
+  grep "^|" $V/rule_$d.md | head -80
+done
+(cd $OUT && tar czf r2.tgz r2)
+echo "[$(( $(date +%s) - t0 )) s]"
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && BIN=$B GEMM_S=${GEMM_S:-200} bash docs/benchmarks/logs/session62_raw/gpu_h200.sh
+exit 0
