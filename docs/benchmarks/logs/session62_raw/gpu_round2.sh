@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
 # Session 62, the clusters-of-3 rule (dense_rows8_shape: 8-warp 8-row blocks in clusters of 3 on few groups and a
-# long K) in HEAD's binaries (.dev/s62r: CLI with vLLM's Marlin, int4 and model GPU tests):
-#  1. the GPU suites (int4, model);
-#  2. the rule (e1) against pairs forced (e0: LOWBIT_INT4_DECODE_SPLITS=2, the plan before it) on the shapes it
+# long K) in HEAD's binaries (the tree and the carried folder must stay under 64 MiB, so one folder per call):
+#  1. MODE=tests: the int4 GPU suite (.dev/s62t), or the model suite where .dev/s62m is carried instead;
+#  2. MODE=bench (.dev/s62r, the CLI with vLLM's Marlin): the rule (e1) against pairs forced (e0: LOWBIT_INT4_DECODE_SPLITS=2, the plan before it) on the shapes it
 #     moves and two it leaves (8b.o, 2816x8192), M = 1 / 4 / 8, bf16 and fp16, three alternated passes; then G = 32,
 #     64, per-channel and asymmetric G = 128 (bf16, two passes);
 #  3. on an H200 only, gpu_h200.sh (session 61's changes A/B and the dense table) with this CLI.
-# run(command="bash docs/benchmarks/logs/session62_raw/gpu_round2.sh", carry=[".dev/s62r"], kind="nvidia-h200")
+# run(command="MODE=tests bash docs/benchmarks/logs/session62_raw/gpu_round2.sh", carry=[".dev/s62t"], kind="nvidia-h200")
+# run(command="MODE=bench bash docs/benchmarks/logs/session62_raw/gpu_round2.sh", carry=[".dev/s62r"], kind="nvidia-h200")
 set -u
 nvidia-smi -L
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
-B=.dev/s62r; V=$OUT/r2; mkdir -p $V
-for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
-cat $B/COMMIT > $V/commit.txt; nvidia-smi -L > $V/gpu.txt
+V=$OUT/r2; mkdir -p $V; nvidia-smi -L > $V/gpu.txt
 t0=$(date +%s)
-timeout 300 $B/lowbit_tests_gpu_int4 --gtest_brief=1 > $V/int4.log 2>&1
-echo "== int4 tests rc $? [$(( $(date +%s) - t0 )) s]"; grep -E "^\[  (PASSED|FAILED)  \]|tests ran|FAILED" $V/int4.log | head -20
-timeout 120 $B/lowbit_tests_gpu_model --gtest_brief=1 > $V/model.log 2>&1
-echo "== model tests rc $?"; grep -E "^\[  (PASSED|FAILED)  \]|tests ran" $V/model.log | head
+if [ "${MODE:-}" = tests ]; then
+  for B in .dev/s62t .dev/s62m; do
+    [ -d $B ] || continue
+    for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*; cat $B/COMMIT > $V/commit_$(basename $B).txt
+    for t in $B/lowbit_tests_gpu_*; do
+      timeout 400 $t --gtest_brief=1 > $V/$(basename $t).log 2>&1
+      echo "== $(basename $t) rc $? [$(( $(date +%s) - t0 )) s]"; grep -E "^\[  (PASSED|FAILED)  \]|tests ran|FAILED" $V/$(basename $t).log | head -20
+    done
+  done
+  (cd $OUT && tar czf r2_tests.tgz r2); exit 0
+fi
+B=.dev/s62r
+for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
+cat $B/COMMIT > $V/commit.txt
 SH=llama3-70b.tp8.qkv,llama3-70b.tp4.qkv,1024x8192,2048x8192,1024x14336,2048x14336,512x4096,1024x6144,llama3-8b.o,2816x8192
 ab() {  # label pass extra...
   local l=$1 p=$2; shift 2
@@ -32,7 +41,7 @@ for d in ab abg; do
   python3 scripts/compare_bench.py $V/$d $V/rule_$d "8-warp clusters of 3 (rule) vs pairs" > /dev/null 2>&1 || echo "compare $d failed"
   grep "^|" $V/rule_$d.md | head -80
 done
-(cd $OUT && tar czf r2.tgz r2)
+find $V/ab $V/abg -name '*_p*.png' -delete; (cd $OUT && tar czf r2.tgz r2)
 echo "[$(( $(date +%s) - t0 )) s]"
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && BIN=$B GEMM_S=${GEMM_S:-200} bash docs/benchmarks/logs/session62_raw/gpu_h200.sh
 exit 0
