@@ -2,7 +2,9 @@
 // memory. clock64() around N steps per warp (the closing read takes the sums as an input), every SM busy:
 // one block of 1 / 4 / 8 warps per SM, or two 8-warp blocks per SM (16 warps, 4 per SM sub-partition).
 //   v0 chained  the chain_limit probe's loop: 4 accumulators, each chained over every step (+ sum(x) MMA)
-//   v1 window   accumulators restarted every W = 8 steps (zero-C MMA), folded into fp32 totals (the tile's shape)
+//   v1 window   accumulators restarted every W = 8 steps (zero-C MMA), folded into fp32 totals (the tile's shape).
+//               NOT VALID as written: the words repeat every 8 steps and x is fixed, so every window computes the
+//               same values and ptxas keeps one window's 40 HMMA for 64 steps (SASS); its rows are not used.
 //   v2 latency  one MMA chain, one MMA per step (dependent MMA latency)
 //   v3 alu      the step's shared-memory load and LOP3 unpacking, no MMA
 //   v4 indep    4 accumulators x 4 sets rotating by step (chain depth N / 4)
