@@ -5,10 +5,11 @@
 # LOWBIT_INT4_DECODE_SPLITS=1; staged x: LOWBIT_INT4_DECODE_XW=0), then the dense table (bench gemm, every
 # shape and M, as gemm.md), within what is left of the session's device time.
 # run(command="bash docs/benchmarks/logs/session61_raw/gpu_h200.sh", carry=[".dev/s61w"], kind="nvidia-h200")
+# (BIN: another CLI folder; session 62 runs it with HEAD's CLI, docs/benchmarks/logs/session62_raw/gpu_round2.sh.)
 set -u
 nvidia-smi -L; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: stopped"; exit 3; }
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
-B=.dev/s61w; H=$OUT/h; mkdir -p $H
+B=${BIN:-.dev/s61w}; H=$OUT/h; mkdir -p $H
 for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
 cat $B/COMMIT > $H/commit.txt
 ab() {  # name, shapes, M list, env of "off"

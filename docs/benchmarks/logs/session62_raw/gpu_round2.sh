@@ -43,5 +43,5 @@ for d in ab abg; do
 done
 find $V/ab $V/abg -name '*_p*.png' -delete; (cd $OUT && tar czf r2.tgz r2)
 echo "[$(( $(date +%s) - t0 )) s]"
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && BIN=$B GEMM_S=${GEMM_S:-200} bash docs/benchmarks/logs/session62_raw/gpu_h200.sh
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && BIN=$B GEMM_S=${GEMM_S:-200} bash docs/benchmarks/logs/session61_raw/gpu_h200.sh
 exit 0
