@@ -8,13 +8,16 @@
 #  3. on an H200 only, gpu_h200.sh (session 61's changes A/B and the dense table) with this CLI.
 # run(command="MODE=tests bash docs/benchmarks/logs/session62_raw/gpu_round2.sh", carry=[".dev/s62t"], kind="nvidia-h200")
 # run(command="MODE=bench bash docs/benchmarks/logs/session62_raw/gpu_round2.sh", carry=[".dev/s62r"], kind="nvidia-h200")
+# MODE=all: both in one call, TEST_DIRS and BIN naming one carried folder that holds the int4 tests and a CLI built
+# without Marlin (the two with Marlin exceed the carry limit):
+# run(command="MODE=all TEST_DIRS=.dev/s62c BIN=.dev/s62c bash docs/benchmarks/logs/session62_raw/gpu_round2.sh", carry=[".dev/s62c"], kind="nvidia-h200")
 set -u
 nvidia-smi -L
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
 V=$OUT/r2; mkdir -p $V; nvidia-smi -L > $V/gpu.txt
 t0=$(date +%s)
-if [ "${MODE:-}" = tests ]; then
-  for B in .dev/s62t .dev/s62m; do
+if [ "${MODE:-}" = tests ] || [ "${MODE:-}" = all ]; then
+  for B in ${TEST_DIRS:-.dev/s62t .dev/s62m}; do
     [ -d $B ] || continue
     for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*; cat $B/COMMIT > $V/commit_$(basename $B).txt
     for t in $B/lowbit_tests_gpu_*; do
@@ -22,9 +25,9 @@ if [ "${MODE:-}" = tests ]; then
       echo "== $(basename $t) rc $? [$(( $(date +%s) - t0 )) s]"; grep -E "^\[  (PASSED|FAILED)  \]|tests ran|FAILED" $V/$(basename $t).log | head -20
     done
   done
-  (cd $OUT && tar czf r2_tests.tgz r2); exit 0
+  (cd $OUT && tar czf r2_tests.tgz r2); [ "$MODE" = tests ] && exit 0
 fi
-B=.dev/s62r
+B=${BIN:-.dev/s62r}
 for f in $B/*.xz; do [ -f "$f" ] && xz -d -T8 "$f"; done; chmod +x $B/*
 cat $B/COMMIT > $V/commit.txt
 SH=llama3-70b.tp8.qkv,llama3-70b.tp4.qkv,1024x8192,2048x8192,1024x14336,2048x14336,512x4096,1024x6144,llama3-8b.o,2816x8192
