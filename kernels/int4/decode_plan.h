@@ -60,7 +60,9 @@ constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps
 // alike. Not taken, slower: shorter K past sms / 6 groups (2048 x 4096 1.07-1.12x, 2304 x
 // 3584 1.07x, 2048 x 2048 1.15x; 2048 x 6144 0.87-1.02x mixed), 44 groups (3 units = sms:
 // 2816 x 14336 1.06x, 2816 x 4096 1.14-1.22x), and the pairs' shapes with more groups (8b.o,
-// 64 groups, 1.01-1.09x; 70b.o / tp2.o / tp4.o / tp8.o / tp8.down 1.14-1.67x).
+// 64 groups, 1.01-1.09x; 70b.o / tp2.o / tp4.o / tp8.o / tp8.down 1.14-1.67x). As the plan (76b2a2c)
+// against the pairs forced: 0.73-0.98x bf16 / fp16, G = 32 / 64 / per-channel / asymmetric too
+// (docs/benchmarks/gemm_few_groups_h100.md, gemm_few_groups_g_h100.md).
 inline DecodeShape dense_rows8_shape(int units, int gsteps, int steps, int sms, bool bf16) {
   const DecodeShape s = decode_shape(units, 1, sms);
   if (bf16 && s.warps == 8 && s.splits == 1 && 3 * units <= 4 * sms && decode_window(gsteps, 8) != 2) return {4, 3};

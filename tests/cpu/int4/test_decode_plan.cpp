@@ -383,10 +383,6 @@ TEST(Int4DecodePlan, MoeLargeExpertShapeMatchesMeasuredChoices) {
   }
 }
 
-// Where the dense decode GEMM lets the next launch start: after the first batches for grids of
-// at most one block per SM and for bf16 8-warp 8-row pairs under 15/8 blocks per SM (8b.qkv's
-// 192 on 132 SMs); at the start otherwise (70b.o's 256 pair blocks, 70b.qkv's 480 4-warp
-// blocks, fp16 pairs, 16-row tiles).
 // Few column groups on a long K (session 62): 8-warp 8-row blocks in clusters of 3 instead of
 // pairs while 3 x groups < SMs, from K = 4096 (256 K steps) up to SMs / 6 groups and from K = 8192
 // (512 steps) past that; in both dtypes; only where decode_shape() takes pairs. Their one block
@@ -417,6 +413,10 @@ TEST(Int4DecodePlan, FewGroupsLongKClustersOf3) {
   }
 }
 
+// Where the dense decode GEMM lets the next launch start: after the first batches for grids of
+// at most one block per SM and for bf16 8-warp 8-row pairs under 15/8 blocks per SM (8b.qkv's
+// 192 on 132 SMs); at the start otherwise (70b.o's 256 pair blocks, 70b.qkv's 480 4-warp
+// blocks, fp16 pairs, 16-row tiles).
 TEST(Int4DecodePlan, PdlTrigger) {
   EXPECT_EQ(dense_pdl_trigger(128, 132, 8, 2, true, true), 1);   // 8b.o
   EXPECT_EQ(dense_pdl_trigger(132, 132, 4, 1, true, false), 1);  // one wave of single blocks
