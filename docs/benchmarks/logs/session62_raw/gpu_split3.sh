@@ -17,14 +17,17 @@ one() {  # label dtype env...
   env "$@" timeout 90 $B/lowbit bench gemm --shapes $SH --m ${MS:-1,4,8} --dtype $d ${EXTRA:-} --reps 10 --cooldown-ms 100 \
     --out $H/${l}_${d}_p$pass > $H/${l}_${d}_p$pass.log 2>&1 || echo "$l $d pass $pass rc $?"
 }
-# CONFIGS: space-separated labels wWsStT (warps W, cluster size S, trigger T); "plan" = no knob.
+# CONFIGS: space-separated labels wWsStT (warps W, cluster size S, trigger T); "plan" = no knob; a leading "r8"
+# (r8plan, r8w8s3t1) adds LOWBIT_INT4_DECODE_ROWS16=0: 8-row tiles at M = 9..32 too.
 CONFIGS=${CONFIGS:-plan w4s3t1 w8s3t1 w8s3t0 w8s4t1}
 for d in ${DTYPES:-bf16}; do
   for pass in $(seq 1 ${PASSES:-3}); do
     for c in $CONFIGS; do
-      if [ $c = plan ]; then one plan $d; continue; fi
-      w=${c#w}; w=${w%%s*}; s=${c#*s}; s=${s%%t*}; t=${c##*t}
-      one $c $d LOWBIT_INT4_DECODE_WARPS=$w LOWBIT_INT4_DECODE_SPLITS=$s LOWBIT_INT4_DECODE_TRIGGER=$t
+      r8=(); k=$c
+      if [ "${c#r8}" != "$c" ]; then r8=(LOWBIT_INT4_DECODE_ROWS16=0); k=${c#r8}; fi
+      if [ $k = plan ]; then one $c $d "${r8[@]}"; continue; fi
+      w=${k#w}; w=${w%%s*}; s=${k#*s}; s=${s%%t*}; t=${k##*t}
+      one $c $d "${r8[@]}" LOWBIT_INT4_DECODE_WARPS=$w LOWBIT_INT4_DECODE_SPLITS=$s LOWBIT_INT4_DECODE_TRIGGER=$t
     done
   done
 done
