@@ -7,12 +7,13 @@
 #     clusters of 3 (LOWBIT_INT4_DECODE_ROWS16=0 with 8 warps x 3, whose 8-row tiles push into two slots) against the
 #     plan, bf16 three passes; then fp16 two.
 #  2. On an H200 only: session 61's A/B of its three plan changes and the issue's dense table with this CLI.
-# run(command="bash docs/benchmarks/logs/session62_raw/gpu_next.sh", carry=[".dev/s62x"], kind="nvidia-h200")
+# run(command="bash docs/benchmarks/logs/session62_raw/gpu_next.sh", carry=[".dev/s62r"], kind="nvidia-h200")
+# (session 63: BIN defaults to .dev/s62r, the CLI of 76b2a2c, whose kernels are HEAD's; .dev/s62x predates the rule)
 # The int4 GPU tests (the column-sampling mend of 05fd0a8 is unrun on a GPU) go in their own call (carry limit):
 # run(command="MODE=tests TEST_DIRS=.dev/s62t bash docs/benchmarks/logs/session62_raw/gpu_round2.sh", carry=[".dev/s62t"])
 D=docs/benchmarks/logs/session62_raw
 S=llama3-70b.tp8.qkv,llama3-70b.tp4.qkv,1024x8192,2048x8192,1024x14336,llama3-8b.o
-SHAPES=$S MS=9,12,16 CONFIGS="plan r8plan r8w8s3t1 r8w8s2t1" TAG=m16_bf16 BIN=.dev/s62x bash $D/gpu_split3.sh 2>&1 | tail -22
-SHAPES=$S MS=9,12,16 CONFIGS="plan r8w8s3t1" DTYPES=fp16 PASSES=2 TAG=m16_fp16 BIN=.dev/s62x bash $D/gpu_split3.sh 2>&1 | tail -22
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && BIN=.dev/s62x GEMM_S=${GEMM_S:-200} bash $D/../session61_raw/gpu_h200.sh
+SHAPES=$S MS=9,12,16 CONFIGS="plan r8plan r8w8s3t1 r8w8s2t1" TAG=m16_bf16 BIN=${BIN:-.dev/s62r} bash $D/gpu_split3.sh 2>&1 | tail -22
+SHAPES=$S MS=9,12,16 CONFIGS="plan r8w8s3t1" DTYPES=fp16 PASSES=2 TAG=m16_fp16 BIN=${BIN:-.dev/s62r} bash $D/gpu_split3.sh 2>&1 | tail -22
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && BIN=${BIN:-.dev/s62r} GEMM_S=${GEMM_S:-200} bash $D/../session61_raw/gpu_h200.sh
 exit 0
