@@ -15,5 +15,7 @@ D=docs/benchmarks/logs/session62_raw
 S=llama3-70b.tp8.qkv,llama3-70b.tp4.qkv,1024x8192,2048x8192,1024x14336,llama3-8b.o
 SHAPES=$S MS=9,12,16 CONFIGS="plan r8plan r8w8s3t1 r8w8s2t1" TAG=m16_bf16 BIN=${BIN:-.dev/s62r} bash $D/gpu_split3.sh 2>&1 | tail -22
 SHAPES=$S MS=9,12,16 CONFIGS="plan r8w8s3t1" DTYPES=fp16 PASSES=2 TAG=m16_fp16 BIN=${BIN:-.dev/s62r} bash $D/gpu_split3.sh 2>&1 | tail -22
+# Session 63: the clusters-of-3 rule at the M it was not timed at (measured at 1 / 4 / 8): the plan against the pairs.
+SHAPES=llama3-70b.tp8.qkv,llama3-70b.tp4.qkv,1024x8192,1024x14336 MS=2,3,5,6,7 CONFIGS="plan w8s2t1" PASSES=2 TAG=mid_bf16 BIN=${BIN:-.dev/s62r} bash $D/gpu_split3.sh 2>&1 | tail -22
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && BIN=${BIN:-.dev/s62r} GEMM_S=${GEMM_S:-200} bash $D/../session61_raw/gpu_h200.sh
 exit 0
