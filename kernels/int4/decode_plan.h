@@ -55,13 +55,14 @@ constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps
 // LOWBIT_INT4_DECODE_WARPS=8 _SPLITS=3 _TRIGGER=1 against the plan, min of 3 alternated passes,
 // bf16 G = 128, M = 1 / 4 / 8; docs/benchmarks/logs/session62_raw/): 70b.tp8.qkv (1280 x 8192,
 // 20 groups) 0.78-0.81x (5.6 / 6.2 / 6.6 us), 70b.tp4.qkv (2560 x 8192, 40) 0.94-0.98x,
-// 1024 x 8192 / 14336 / 28672 0.74-0.85x, 2048 x 8192 0.82-0.87x, 2048 x 14336 0.95-0.96x,
+// 1024 x 8192 / 14336 / 28672 0.70-0.83x, 2048 x 8192 0.82-0.87x, 2048 x 14336 0.95-0.96x,
 // 256 / 512 x 8192 0.77-0.78x, 1024 x 6144 0.75-0.79x, 512 / 1024 x 4096 0.91-0.97x; fp16
 // alike. Not taken, slower: shorter K past sms / 6 groups (2048 x 4096 1.07-1.12x, 2304 x
-// 3584 1.07x, 2048 x 2048 1.15x; 2048 x 6144 0.87-1.02x mixed), 44 groups (3 units = sms:
+// 3584 1.07x, 2048 x 2048 1.14-1.17x; 2048 x 6144 0.87-1.02x mixed), 44 groups (3 units = sms:
 // 2816 x 14336 1.06x, 2816 x 4096 1.14-1.22x), and the pairs' shapes with more groups (8b.o,
 // 64 groups, 1.01-1.09x; 70b.o / tp2.o / tp4.o / tp8.o / tp8.down 1.14-1.67x). As the plan (76b2a2c)
-// against the pairs forced: 0.73-0.98x bf16 / fp16, G = 32 / 64 / per-channel / asymmetric too
+// against the pairs forced: 0.73-0.98x bf16 / fp16 G = 128, 0.74-0.95x G = 32 / 64, 0.75-0.99x
+// per-channel / asymmetric
 // (docs/benchmarks/gemm_few_groups_h100.md, gemm_few_groups_g_h100.md).
 inline DecodeShape dense_rows8_shape(int units, int gsteps, int steps, int sms, bool bf16) {
   const DecodeShape s = decode_shape(units, 1, sms);
