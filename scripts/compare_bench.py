@@ -32,9 +32,10 @@ for p in sorted(glob.glob(os.path.join(d, '*_e[01]_p*.json'))):
 rows = [dict(bench=b, shape=s, M=m, off_us=v['e0'], on_us=v['e1'], ratio=v['e1'] / v['e0'],
              pct_floor_on=100 * v['floor_us'] / v['e1'], pct_floor_off=100 * v['floor_us'] / v['e0'])
         for (b, s, m), v in sorted(best.items()) if 'e0' in v and 'e1' in v]
-per_label = defaultdict(int)  # passes of the setting per LABEL (the table states the fewest)
-for p in glob.glob(os.path.join(d, '*_e1_p*.json')):
-    per_label[os.path.basename(p).split('_')[0]] += 1
+per_label = defaultdict(int)  # passes per LABEL and side (the table states the fewest of either side)
+for p in glob.glob(os.path.join(d, '*_e[01]_p*.json')):
+    label, side = os.path.basename(p).split('_')[:2]
+    per_label[(label, side)] += 1
 passes = min(per_label.values())
 with open(out + '.md', 'w') as f:
     f.write(f"# {title}\n\n{meta['date']}, commit {meta['commit'][:12]}, {meta['machine']}, copy bandwidth "
