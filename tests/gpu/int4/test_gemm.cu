@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <random>
@@ -327,6 +328,11 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
   };
   const Case cases[] = {{4096, 4096, 1},  {4096, 4096, 8},  {4096, 4096, 16}, {6144, 4096, 16},
                         {10240, 2176, 1}, {10240, 2176, 8}, {1280, 8320, 1},  {192, 8320, 8}};
+  // The cases that the plan puts in clusters of 3 of 8-warp / 4-warp 8-row blocks (the ones
+  // that push into two slots): a later change of the plan's thresholds must not leave the
+  // push of a third rank untested. (The launch may still run fewer ranks where the device
+  // cannot schedule a cluster of 3: schedulable_splits; not on H100 / H200.)
+  int clusters3_w8 = 0, clusters3_w4 = 0;
   for (DType t : {DType::kBF16, DType::kF16})
     for (int g : {128, 32, kPerChannel})
       for (const Case& c : cases) {
@@ -334,6 +340,11 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
         SCOPED_TRACE(::testing::Message() << dtype_name(t) << " G=" << g << " N=" << c.n << " K=" << c.k
                                           << " M=" << m);
         WeightShape s{1, c.n, c.k, g, g != 32, t};
+        const int gsteps = (s.group_len() < c.k ? s.group_len() : c.k) / 16;
+        const kern::DensePlan plan = kern::dense_decode_plan(m, c.n / 64, gsteps, c.k / 16, kern::current_sm_count(),
+                                                             32, 1, t == DType::kBF16);
+        if (plan.tiles == kern::DecodeTiles::kRows8 && plan.shape.splits == 3)
+          ++(plan.shape.warps == 8 ? clusters3_w8 : clusters3_w4);
         KernelWeights kw;  // (not weights_for: no fp64 reference here, so no dequantized copy)
         ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 91u + static_cast<uint32_t>(g)), &kw,
                                        static_cast<int>(KernelLayoutKind::kMmaTiled))
@@ -362,6 +373,13 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
         }
         expect_same_bits_all_written(t, out[1], out[0]);
       }
+  // (The knobs that override the plan's block shape may move the cases elsewhere.)
+  if (std::getenv("LOWBIT_INT4_DECODE_SPLITS") == nullptr && std::getenv("LOWBIT_INT4_DECODE_WARPS") == nullptr) {
+    EXPECT_GT(clusters3_w8, 0) << "no case ran 8-warp 8-row blocks in clusters of 3";
+    // (N = 10240 was chosen for 132 SMs: H100 SXM, H200; a card with fewer SMs runs 4-warp
+    // blocks alone there, e.g. 114 SMs.)
+    if (kern::current_sm_count() == 132) EXPECT_GT(clusters3_w4, 0) << "no case ran 4-warp 8-row blocks in clusters of 3";
+  }
 }
 
 // The warp-specialized 96- / 128-row wgmma tiles (pipelined_ws_tile.cuh) run the same
