@@ -12,10 +12,15 @@
 # The int4 GPU tests (the column-sampling mend of 05fd0a8 is unrun on a GPU) go in their own call (carry limit):
 # run(command="MODE=tests TEST_DIRS=.dev/s62t bash docs/benchmarks/logs/session62_raw/gpu_round2.sh", carry=[".dev/s62t"])
 D=docs/benchmarks/logs/session62_raw
+# Session 63: on an H200, the issue's card, session 61's A/Bs and the dense table come first (the sweeps below are
+# H100-sized questions); elsewhere the sweeps alone.
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  BIN=${BIN:-.dev/s62r} GEMM_S=${GEMM_S:-150} bash $D/../session61_raw/gpu_h200.sh
+  [ "${SWEEPS_ON_H200:-0}" = 1 ] || exit 0
+fi
 S=llama3-70b.tp8.qkv,llama3-70b.tp4.qkv,1024x8192,2048x8192,1024x14336,llama3-8b.o
 SHAPES=$S MS=9,12,16 CONFIGS="plan r8plan r8w8s3t1 r8w8s2t1" TAG=m16_bf16 BIN=${BIN:-.dev/s62r} bash $D/gpu_split3.sh 2>&1 | tail -22
 SHAPES=$S MS=9,12,16 CONFIGS="plan r8w8s3t1" DTYPES=fp16 PASSES=2 TAG=m16_fp16 BIN=${BIN:-.dev/s62r} bash $D/gpu_split3.sh 2>&1 | tail -22
 # Session 63: the clusters-of-3 rule at the M it was not timed at (measured at 1 / 4 / 8): the plan against the pairs.
 SHAPES=llama3-70b.tp8.qkv,llama3-70b.tp4.qkv,1024x8192,1024x14336 MS=2,3,5,6,7 CONFIGS="plan w8s2t1" PASSES=2 TAG=mid_bf16 BIN=${BIN:-.dev/s62r} bash $D/gpu_split3.sh 2>&1 | tail -22
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && BIN=${BIN:-.dev/s62r} GEMM_S=${GEMM_S:-200} bash $D/../session61_raw/gpu_h200.sh
 exit 0
