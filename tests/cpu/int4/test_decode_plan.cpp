@@ -410,6 +410,9 @@ TEST(Int4DecodePlan, FewGroupsLongKClustersOf3) {
     for (int m : {1, 8}) EXPECT_EQ(unshared_decode_plan(m, 20, kG128Steps, 512, kH200Sms, 32, bf16).shape.splits, 3) << m;
     EXPECT_NE(unshared_decode_plan(9, 20, kG128Steps, 512, kH200Sms, 32, bf16).shape.splits, 3);
     EXPECT_EQ(dense_pdl_trigger(60, kH200Sms, 8, 3, true, bf16), 1);
+    // Every group size (the rule has no window test, unlike the 4-warp clusters of 3 above;
+    // measured at G = 32 / 64 / per-channel: gemm_few_groups_g_h100.md).
+    for (int gsteps : {2, 4, 512}) EXPECT_EQ(dense_rows8_shape(20, gsteps, 512, kH200Sms, bf16).splits, 3) << gsteps;
   }
 }
 
