@@ -64,10 +64,14 @@ constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps
 // against the pairs forced: 0.73-0.98x bf16 / fp16 G = 128, 0.74-0.95x G = 32 / 64, 0.75-0.99x
 // per-channel / asymmetric
 // (docs/benchmarks/gemm_few_groups_h100.md, gemm_few_groups_g_h100.md).
+// units: 8-row units (8-row tiles x column groups).
+constexpr bool few_units_long_k(int units, int steps, int sms) {
+  return 3 * units < sms && steps >= (6 * units <= sms ? 256 : 512);
+}
 inline DecodeShape dense_rows8_shape(int units, int gsteps, int steps, int sms, bool bf16) {
   const DecodeShape s = decode_shape(units, 1, sms);
   if (bf16 && s.warps == 8 && s.splits == 1 && 3 * units <= 4 * sms && decode_window(gsteps, 8) != 2) return {4, 3};
-  if (s.warps == 8 && s.splits == 2 && 3 * units < sms && steps >= (6 * units <= sms ? 256 : 512)) return {8, 3};
+  if (s.warps == 8 && s.splits == 2 && few_units_long_k(units, steps, sms)) return {8, 3};
   // (Session 44 ran bf16 8b.qkv's 96 groups in 8-warp blocks alone, measured 0.98x / 0.95x the
   // pairs' time at M = 1 / 8 on an H200 when the pairs' 192 blocks let the next launch start at
   // once. Since x is requested two batches ahead (x_early, session 61) and with the pairs' trigger
@@ -148,6 +152,22 @@ inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, 
     return {nt == 1 ? DecodeTiles::kRows8 : DecodeTiles::kRows16,
             decode_shape(plan_ceil_div(m, 8 * nt) * groups, nt, sms)};
   }
+  // M = 9..16 on few groups and a long K: two 8-row tiles per group in 8-warp split-K clusters
+  // of 3 (the rule of dense_rows8_shape on the 8-row units) instead of 16-row tiles. The
+  // 16-row tiles have one push slot (decode_push_peers), so their clusters stop at 2, and on
+  // few groups the grid's share of the SMs sets the stream; the 8-row tiles re-read each word
+  // for the second row tile (from L2) and push into two slots. Measured (session 63, 1x H100,
+  // LOWBIT_INT4_DECODE_ROWS16=0 with 8 warps x 3 and the trigger after the first batches
+  // against the plan of then, bf16, min of 2-3 passes, M = 9 / 12 / 16, us;
+  // docs/benchmarks/logs/session63_raw/): 256 / 512 / 768 x 8192 0.64-0.71x / 0.66-0.71x /
+  // 0.70-0.76x, 1024 x 8192 7.35 / 7.64 / 7.81 vs 9.01 / 9.36 / 9.86 (0.79-0.82x), 1024 x
+  // 14336 / 28672 0.77-0.79x / 0.71-0.78x, 70b.tp8.qkv (1280 x 8192, 40 units) 8.96 / 9.13 /
+  // 9.25 vs 9.09 / 9.43 / 9.94 (0.93-0.99x; 8-row pairs there 0.88-0.93x); fp16 1024 x 8192 /
+  // 14336 0.74-0.79x, 70b.tp8.qkv 0.88-0.94x. Not taken, slower or mixed where the rule says
+  // no: 1536 x 8192 (48 units) 0.99-1.06x, 2048 x 8192 1.01-1.12x, 2048 x 14336 0.96-1.04x,
+  // 70b.tp4.qkv 1.25-1.36x, 8b.o 1.58-1.65x; 1024 x 6144 (0.79-0.80x) and 1024 x 4096
+  // (0.86-0.87x) have K under the rule's 8192 at 32 units and keep their 16-row tiles.
+  if (m <= 16 && few_units_long_k(plan_ceil_div(m, 8) * groups, steps, sms)) return {DecodeTiles::kRows8, {8, 3}};
   const int u = plan_ceil_div(m, 16) * groups;  // (16-row tile, column group) units
   // 8-warp deep blocks: x staged (kRows16Staged) at every M = 9..32 since session 61. Session 22
   // (round LC, 1x H200, us at M = 9 / 12 / 16, staged vs x from L2) took staged x only where a
@@ -214,7 +234,11 @@ inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int steps, int
   const bool rows16 = m > 8 && m <= 16 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   const bool four_warp_pairs =
       base.tiles == DecodeTiles::kRows16Deep && base.shape.warps == 4 && base.shape.splits == 2;
-  if (rows16 && (xshared == 2 || (xshared == 1 && (base.tiles == DecodeTiles::kRows8 || four_warp_pairs))))
+  // (Not the 8-row clusters of 3 on few groups: unshared_decode_plan's rule, measured against
+  // the 16-row tiles it replaces.)
+  const bool rows8_clusters3 = base.tiles == DecodeTiles::kRows8 && base.shape.splits == 3 && base.shape.warps == 8;
+  if (rows16 && (xshared == 2 ||
+                 (xshared == 1 && ((base.tiles == DecodeTiles::kRows8 && !rows8_clusters3) || four_warp_pairs))))
     return shared_x_plan(groups, steps, sms);
   return base;
 }

@@ -181,9 +181,9 @@ TEST(Int4DecodePlan, FallbacksAndBounds) {
       if (p.tiles == DecodeTiles::kRows16Staged) {
         EXPECT_TRUE(p.shape.warps == 8 && m >= 9 && m <= 32) << m << " " << groups;
       }
-      // (clusters of 3 only for 8-row blocks at M <= 8: the kernel's receive buffer holds two
-      // pushing ranks there, one elsewhere)
-      const bool three = p.shape.splits == 3 && m <= 8 && p.tiles == DecodeTiles::kRows8;
+      // (clusters of 3 only for 8-row blocks, at M <= 16: the kernel's receive buffer holds two
+      // pushing ranks there, one for the 16-row tiles)
+      const bool three = p.shape.splits == 3 && m <= 16 && p.tiles == DecodeTiles::kRows8;
       EXPECT_TRUE(p.shape.splits == 1 || p.shape.splits == 2 || three) << m << " " << groups;
     }
 }
@@ -406,13 +406,43 @@ TEST(Int4DecodePlan, FewGroupsLongKClustersOf3) {
     EXPECT_EQ(shape(12, 256, 66).splits, 2);
     EXPECT_EQ(shape(21, 512, 66).splits, 3);
     EXPECT_EQ(shape(22, 512, 66).splits, 2);
-    // Through the plan at M = 1..8, and not past M = 8.
+    // Through the plan at M = 1..8 (and at M = 9..16 on the 8-row units: FewGroupsLongKRows8AtM9To16).
     for (int m : {1, 8}) EXPECT_EQ(unshared_decode_plan(m, 20, kG128Steps, 512, kH200Sms, 32, bf16).shape.splits, 3) << m;
-    EXPECT_NE(unshared_decode_plan(9, 20, kG128Steps, 512, kH200Sms, 32, bf16).shape.splits, 3);
+    EXPECT_NE(unshared_decode_plan(17, 20, kG128Steps, 512, kH200Sms, 32, bf16).shape.splits, 3);
     EXPECT_EQ(dense_pdl_trigger(60, kH200Sms, 8, 3, true, bf16), 1);
     // Every group size (the rule has no window test, unlike the 4-warp clusters of 3 above;
     // measured at G = 32 / 64 / per-channel: gemm_few_groups_g_h100.md).
     for (int gsteps : {2, 4, 512}) EXPECT_EQ(dense_rows8_shape(20, gsteps, 512, kH200Sms, bf16).splits, 3) << gsteps;
+  }
+}
+
+// M = 9..16 on few groups and a long K (unshared_decode_plan, session 63): two 8-row tiles per
+// group in 8-warp clusters of 3 where dense_rows8_shape's rule holds for the 8-row units (2 x
+// groups), through dense_decode_plan (not replaced by block-shared x tiles); the 16-row tiles
+// elsewhere, and never past M = 16 or with windows shorter than a batch.
+TEST(Int4DecodePlan, FewGroupsLongKRows8AtM9To16) {
+  for (bool bf16 : {true, false}) {
+    for (int m : {9, 12, 16})
+      for (int groups : {2, 8, 16, 20}) {  // 256 / 1024 / 1280 x 8192
+        const DensePlan p = dense_decode_plan(m, groups, kG128Steps, 512, kH200Sms, 32, 1, bf16);
+        EXPECT_EQ(p.tiles, DecodeTiles::kRows8) << m << " " << groups;
+        EXPECT_EQ(p.shape.warps, 8) << m << " " << groups;
+        EXPECT_EQ(p.shape.splits, 3) << m << " " << groups;
+        EXPECT_EQ(decode_row_tiles(p.tiles, m), 2);
+      }
+    // Per-channel (one window per batch) alike.
+    EXPECT_EQ(dense_decode_plan(16, 16, 512, 512, kH200Sms, 32, 1, bf16).shape.splits, 3);
+    // K under 8192 at 32 units (1024 x 6144 / 4096), 48 units (1536 x 8192), M = 17, windows of 4
+    // (G = 64): not this rule.
+    EXPECT_NE(dense_decode_plan(16, 16, kG128Steps, 384, kH200Sms, 32, 1, bf16).shape.splits, 3);
+    EXPECT_NE(dense_decode_plan(16, 16, kG128Steps, 256, kH200Sms, 32, 1, bf16).shape.splits, 3);
+    EXPECT_NE(dense_decode_plan(12, 24, kG128Steps, 512, kH200Sms, 32, 1, bf16).shape.splits, 3);
+    EXPECT_NE(dense_decode_plan(17, 16, kG128Steps, 512, kH200Sms, 32, 1, bf16).tiles, DecodeTiles::kRows8);
+    EXPECT_NE(dense_decode_plan(12, 16, 4, 512, kH200Sms, 32, 1, bf16).shape.splits, 3);
+    // K >= 4096 is enough up to sms / 6 units: 8 groups (16 units) on K = 4096.
+    EXPECT_EQ(dense_decode_plan(12, 8, kG128Steps, 256, kH200Sms, 32, 1, bf16).shape.splits, 3);
+    // LOWBIT_INT4_DECODE_ROWS16=0 (rows16_max 8) keeps the 8-row plan of before (pairs).
+    EXPECT_EQ(dense_decode_plan(12, 16, kG128Steps, 512, kH200Sms, 8, 1, bf16).shape.splits, 2);
   }
 }
 

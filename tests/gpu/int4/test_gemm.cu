@@ -233,7 +233,8 @@ std::vector<GemmCase> forced_cases() {
         // Few column groups on a long K (dense_rows8_shape, session 62): 3 groups of 520 K steps
         // in 8-warp 8-row blocks, split-K clusters of 3 whose ranks push their sums; 65 batches
         // of 8 K steps, so the ranks stream 21 / 22 / 22 of them and the warps unequal shares.
-        for (int m : {1, 6}) v.push_back({m, 192, 8320, g, sym, t});
+        // At M = 12 / 16 two 8-row tiles per group (session 63; G = 32 / 64 take 8-row pairs).
+        for (int m : {1, 6, 12, 16}) v.push_back({m, 192, 8320, g, sym, t});
       }
   // Dense decode at M = 9..16 (dense_decode_plan; block-shared x unless
   // LOWBIT_INT4_DECODE_XSHARED=0): 16-row tiles under each block shape of the unshared
@@ -321,13 +322,15 @@ INSTANTIATE_TEST_SUITE_P(Forced, Int4Gemm, ::testing::ValuesIn(forced_cases()), 
 // and clusters of 3 of 4-warp 8-row blocks for 160 (N = 10240) at M = 1 / 8
 // with G = 128 and per-channel in bf16 (dense_rows8_shape; K = 2176: 17 batches of 8 K steps,
 // so the ranks' K ranges differ; G = 32 and fp16 run 8-warp blocks alone there); clusters of 3
-// of 8-warp 8-row blocks for 20 and 3 groups on K = 8320 (65 batches: ranks of 21 / 22 / 22).
+// of 8-warp 8-row blocks for 20 and 3 groups on K = 8320 (65 batches: ranks of 21 / 22 / 22), at
+// M = 1 / 8 and with two 8-row tiles per group at M = 12 / 16 (G = 128, per-channel).
 TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
   struct Case {
     int n, k, m;
   };
   const Case cases[] = {{4096, 4096, 1},  {4096, 4096, 8},  {4096, 4096, 16}, {6144, 4096, 16},
-                        {10240, 2176, 1}, {10240, 2176, 8}, {1280, 8320, 1},  {192, 8320, 8}};
+                        {10240, 2176, 1}, {10240, 2176, 8}, {1280, 8320, 1},  {192, 8320, 8},
+                        {1280, 8320, 12}, {192, 8320, 16}};
   // The cases that the plan puts in clusters of 3 of 8-warp / 4-warp 8-row blocks (the ones
   // that push into two slots): a later change of the plan's thresholds must not leave the
   // push of a third rank untested. (The launch may still run fewer ranks where the device
