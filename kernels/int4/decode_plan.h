@@ -159,14 +159,15 @@ inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, 
   // for the second row tile (from L2) and push into two slots. Measured (session 63, 1x H100,
   // LOWBIT_INT4_DECODE_ROWS16=0 with 8 warps x 3 and the trigger after the first batches
   // against the plan of then, bf16, min of 2-3 passes, M = 9 / 12 / 16, us;
-  // docs/benchmarks/logs/session63_raw/): 256 / 512 / 768 x 8192 0.64-0.71x / 0.66-0.71x /
+  // docs/benchmarks/logs/session63_raw/): 256 / 512 / 768 x 8192 0.64-0.69x / 0.66-0.71x /
   // 0.70-0.76x, 1024 x 8192 7.35 / 7.64 / 7.81 vs 9.01 / 9.36 / 9.86 (0.79-0.82x), 1024 x
   // 14336 / 28672 0.77-0.79x / 0.71-0.78x, 70b.tp8.qkv (1280 x 8192, 40 units) 8.96 / 9.13 /
   // 9.25 vs 9.09 / 9.43 / 9.94 (0.93-0.99x; 8-row pairs there 0.88-0.93x); fp16 1024 x 8192 /
   // 14336 0.74-0.79x, 70b.tp8.qkv 0.88-0.94x. Not taken, slower or mixed where the rule says
   // no: 1536 x 8192 (48 units) 0.99-1.06x, 2048 x 8192 1.01-1.12x, 2048 x 14336 0.96-1.04x,
   // 70b.tp4.qkv 1.25-1.36x, 8b.o 1.58-1.65x; 1024 x 6144 (0.79-0.80x) and 1024 x 4096
-  // (0.86-0.87x) have K under the rule's 8192 at 32 units and keep their 16-row tiles.
+  // (0.86-0.87x) have K under the rule's 8192 at 32 units and keep their 16-row tiles
+  // (docs/benchmarks/gemm_rows8_m16_h100.md). Not yet measured as the plan, nor on an H200.
   if (m <= 16 && few_units_long_k(plan_ceil_div(m, 8) * groups, steps, sms)) return {DecodeTiles::kRows8, {8, 3}};
   const int u = plan_ceil_div(m, 16) * groups;  // (16-row tile, column group) units
   // 8-warp deep blocks: x staged (kRows16Staged) at every M = 9..32 since session 61. Session 22
