@@ -143,8 +143,9 @@ struct DensePlan {
 // 14 batches per warp: 47.3 / 50.1 vs 52.2 / 53.5), slower otherwise (70b.o, 4 batches per
 // warp: 18.9 / 19.5 vs 18.2 / 18.5). Alone (one lean block per SM) they lose to the deep tile
 // everywhere (70b.down 64.8 / 67.5): the register bound costs without buying warps.
+// few_rows8: the M = 9..16 rule below (LOWBIT_INT4_DECODE_FEW8=0 turns it off: measurements).
 inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, int sms, int rows16_max,
-                                      bool bf16 = true) {
+                                      bool bf16 = true, bool few_rows8 = true) {
   const bool rows16 = m > 8 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   if (!rows16) {
     if (m <= 8) return {DecodeTiles::kRows8, dense_rows8_shape(groups, gsteps, steps, sms, bf16)};
@@ -168,7 +169,8 @@ inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, 
   // 70b.tp4.qkv 1.25-1.36x, 8b.o 1.58-1.65x; 1024 x 6144 (0.79-0.80x) and 1024 x 4096
   // (0.86-0.87x) have K under the rule's 8192 at 32 units and keep their 16-row tiles
   // (docs/benchmarks/gemm_rows8_m16_h100.md). Not yet measured as the plan, nor on an H200.
-  if (m <= 16 && few_units_long_k(plan_ceil_div(m, 8) * groups, steps, sms)) return {DecodeTiles::kRows8, {8, 3}};
+  if (few_rows8 && m <= 16 && few_units_long_k(plan_ceil_div(m, 8) * groups, steps, sms))
+    return {DecodeTiles::kRows8, {8, 3}};
   const int u = plan_ceil_div(m, 16) * groups;  // (16-row tile, column group) units
   // 8-warp deep blocks: x staged (kRows16Staged) at every M = 9..32 since session 61. Session 22
   // (round LC, 1x H200, us at M = 9 / 12 / 16, staged vs x from L2) took staged x only where a
@@ -230,8 +232,8 @@ inline DensePlan shared_x_plan(int groups, int steps, int sms) {
 // xshared: 1 as above; 0 unshared_decode_plan() alone, 2 shared tiles wherever they can run
 // (LOWBIT_INT4_DECODE_XSHARED=0 / 2: measurements and tests).
 inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int steps, int sms, int rows16_max,
-                                   int xshared = 1, bool bf16 = true) {
-  const DensePlan base = unshared_decode_plan(m, groups, gsteps, steps, sms, rows16_max, bf16);
+                                   int xshared = 1, bool bf16 = true, bool few_rows8 = true) {
+  const DensePlan base = unshared_decode_plan(m, groups, gsteps, steps, sms, rows16_max, bf16, few_rows8);
   const bool rows16 = m > 8 && m <= 16 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   const bool four_warp_pairs =
       base.tiles == DecodeTiles::kRows16Deep && base.shape.warps == 4 && base.shape.splits == 2;

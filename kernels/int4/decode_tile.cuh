@@ -1227,6 +1227,13 @@ int env_rows16_max() {
   return v;
 }
 
+// LOWBIT_INT4_DECODE_FEW8=0 (read once; measurements): dense_decode_plan() without its M = 9..16
+// rule for few groups on a long K (two 8-row tiles per group in clusters of 3; the 16-row plan
+// instead, as before session 63).
+bool env_few_rows8() {
+  static const bool v = env_on_unless_zero("LOWBIT_INT4_DECODE_FEW8");
+  return v;
+}
 
 // Grid: x = split-K cluster, y = row tiles (dense) or align blocks x 8-row parts (MoE),
 // z = column groups (gate/up: groups of one half).

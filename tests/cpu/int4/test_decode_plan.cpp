@@ -441,8 +441,12 @@ TEST(Int4DecodePlan, FewGroupsLongKRows8AtM9To16) {
     EXPECT_NE(dense_decode_plan(12, 16, 4, 512, kH200Sms, 32, 1, bf16).shape.splits, 3);
     // K >= 4096 is enough up to sms / 6 units: 8 groups (16 units) on K = 4096.
     EXPECT_EQ(dense_decode_plan(12, 8, kG128Steps, 256, kH200Sms, 32, 1, bf16).shape.splits, 3);
-    // LOWBIT_INT4_DECODE_ROWS16=0 (rows16_max 8) keeps the 8-row plan of before (pairs).
+    // LOWBIT_INT4_DECODE_ROWS16=0 (rows16_max 8) keeps the 8-row plan of before (pairs), and
+    // LOWBIT_INT4_DECODE_FEW8=0 (few_rows8 false) the 16-row plan of before (staged 8-warp pairs).
     EXPECT_EQ(dense_decode_plan(12, 16, kG128Steps, 512, kH200Sms, 8, 1, bf16).shape.splits, 2);
+    const DensePlan before = dense_decode_plan(12, 16, kG128Steps, 512, kH200Sms, 32, 1, bf16, false);
+    EXPECT_EQ(before.tiles, DecodeTiles::kRows16Staged);
+    EXPECT_EQ(before.shape.splits, 2);
   }
 }
 
