@@ -19,8 +19,10 @@ d, out, title = sys.argv[1], sys.argv[2], sys.argv[3]
 note = sys.argv[4] if len(sys.argv) > 4 else ''
 best = defaultdict(dict)
 meta = None
+per_label = defaultdict(int)  # passes per LABEL and side (the table states the fewest of either side)
 for p in sorted(glob.glob(os.path.join(d, '*_e[01]_p*.json'))):
     bench, e = os.path.basename(p).split('_')[:2]
+    per_label[(bench, e)] += 1
     j = json.load(open(p))
     meta = meta or {k: j[k] for k in ('commit', 'date', 'machine', 'copy_gbps')}
     for r in j['rows']:
@@ -32,10 +34,6 @@ for p in sorted(glob.glob(os.path.join(d, '*_e[01]_p*.json'))):
 rows = [dict(bench=b, shape=s, M=m, off_us=v['e0'], on_us=v['e1'], ratio=v['e1'] / v['e0'],
              pct_floor_on=100 * v['floor_us'] / v['e1'], pct_floor_off=100 * v['floor_us'] / v['e0'])
         for (b, s, m), v in sorted(best.items()) if 'e0' in v and 'e1' in v]
-per_label = defaultdict(int)  # passes per LABEL and side (the table states the fewest of either side)
-for p in glob.glob(os.path.join(d, '*_e[01]_p*.json')):
-    label, side = os.path.basename(p).split('_')[:2]
-    per_label[(label, side)] += 1
 passes = min(per_label.values())
 with open(out + '.md', 'w') as f:
     f.write(f"# {title}\n\n{meta['date']}, commit {meta['commit'][:12]}, {meta['machine']}, copy bandwidth "
