@@ -87,6 +87,13 @@ struct GemmCase {
   int layout = -1;                   // forced kernel layout (KernelLayoutKind); -1: the shape's default
 };
 
+// The dense decode plan gemm() takes for this MMA-tiled weight at M rows on this device, without
+// the LOWBIT_INT4_DECODE_* knobs (tests that check which tiles their cases reach).
+kern::DensePlan default_decode_plan(const WeightShape& s, int m) {
+  const int gsteps = (s.group_len() < s.k ? s.group_len() : s.k) / 16;
+  return kern::dense_decode_plan(m, s.n / 64, gsteps, s.k / 16, kern::current_sm_count(), 32, 1, s.act == DType::kBF16);
+}
+
 std::string case_name(const ::testing::TestParamInfo<GemmCase>& i) {
   const GemmCase& c = i.param;
   std::ostringstream os;
@@ -343,9 +350,7 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
         SCOPED_TRACE(::testing::Message() << dtype_name(t) << " G=" << g << " N=" << c.n << " K=" << c.k
                                           << " M=" << m);
         WeightShape s{1, c.n, c.k, g, g != 32, t};
-        const int gsteps = (s.group_len() < c.k ? s.group_len() : c.k) / 16;
-        const kern::DensePlan plan = kern::dense_decode_plan(m, c.n / 64, gsteps, c.k / 16, kern::current_sm_count(),
-                                                             32, 1, t == DType::kBF16);
+        const kern::DensePlan plan = default_decode_plan(s, m);
         if (plan.tiles == kern::DecodeTiles::kRows8 && plan.shape.splits == 3)
           ++(plan.shape.warps == 8 ? clusters3_w8 : clusters3_w4);
         KernelWeights kw;  // (not weights_for: no fp64 reference here, so no dequantized copy)
@@ -498,9 +503,7 @@ TEST(Int4GemmDecodeXSteps, BitIdenticalToReadingX) {
       DevBuf ws(ws_bytes);
       ASSERT_EQ(cudaMemset(ws.p, 0xFF, ws_bytes), cudaSuccess);
       // (The default plan; the LOWBIT_INT4_DECODE_* knobs may move some cases to other tiles.)
-      const int gsteps = (s.group_len() < c.k ? s.group_len() : c.k) / 16;
-      const kern::DensePlan plan =
-          kern::dense_decode_plan(c.m, c.n / 64, gsteps, c.k / 16, kern::current_sm_count(), 32, 1, t == DType::kBF16);
+      const kern::DensePlan plan = default_decode_plan(s, c.m);
       copied += kern::decode_x_steps_planned(plan, c.m, c.n / 64, static_cast<long long>(c.n) * c.k,
                                              kern::current_sm_count(), detail::decode_x_steps_mode());
       std::vector<uint16_t> out[2];
