@@ -98,6 +98,43 @@ inline int dense_pdl_trigger(long long blocks, int sms, int warps, int splits, b
   return 0;
 }
 
+// M = 9..16 with windows of 8 (where the plan would run 16-row tiles) on few column groups:
+// two 8-row tiles per group in 8-warp blocks, {8, 3} or {8, 2}; {0, 0} where the 16-row tiles
+// stay. units: 8-row units (2 x groups); steps: K / 16. The 16-row tiles have one push slot
+// (decode_push_peers), so their clusters stop at 2, and on few groups the grid's share of the
+// SMs sets the stream; the 8-row tiles re-read each word for the second row tile (from L2)
+// and, in clusters of 3, push into two slots.
+//  - Clusters of 3 up to sms / 4 units, on K >= 4096 (steps >= 256) up to sms / 6 units and
+//    on K >= 6144 past that (session 63's rule, extended by session 64 from K >= 8192);
+//  - pairs up to 3/8 x sms units on K >= 4096 (session 64): where 3 x units blocks would
+//    stand on most of the SMs, the pairs' 2 x units stream faster.
+// Measured (session 63, 1x H100, binaries of 83e6009, the 8-row tiles forced with
+// LOWBIT_INT4_DECODE_ROWS16=0 (pairs: the plan of 8-row tiles there) and with _WARPS=8
+// _SPLITS=3 _TRIGGER=1 against the 16-row plan of then, bf16 G = 128, min of 2-3 alternated
+// passes, M = 9 / 12 / 16; docs/benchmarks/gemm_rows8_m16_h100.md and
+// logs/session63_raw/table_m16_bf16.md, table_m16b.md; x the 16-row plan's time):
+//   units  weight            clusters of 3   pairs
+//   8-24   256-768 x 8192    0.64-0.76       0.82-0.94
+//   32     1024 x 8192       0.79-0.82       0.93-0.99
+//   32     1024 x 14336      0.77-0.79       0.84-0.90
+//   32     1024 x 28672      0.71-0.78       0.81-0.94
+//   32     1024 x 6144       0.79-0.80       0.89-0.97
+//   32     1024 x 4096       0.86-0.87       0.80-0.89   (pairs: K < 6144)
+//   40     70b.tp8.qkv       0.93-0.99       0.875-0.93  (fp16 clusters of 3 0.88-0.94)
+//   48     1536 x 8192       0.99-1.06       0.93-0.97
+//   64     2048 x 8192       1.00-1.12       0.93-1.05   (16-row tiles stay)
+//   64     2048 x 14336      0.96-1.04       0.95-1.05   (16-row tiles stay)
+//   80     70b.tp4.qkv       1.25-1.36       1.25-1.36
+//   128    8b.o              1.58-1.62       1.16-1.24
+// fp16 clusters of 3 alike (1024 x 8192 / 14336 0.74-0.79x); fp16 pairs at M = 9..16 not yet
+// measured, nor K < 4096, nor any of it on an H200 (sms 132 as the H100's).
+constexpr DecodeShape rows16_few_groups_shape(int units, int steps, int sms) {
+  if (steps < 256) return {0, 0};
+  if (4 * units <= sms && (6 * units <= sms || steps >= 384)) return {8, 3};
+  if (8 * units <= 3 * sms) return {8, 2};
+  return {0, 0};
+}
+
 // Row tiles of the dense decode GEMM. Up to M = 8: one 8-row tile. M = 9..32 with windows
 // of 8 K steps (G = 128 or one group): 16-row tiles (one or two per column group) that
 // unpack each weight word once for both 8-row halves (kRows16Deep: batches of 8 K steps, 3
@@ -153,24 +190,12 @@ inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, 
     return {nt == 1 ? DecodeTiles::kRows8 : DecodeTiles::kRows16,
             decode_shape(plan_ceil_div(m, 8 * nt) * groups, nt, sms)};
   }
-  // M = 9..16 on few groups and a long K: two 8-row tiles per group in 8-warp split-K clusters
-  // of 3 (the rule of dense_rows8_shape on the 8-row units) instead of 16-row tiles. The
-  // 16-row tiles have one push slot (decode_push_peers), so their clusters stop at 2, and on
-  // few groups the grid's share of the SMs sets the stream; the 8-row tiles re-read each word
-  // for the second row tile (from L2) and push into two slots. Measured (session 63, 1x H100,
-  // LOWBIT_INT4_DECODE_ROWS16=0 with 8 warps x 3 and the trigger after the first batches
-  // against the plan of then, bf16, min of 2-3 passes, M = 9 / 12 / 16, us;
-  // docs/benchmarks/logs/session63_raw/): 256 / 512 / 768 x 8192 0.64-0.69x / 0.66-0.71x /
-  // 0.70-0.76x, 1024 x 8192 7.35 / 7.64 / 7.81 vs 9.01 / 9.36 / 9.86 (0.79-0.82x), 1024 x
-  // 14336 / 28672 0.77-0.79x / 0.71-0.78x, 70b.tp8.qkv (1280 x 8192, 40 units) 8.96 / 9.13 /
-  // 9.25 vs 9.09 / 9.43 / 9.94 (0.93-0.99x; 8-row pairs there 0.88-0.93x); fp16 1024 x 8192 /
-  // 14336 0.74-0.79x, 70b.tp8.qkv 0.88-0.94x. Not taken, slower or mixed where the rule says
-  // no: 1536 x 8192 (48 units) 0.99-1.06x, 2048 x 8192 1.01-1.12x, 2048 x 14336 0.96-1.04x,
-  // 70b.tp4.qkv 1.25-1.36x, 8b.o 1.58-1.65x; 1024 x 6144 (0.79-0.80x) and 1024 x 4096
-  // (0.86-0.87x) have K under the rule's 8192 at 32 units and keep their 16-row tiles
-  // (docs/benchmarks/gemm_rows8_m16_h100.md). Not yet measured as the plan, nor on an H200.
-  if (few_rows8 && m <= 16 && few_units_long_k(plan_ceil_div(m, 8) * groups, steps, sms))
-    return {DecodeTiles::kRows8, {8, 3}};
+  // M = 9..16 on few groups: two 8-row tiles per group (rows16_few_groups_shape) instead of
+  // 16-row tiles.
+  if (few_rows8 && m <= 16) {
+    const DecodeShape few = rows16_few_groups_shape(plan_ceil_div(m, 8) * groups, steps, sms);
+    if (few.warps != 0) return {DecodeTiles::kRows8, few};
+  }
   const int u = plan_ceil_div(m, 16) * groups;  // (16-row tile, column group) units
   // 8-warp deep blocks: x staged (kRows16Staged) at every M = 9..32 since session 61. Session 22
   // (round LC, 1x H200, us at M = 9 / 12 / 16, staged vs x from L2) took staged x only where a
@@ -237,11 +262,12 @@ inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int steps, int
   const bool rows16 = m > 8 && m <= 16 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   const bool four_warp_pairs =
       base.tiles == DecodeTiles::kRows16Deep && base.shape.warps == 4 && base.shape.splits == 2;
-  // (Not the 8-row clusters of 3 on few groups: unshared_decode_plan's rule, measured against
-  // the 16-row tiles it replaces.)
-  const bool rows8_clusters3 = base.tiles == DecodeTiles::kRows8 && base.shape.splits == 3 && base.shape.warps == 8;
+  // (Not the 8-row tiles on few groups: unshared_decode_plan's rule, rows16_few_groups_shape,
+  // measured against the 16-row tiles it replaces.)
+  const bool rows8_few_groups =
+      few_rows8 && rows16 && rows16_few_groups_shape(plan_ceil_div(m, 8) * groups, steps, sms).warps != 0;
   if (rows16 && (xshared == 2 ||
-                 (xshared == 1 && ((base.tiles == DecodeTiles::kRows8 && !rows8_clusters3) || four_warp_pairs))))
+                 (xshared == 1 && ((base.tiles == DecodeTiles::kRows8 && !rows8_few_groups) || four_warp_pairs))))
     return shared_x_plan(groups, steps, sms);
   return base;
 }

@@ -406,7 +406,7 @@ TEST(Int4DecodePlan, FewGroupsLongKClustersOf3) {
     EXPECT_EQ(shape(12, 256, 66).splits, 2);
     EXPECT_EQ(shape(21, 512, 66).splits, 3);
     EXPECT_EQ(shape(22, 512, 66).splits, 2);
-    // Through the plan at M = 1..8 (and at M = 9..16 on the 8-row units: FewGroupsLongKRows8AtM9To16).
+    // Through the plan at M = 1..8 (and at M = 9..16 on the 8-row units: FewGroupsRows8AtM9To16).
     for (int m : {1, 8}) EXPECT_EQ(unshared_decode_plan(m, 20, kG128Steps, 512, kH200Sms, 32, bf16).shape.splits, 3) << m;
     EXPECT_NE(unshared_decode_plan(17, 20, kG128Steps, 512, kH200Sms, 32, bf16).shape.splits, 3);
     EXPECT_EQ(dense_pdl_trigger(60, kH200Sms, 8, 3, true, bf16), 1);
@@ -416,37 +416,61 @@ TEST(Int4DecodePlan, FewGroupsLongKClustersOf3) {
   }
 }
 
-// M = 9..16 on few groups and a long K (unshared_decode_plan, session 63): two 8-row tiles per
-// group in 8-warp clusters of 3 where dense_rows8_shape's rule holds for the 8-row units (2 x
-// groups), through dense_decode_plan (not replaced by block-shared x tiles); the 16-row tiles
-// elsewhere, and never past M = 16 or with windows shorter than a batch.
-TEST(Int4DecodePlan, FewGroupsLongKRows8AtM9To16) {
+// M = 9..16 with windows of 8 on few groups (rows16_few_groups_shape): two 8-row tiles per
+// group in 8-warp clusters of 3 up to sms / 4 units (K >= 4096 up to sms / 6 units, K >= 6144
+// past that), in 8-warp pairs up to 3/8 x sms units (K >= 4096), through dense_decode_plan (not
+// replaced by block-shared x tiles); the 16-row tiles elsewhere, and never past M = 16, with
+// windows shorter than a batch or on K < 4096.
+TEST(Int4DecodePlan, FewGroupsRows8AtM9To16) {
   for (bool bf16 : {true, false}) {
-    for (int m : {9, 12, 16})
-      for (int groups : {2, 8, 16, 20}) {  // 256 / 1024 / 1280 x 8192
-        const DensePlan p = dense_decode_plan(m, groups, kG128Steps, 512, kH200Sms, 32, 1, bf16);
-        EXPECT_EQ(p.tiles, DecodeTiles::kRows8) << m << " " << groups;
-        EXPECT_EQ(p.shape.warps, 8) << m << " " << groups;
-        EXPECT_EQ(p.shape.splits, 3) << m << " " << groups;
-        EXPECT_EQ(decode_row_tiles(p.tiles, m), 2);
-      }
+    auto plan = [&](int m, int groups, int steps, int gsteps = kG128Steps, int rows16_max = 32, bool few = true) {
+      return dense_decode_plan(m, groups, gsteps, steps, kH200Sms, rows16_max, 1, bf16, few);
+    };
+    auto expect_rows8 = [&](int m, int groups, int steps, int splits) {
+      const DensePlan p = plan(m, groups, steps);
+      EXPECT_EQ(p.tiles, DecodeTiles::kRows8) << m << " " << groups << " " << steps;
+      EXPECT_EQ(p.shape.warps, 8) << m << " " << groups << " " << steps;
+      EXPECT_EQ(p.shape.splits, splits) << m << " " << groups << " " << steps;
+      EXPECT_EQ(decode_row_tiles(p.tiles, m), 2);
+    };
+    for (int m : {9, 12, 16}) {
+      // Clusters of 3: 256 / 1024 x 8192 (8 / 32 units), 1024 x 6144 (32 units, K >= 6144),
+      // 512 x 4096 (16 units <= sms / 6 on K = 4096), 1024 x 28672.
+      for (int groups : {4, 16}) expect_rows8(m, groups, 512, 3);
+      expect_rows8(m, 16, 384, 3);
+      expect_rows8(m, 8, 256, 3);
+      expect_rows8(m, 16, 1792, 3);
+      // Pairs: 1024 x 4096 (32 units on K < 6144), 70b.tp8.qkv (1280 x 8192, 40 units), 1536 x
+      // 8192 (48 units = 3/8 x 128; 49 still, 50 not on 132 SMs).
+      expect_rows8(m, 16, 256, 2);
+      expect_rows8(m, 20, 512, 2);
+      expect_rows8(m, 24, 512, 2);
+      // The 16-row tiles: 2048 x 8192 (64 units), 70b.tp4.qkv (80), 8b.o (128), K < 4096.
+      for (int groups : {32, 40, 64}) EXPECT_NE(plan(m, groups, 512).tiles, DecodeTiles::kRows8) << m << " " << groups;
+      for (int groups : {8, 20}) EXPECT_NE(plan(m, groups, 224).tiles, DecodeTiles::kRows8) << m << " " << groups;
+    }
+    EXPECT_EQ(rows16_few_groups_shape(49, 512, kH200Sms).splits, 2);
+    EXPECT_EQ(rows16_few_groups_shape(50, 512, kH200Sms).warps, 0);
+    EXPECT_EQ(rows16_few_groups_shape(33, 384, kH200Sms).splits, 3);
+    EXPECT_EQ(rows16_few_groups_shape(34, 8192, kH200Sms).splits, 2);
+    EXPECT_EQ(rows16_few_groups_shape(23, 256, kH200Sms).splits, 2);
+    EXPECT_EQ(rows16_few_groups_shape(22, 256, kH200Sms).splits, 3);
     // Per-channel (one window per batch) alike.
-    EXPECT_EQ(dense_decode_plan(16, 16, 512, 512, kH200Sms, 32, 1, bf16).shape.splits, 3);
-    // K under 8192 at 32 units (1024 x 6144 / 4096), 48 units (1536 x 8192), M = 17, windows of 4
-    // (G = 64): not this rule.
-    EXPECT_NE(dense_decode_plan(16, 16, kG128Steps, 384, kH200Sms, 32, 1, bf16).shape.splits, 3);
-    EXPECT_NE(dense_decode_plan(16, 16, kG128Steps, 256, kH200Sms, 32, 1, bf16).shape.splits, 3);
-    EXPECT_NE(dense_decode_plan(12, 24, kG128Steps, 512, kH200Sms, 32, 1, bf16).shape.splits, 3);
-    EXPECT_NE(dense_decode_plan(17, 16, kG128Steps, 512, kH200Sms, 32, 1, bf16).tiles, DecodeTiles::kRows8);
-    EXPECT_NE(dense_decode_plan(12, 16, 4, 512, kH200Sms, 32, 1, bf16).shape.splits, 3);
-    // K >= 4096 is enough up to sms / 6 units: 8 groups (16 units) on K = 4096.
-    EXPECT_EQ(dense_decode_plan(12, 8, kG128Steps, 256, kH200Sms, 32, 1, bf16).shape.splits, 3);
+    EXPECT_EQ(plan(16, 16, 512, 512).shape.splits, 3);
+    EXPECT_EQ(plan(16, 20, 512, 512).shape.splits, 2);
+    // M = 17, windows of 4 (G = 64): not this rule (G = 64 at M = 12: the 8-row plan of
+    // decode_shape, whatever the groups).
+    EXPECT_NE(plan(17, 16, 512).tiles, DecodeTiles::kRows8);
+    EXPECT_NE(plan(12, 16, 512, 4).shape.splits, 3);
     // LOWBIT_INT4_DECODE_ROWS16=0 (rows16_max 8) keeps the 8-row plan of before (pairs), and
-    // LOWBIT_INT4_DECODE_FEW8=0 (few_rows8 false) the 16-row plan of before (staged 8-warp pairs).
-    EXPECT_EQ(dense_decode_plan(12, 16, kG128Steps, 512, kH200Sms, 8, 1, bf16).shape.splits, 2);
-    const DensePlan before = dense_decode_plan(12, 16, kG128Steps, 512, kH200Sms, 32, 1, bf16, false);
-    EXPECT_EQ(before.tiles, DecodeTiles::kRows16Staged);
-    EXPECT_EQ(before.shape.splits, 2);
+    // LOWBIT_INT4_DECODE_FEW8=0 (few_rows8 false) the 16-row plan of before (staged 8-warp
+    // pairs), also where this rule takes pairs.
+    EXPECT_EQ(plan(12, 16, 512, kG128Steps, 8).shape.splits, 2);
+    for (int groups : {16, 20}) {
+      const DensePlan before = plan(12, groups, 512, kG128Steps, 32, false);
+      EXPECT_EQ(before.tiles, DecodeTiles::kRows16Staged) << groups;
+      EXPECT_EQ(before.shape.splits, 2) << groups;
+    }
   }
 }
 

@@ -242,6 +242,10 @@ std::vector<GemmCase> forced_cases() {
         // of 8 K steps, so the ranks stream 21 / 22 / 22 of them and the warps unequal shares.
         // At M = 12 / 16 two 8-row tiles per group (session 63; G = 32 / 64 take 8-row pairs).
         for (int m : {1, 6, 12, 16}) v.push_back({m, 192, 8320, g, sym, t});
+        // ... and in 8-warp pairs for 20 / 24 groups at M = 12 / 16 (rows16_few_groups_shape,
+        // session 64; K = 4224: 33 batches, ranks of 17 / 16).
+        v.push_back({12, 1280, 4224, g, sym, t});
+        v.push_back({16, 1536, 4224, g, sym, t});
       }
   // Dense decode at M = 9..16 (dense_decode_plan; block-shared x unless
   // LOWBIT_INT4_DECODE_XSHARED=0): 16-row tiles under each block shape of the unshared
@@ -330,7 +334,8 @@ INSTANTIATE_TEST_SUITE_P(Forced, Int4Gemm, ::testing::ValuesIn(forced_cases()), 
 // with G = 128 and per-channel in bf16 (dense_rows8_shape; K = 2176: 17 batches of 8 K steps,
 // so the ranks' K ranges differ; G = 32 and fp16 run 8-warp blocks alone there); clusters of 3
 // of 8-warp 8-row blocks for 20 and 3 groups on K = 8320 (65 batches: ranks of 21 / 22 / 22), at
-// M = 1 / 8 and with two 8-row tiles per group at M = 12 / 16 (G = 128, per-channel).
+// M = 1 / 8 and with two 8-row tiles per group for 3 groups at M = 16 (G = 128, per-channel);
+// 20 groups at M = 12 take two 8-row tiles per group in 8-warp pairs (rows16_few_groups_shape).
 TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
   struct Case {
     int n, k, m;
