@@ -12,7 +12,8 @@
 # run(command="tar xJf .dev/s64c/s64c.tar.xz -C .dev/s64c && rm .dev/s64c/s64c.tar.xz; MODE=tests TEST_DIRS=.dev/s64c
 #   bash docs/benchmarks/logs/session62_raw/gpu_round2.sh; BIN=.dev/s64c bash docs/benchmarks/logs/session64_raw/gpu_next.sh",
 #   carry=[".dev/s64c"])
-# (or in two calls, .dev/s64t with the tests, .dev/s64p with the CLI)
+# (or in two calls, .dev/s64t with the tests, .dev/s64p with the CLI; TABLES=0: no tables here, so that the caller
+# can clear $OUT of all but the archives first: at most 8 files come back)
 set -u
 nvidia-smi -L
 OUT0=$OUT
@@ -41,6 +42,6 @@ for d in ab abg; do
 done
 grep -h "total #wrong" $OUT/*.log | sort | uniq -c
 find $OUT -name '*_p*.png' -delete; (cd $OUT/.. && tar czf few8.tgz few8)
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && \
+[ "${TABLES:-1}" = 1 ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && \
   OUT=$OUT0 BIN=$BIN TOTAL=${TOTAL:-240} bash docs/benchmarks/logs/session51_raw/gpu_tables.sh
 exit 0
