@@ -103,35 +103,47 @@ inline int dense_pdl_trigger(long long blocks, int sms, int warps, int splits, b
 // stay. units: 8-row units (2 x groups); steps: K / 16. The 16-row tiles have one push slot
 // (decode_push_peers), so their clusters stop at 2, and on few groups the grid's share of the
 // SMs sets the stream; the 8-row tiles re-read each word for the second row tile (from L2)
-// and, in clusters of 3, push into two slots.
-//  - Clusters of 3 up to sms / 4 units, on K >= 4096 (steps >= 256) up to sms / 6 units and
-//    on K >= 6144 past that (session 63's rule, extended by session 64 from K >= 8192);
-//  - pairs up to 3/8 x sms units on K >= 4096 (session 64): where 3 x units blocks would
-//    stand on most of the SMs, the pairs' 2 x units stream faster.
-// Measured (session 63, 1x H100, binaries of 83e6009, the 8-row tiles forced with
-// LOWBIT_INT4_DECODE_ROWS16=0 (pairs: the plan of 8-row tiles there) and with _WARPS=8
-// _SPLITS=3 _TRIGGER=1 against the 16-row plan of then, bf16 G = 128, min of 2-3 alternated
-// passes, M = 9 / 12 / 16; docs/benchmarks/gemm_rows8_m16_h100.md and
-// logs/session63_raw/table_m16_bf16.md, table_m16b.md; x the 16-row plan's time):
-//   units  weight            clusters of 3   pairs
-//   8-24   256-768 x 8192    0.64-0.76       0.82-0.94
-//   32     1024 x 8192       0.79-0.82       0.93-0.99
-//   32     1024 x 14336      0.77-0.79       0.84-0.90
-//   32     1024 x 28672      0.71-0.78       0.81-0.94
-//   32     1024 x 6144       0.79-0.80       0.89-0.97
-//   32     1024 x 4096       0.86-0.87       0.80-0.89   (pairs: K < 6144)
-//   40     70b.tp8.qkv       0.93-0.99       0.875-0.93  (fp16 clusters of 3 0.88-0.94)
-//   48     1536 x 8192       0.99-1.06       0.93-0.97
-//   64     2048 x 8192       1.00-1.12       0.93-1.05   (16-row tiles stay)
-//   64     2048 x 14336      0.96-1.04       0.95-1.05   (16-row tiles stay)
-//   80     70b.tp4.qkv       1.25-1.36       1.25-1.36
-//   128    8b.o              1.58-1.62       1.16-1.24
-// fp16 clusters of 3 alike (1024 x 8192 / 14336 0.74-0.79x); fp16 pairs at M = 9..16 not yet
-// measured, nor K < 4096, nor any of it on an H200 (sms 132 as the H100's).
+// and, in clusters of 3, push into two slots. On a short K the 16-row plan (staged x, 8-warp
+// pairs) took 4.1-4.5 us for every K = 512..2048 measured, the 8-row pairs 3.1-4.1 us.
+//  - Clusters of 3 up to sms / 4 units on K >= 4096 (steps >= 256) up to sms / 6 units and on
+//    K >= 6144 past that (session 63's rule on K >= 8192, extended in session 64);
+//  - pairs up to 3/8 x sms units on K >= 512, and up to sms / 2 units on K = 512..3072
+//    (session 64): where 3 x units blocks would stand on most of the SMs, or on a short K,
+//    the pairs' 2 x units blocks stream faster.
+// Measured on 1x H100 (132 SMs), bf16 G = 128, M = 9 / 12 / 16, x the 16-row plan's time.
+// Session 63 (binaries of 83e6009, the 8-row tiles forced with LOWBIT_INT4_DECODE_ROWS16=0 (pairs)
+// and with _WARPS=8 _SPLITS=3 _TRIGGER=1 (clusters of 3), min of 2-3 alternated passes;
+// docs/benchmarks/gemm_rows8_m16_h100.md, logs/session63_raw/table_m16_bf16.md, table_m16b.md)
+// and session 64 (binaries of 3cb0535, the same knobs, min of 2 passes; logs/session64_raw/):
+//   units  weight                 clusters of 3   pairs
+//   8-24   256-768 x 8192         0.64-0.76       0.82-0.94
+//   32     1024 x 8192            0.79-0.82       0.93-0.99
+//   32     1024 x 14336 / 28672   0.71-0.79       0.81-0.94
+//   32     1024 x 6144            0.79-0.80       0.89-0.97
+//   32     1024 x 4096            0.86-0.87       0.80-0.89   (pairs: K < 6144)
+//   32     1024 x 3072            0.69-0.70       0.78-0.84   (pairs: K < 4096)
+//   32     1024 x 2048 / 1024     0.74-0.92       0.73-0.85
+//   16-24  512 x 2048, 768 x 1024 0.69-0.82       0.73-0.84
+//   40     70b.tp8.qkv            0.93-0.99       0.875-0.93
+//   48     1536 x 8192            0.99-1.06       0.93-0.97
+//   48     1536 x 14336           -               1.00-1.01
+//   48     1536 x 3072 / 2048     0.81-1.06       0.81-0.91
+//   48     1536 x 1024 / 512      0.87-0.91       0.75-0.81
+//   64     2048 x 1024-3072       1.07-1.10 (2048) 0.79-0.92  (pairs: K <= 3072)
+//   64     2048 x 4096            -               0.96-1.03   (16-row tiles stay)
+//   64     2048 x 8192 / 14336    0.96-1.12       0.93-1.05   (16-row tiles stay)
+//   80     2560 x 2048            -               1.05-1.11   (16-row tiles stay)
+//   80     70b.tp4.qkv            1.25-1.36       1.25-1.36
+//   128    8b.o                   1.58-1.62       1.16-1.24
+// As the plan against LOWBIT_INT4_DECODE_FEW8=0 (session 64, binaries of 3cb0535 with the rule
+// before its short-K pairs, min of 3 passes bf16 / 2 fp16, per-channel, asymmetric;
+// docs/benchmarks/gemm_rows8_few_groups_h100.md): 0.65-0.98x bf16 (1536 x 8192 0.92-0.97),
+// fp16 alike but 1536 x 8192 at M = 12 (1.00-1.02x); 2048 x 8192 and 8b.o 0.995-1.009x.
+// Not yet measured: K < 512, and any of it on an H200 (132 SMs as the H100's).
 constexpr DecodeShape rows16_few_groups_shape(int units, int steps, int sms) {
-  if (steps < 256) return {0, 0};
-  if (4 * units <= sms && (6 * units <= sms || steps >= 384)) return {8, 3};
-  if (8 * units <= 3 * sms) return {8, 2};
+  if (steps < 32) return {0, 0};
+  if (steps >= 256 && 4 * units <= sms && (6 * units <= sms || steps >= 384)) return {8, 3};
+  if (8 * units <= 3 * sms || (2 * units <= sms && steps <= 192)) return {8, 2};
   return {0, 0};
 }
 

@@ -418,9 +418,9 @@ TEST(Int4DecodePlan, FewGroupsLongKClustersOf3) {
 
 // M = 9..16 with windows of 8 on few groups (rows16_few_groups_shape): two 8-row tiles per
 // group in 8-warp clusters of 3 up to sms / 4 units (K >= 4096 up to sms / 6 units, K >= 6144
-// past that), in 8-warp pairs up to 3/8 x sms units (K >= 4096), through dense_decode_plan (not
-// replaced by block-shared x tiles); the 16-row tiles elsewhere, and never past M = 16, with
-// windows shorter than a batch or on K < 4096.
+// past that), in 8-warp pairs up to 3/8 x sms units (K >= 512) and up to sms / 2 units on K =
+// 512..3072, through dense_decode_plan (not replaced by block-shared x tiles); the 16-row tiles
+// elsewhere, and never past M = 16, with windows shorter than a batch or on K < 512.
 TEST(Int4DecodePlan, FewGroupsRows8AtM9To16) {
   for (bool bf16 : {true, false}) {
     auto plan = [&](int m, int groups, int steps, int gsteps = kG128Steps, int rows16_max = 32, bool few = true) {
@@ -445,9 +445,19 @@ TEST(Int4DecodePlan, FewGroupsRows8AtM9To16) {
       expect_rows8(m, 16, 256, 2);
       expect_rows8(m, 20, 512, 2);
       expect_rows8(m, 24, 512, 2);
-      // The 16-row tiles: 2048 x 8192 (64 units), 70b.tp4.qkv (80), 8b.o (128), K < 4096.
+      // Pairs on a short K: 512 / 1280 x 3584, 1024 x 1024, 2048 x 3072 / 1024 (64 units = sms / 2
+      // on K <= 3072), 1536 x 512.
+      for (int groups : {8, 20}) expect_rows8(m, groups, 224, 2);
+      expect_rows8(m, 16, 64, 2);
+      expect_rows8(m, 32, 192, 2);
+      expect_rows8(m, 32, 64, 2);
+      expect_rows8(m, 24, 32, 2);
+      // The 16-row tiles: 2048 x 8192 / 4096 (64 units on K > 3072), 70b.tp4.qkv (80), 8b.o
+      // (128), 2560 x 2048 (80 on a short K), K < 512.
       for (int groups : {32, 40, 64}) EXPECT_NE(plan(m, groups, 512).tiles, DecodeTiles::kRows8) << m << " " << groups;
-      for (int groups : {8, 20}) EXPECT_NE(plan(m, groups, 224).tiles, DecodeTiles::kRows8) << m << " " << groups;
+      EXPECT_NE(plan(m, 32, 256).tiles, DecodeTiles::kRows8) << m;
+      EXPECT_NE(plan(m, 40, 128).tiles, DecodeTiles::kRows8) << m;
+      for (int groups : {8, 20}) EXPECT_NE(plan(m, groups, 16).tiles, DecodeTiles::kRows8) << m << " " << groups;
     }
     EXPECT_EQ(rows16_few_groups_shape(49, 512, kH200Sms).splits, 2);
     EXPECT_EQ(rows16_few_groups_shape(50, 512, kH200Sms).warps, 0);
@@ -455,6 +465,12 @@ TEST(Int4DecodePlan, FewGroupsRows8AtM9To16) {
     EXPECT_EQ(rows16_few_groups_shape(34, 8192, kH200Sms).splits, 2);
     EXPECT_EQ(rows16_few_groups_shape(23, 256, kH200Sms).splits, 2);
     EXPECT_EQ(rows16_few_groups_shape(22, 256, kH200Sms).splits, 3);
+    EXPECT_EQ(rows16_few_groups_shape(22, 255, kH200Sms).splits, 2);
+    EXPECT_EQ(rows16_few_groups_shape(66, 192, kH200Sms).splits, 2);
+    EXPECT_EQ(rows16_few_groups_shape(67, 192, kH200Sms).warps, 0);
+    EXPECT_EQ(rows16_few_groups_shape(50, 193, kH200Sms).warps, 0);
+    EXPECT_EQ(rows16_few_groups_shape(8, 31, kH200Sms).warps, 0);
+    EXPECT_EQ(rows16_few_groups_shape(8, 32, kH200Sms).splits, 2);
     // Per-channel (one window per batch) alike.
     EXPECT_EQ(plan(16, 16, 512, 512).shape.splits, 3);
     EXPECT_EQ(plan(16, 20, 512, 512).shape.splits, 2);

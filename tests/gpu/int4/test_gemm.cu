@@ -243,9 +243,11 @@ std::vector<GemmCase> forced_cases() {
         // At M = 12 / 16 two 8-row tiles per group (session 63; G = 32 / 64 take 8-row pairs).
         for (int m : {1, 6, 12, 16}) v.push_back({m, 192, 8320, g, sym, t});
         // ... and in 8-warp pairs for 20 / 24 groups at M = 12 / 16 (rows16_few_groups_shape,
-        // session 64; K = 4224: 33 batches, ranks of 17 / 16).
+        // session 64; K = 4224: 33 batches, ranks of 17 / 16) and for 32 groups on a short K
+        // at M = 11 (K = 2176: 17 batches, ranks of 9 / 8).
         v.push_back({12, 1280, 4224, g, sym, t});
         v.push_back({16, 1536, 4224, g, sym, t});
+        v.push_back({11, 2048, 2176, g, sym, t});
       }
   // Dense decode at M = 9..16 (dense_decode_plan; block-shared x unless
   // LOWBIT_INT4_DECODE_XSHARED=0): 16-row tiles under each block shape of the unshared
