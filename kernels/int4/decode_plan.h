@@ -104,12 +104,14 @@ inline int dense_pdl_trigger(long long blocks, int sms, int warps, int splits, b
 // (decode_push_peers), so their clusters stop at 2, and on few groups the grid's share of the
 // SMs sets the stream; the 8-row tiles re-read each word for the second row tile (from L2)
 // and, in clusters of 3, push into two slots. On a short K the 16-row plan (staged x, 8-warp
-// pairs) took 4.1-4.5 us for every K = 512..2048 measured, the 8-row pairs 3.1-4.1 us.
+// pairs) took 4.1-4.5 us at every K = 512..2048 measured up to 64 units, the 8-row pairs 3.1-4.1.
 //  - Clusters of 3 up to sms / 4 units on K >= 4096 (steps >= 256) up to sms / 6 units and on
 //    K >= 6144 past that (session 63's rule on K >= 8192, extended in session 64);
 //  - pairs up to 3/8 x sms units on K >= 512, and up to sms / 2 units on K = 512..3072
-//    (session 64): where 3 x units blocks would stand on most of the SMs, or on a short K,
-//    the pairs' 2 x units blocks stream faster.
+//    (session 64): faster than clusters of 3 where 3 x units blocks would stand on most of the
+//    SMs. On a short K the two are mixed (clusters of 3 ahead on 1024 x 3072 and 768 x 1024,
+//    behind on 1024 / 1280 / 1536 / 2048 x 2048); the pairs beat the 16-row tiles on every
+//    such row measured, so the rule takes them there (a finer rule wants more measurements).
 // Measured on 1x H100 (132 SMs), bf16 G = 128, M = 9 / 12 / 16, x the 16-row plan's time.
 // Session 63 (binaries of 83e6009, the 8-row tiles forced with LOWBIT_INT4_DECODE_ROWS16=0 (pairs)
 // and with _WARPS=8 _SPLITS=3 _TRIGGER=1 (clusters of 3), min of 2-3 alternated passes;
@@ -125,8 +127,9 @@ inline int dense_pdl_trigger(long long blocks, int sms, int warps, int splits, b
 //   32     1024 x 2048 / 1024     0.74-0.92       0.73-0.85
 //   16-24  512 x 2048, 768 x 1024 0.69-0.82       0.73-0.84
 //   40     70b.tp8.qkv            0.93-0.99       0.875-0.93
+//   40     1280 x 2048            0.99-1.02       0.83-0.87
 //   48     1536 x 8192            0.99-1.06       0.93-0.97
-//   48     1536 x 14336           -               1.00-1.01
+//   48     1536 x 14336           -               1.00-1.01   (taken: within 1%)
 //   48     1536 x 3072 / 2048     0.81-1.06       0.81-0.91
 //   48     1536 x 1024 / 512      0.87-0.91       0.75-0.81
 //   64     2048 x 1024-3072       1.07-1.10 (2048) 0.79-0.92  (pairs: K <= 3072)
@@ -139,7 +142,9 @@ inline int dense_pdl_trigger(long long blocks, int sms, int warps, int splits, b
 // before its short-K pairs, min of 3 passes bf16 / 2 fp16, per-channel, asymmetric;
 // docs/benchmarks/gemm_rows8_few_groups_h100.md): 0.65-0.98x bf16 (1536 x 8192 0.92-0.97),
 // fp16 alike but 1536 x 8192 at M = 12 (1.00-1.02x); 2048 x 8192 and 8b.o 0.995-1.009x.
-// Not yet measured: K < 512, and any of it on an H200 (132 SMs as the H100's).
+// Not yet measured: the short-K pairs (K < 4096) as the plan, fp16 / per-channel / asymmetric
+// weights on K < 4096, K = 3073..4095 and K < 512, and any of it on an H200 (132 SMs as the
+// H100's).
 constexpr DecodeShape rows16_few_groups_shape(int units, int steps, int sms) {
   if (steps < 32) return {0, 0};
   if (steps >= 256 && 4 * units <= sms && (6 * units <= sms || steps >= 384)) return {8, 3};

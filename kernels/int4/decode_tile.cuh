@@ -1228,8 +1228,8 @@ int env_rows16_max() {
 }
 
 // LOWBIT_INT4_DECODE_FEW8=0 (read once; measurements): dense_decode_plan() without its M = 9..16
-// rule for few groups on a long K (two 8-row tiles per group in clusters of 3; the 16-row plan
-// instead, as before session 63).
+// rule for few groups (rows16_few_groups_shape: two 8-row tiles per group in 8-warp clusters of
+// 3 or pairs; the 16-row plan instead, as before session 63).
 bool env_few_rows8() {
   static const bool v = env_on_unless_zero("LOWBIT_INT4_DECODE_FEW8");
   return v;

@@ -441,7 +441,7 @@ TEST(Int4DecodePlan, FewGroupsRows8AtM9To16) {
       expect_rows8(m, 8, 256, 3);
       expect_rows8(m, 16, 1792, 3);
       // Pairs: 1024 x 4096 (32 units on K < 6144), 70b.tp8.qkv (1280 x 8192, 40 units), 1536 x
-      // 8192 (48 units = 3/8 x 128; 49 still, 50 not on 132 SMs).
+      // 8192 (48 units; the bound 3/8 x 132 = 49.5: 49 still, 50 not).
       expect_rows8(m, 16, 256, 2);
       expect_rows8(m, 20, 512, 2);
       expect_rows8(m, 24, 512, 2);
@@ -459,18 +459,14 @@ TEST(Int4DecodePlan, FewGroupsRows8AtM9To16) {
       EXPECT_NE(plan(m, 40, 128).tiles, DecodeTiles::kRows8) << m;
       for (int groups : {8, 20}) EXPECT_NE(plan(m, groups, 16).tiles, DecodeTiles::kRows8) << m << " " << groups;
     }
-    EXPECT_EQ(rows16_few_groups_shape(49, 512, kH200Sms).splits, 2);
-    EXPECT_EQ(rows16_few_groups_shape(50, 512, kH200Sms).warps, 0);
-    EXPECT_EQ(rows16_few_groups_shape(33, 384, kH200Sms).splits, 3);
-    EXPECT_EQ(rows16_few_groups_shape(34, 8192, kH200Sms).splits, 2);
-    EXPECT_EQ(rows16_few_groups_shape(23, 256, kH200Sms).splits, 2);
-    EXPECT_EQ(rows16_few_groups_shape(22, 256, kH200Sms).splits, 3);
-    EXPECT_EQ(rows16_few_groups_shape(22, 255, kH200Sms).splits, 2);
-    EXPECT_EQ(rows16_few_groups_shape(66, 192, kH200Sms).splits, 2);
-    EXPECT_EQ(rows16_few_groups_shape(67, 192, kH200Sms).warps, 0);
-    EXPECT_EQ(rows16_few_groups_shape(50, 193, kH200Sms).warps, 0);
-    EXPECT_EQ(rows16_few_groups_shape(8, 31, kH200Sms).warps, 0);
-    EXPECT_EQ(rows16_few_groups_shape(8, 32, kH200Sms).splits, 2);
+    // Each bound on 132 SMs: {units, steps, splits (0: the 16-row tiles)}.
+    const int bounds[][3] = {{49, 512, 2},  {50, 512, 0}, {33, 384, 3}, {34, 8192, 2}, {23, 256, 2}, {22, 256, 3},
+                             {22, 255, 2},  {66, 192, 2}, {67, 192, 0}, {50, 193, 0},  {8, 31, 0},   {8, 32, 2}};
+    for (const auto& b : bounds) {
+      const DecodeShape few = rows16_few_groups_shape(b[0], b[1], kH200Sms);
+      EXPECT_EQ(few.splits, b[2]) << b[0] << " units, " << b[1] << " steps";
+      EXPECT_EQ(few.warps, b[2] == 0 ? 0 : 8) << b[0] << " units, " << b[1] << " steps";
+    }
     // Per-channel (one window per batch) alike.
     EXPECT_EQ(plan(16, 16, 512, 512).shape.splits, 3);
     EXPECT_EQ(plan(16, 20, 512, 512).shape.splits, 2);

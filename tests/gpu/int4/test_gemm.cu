@@ -240,11 +240,12 @@ std::vector<GemmCase> forced_cases() {
         // Few column groups on a long K (dense_rows8_shape, session 62): 3 groups of 520 K steps
         // in 8-warp 8-row blocks, split-K clusters of 3 whose ranks push their sums; 65 batches
         // of 8 K steps, so the ranks stream 21 / 22 / 22 of them and the warps unequal shares.
-        // At M = 12 / 16 two 8-row tiles per group (session 63; G = 32 / 64 take 8-row pairs).
+        // At M = 12 / 16 two 8-row tiles per group (session 63; at M = 9..16 G = 64 takes the
+        // 8-row plan of decode_shape and G = 32 the pipelined kernel: tiled_auto_path_measured).
         for (int m : {1, 6, 12, 16}) v.push_back({m, 192, 8320, g, sym, t});
         // ... and in 8-warp pairs for 20 / 24 groups at M = 12 / 16 (rows16_few_groups_shape,
-        // session 64; K = 4224: 33 batches, ranks of 17 / 16) and for 32 groups on a short K
-        // at M = 11 (K = 2176: 17 batches, ranks of 9 / 8).
+        // session 64; K = 4224: 33 batches, ranks of 16 / 17) and for 32 groups on a short K
+        // at M = 11 (K = 2176: 17 batches, ranks of 8 / 9).
         v.push_back({12, 1280, 4224, g, sym, t});
         v.push_back({16, 1536, 4224, g, sym, t});
         v.push_back({11, 2048, 2176, g, sym, t});
