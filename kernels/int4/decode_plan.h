@@ -151,6 +151,14 @@ constexpr DecodeShape rows16_few_groups_shape(int units, int steps, int sms) {
   if (8 * units <= 3 * sms || (2 * units <= sms && steps <= 192)) return {8, 2};
   return {0, 0};
 }
+// The rule where it applies: M = 9..16 on 16-row windows (m <= rows16_max, windows of 8), unless
+// LOWBIT_INT4_DECODE_FEW8=0 (few_rows8 false); {0, 0} elsewhere. unshared_decode_plan takes
+// its tiles, and dense_decode_plan keeps them from its block-shared x replacement.
+constexpr DecodeShape few_groups_rows8_plan(int m, int groups, int gsteps, int steps, int sms, int rows16_max,
+                                            bool few_rows8) {
+  if (!few_rows8 || m <= 8 || m > 16 || m > rows16_max || decode_window(gsteps, 8) != 8) return {0, 0};
+  return rows16_few_groups_shape(plan_ceil_div(m, 8) * groups, steps, sms);
+}
 
 // Row tiles of the dense decode GEMM. Up to M = 8: one 8-row tile. M = 9..32 with windows
 // of 8 K steps (G = 128 or one group): 16-row tiles (one or two per column group) that
@@ -209,10 +217,8 @@ inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, 
   }
   // M = 9..16 on few groups: two 8-row tiles per group (rows16_few_groups_shape) instead of
   // 16-row tiles.
-  if (few_rows8 && m <= 16) {
-    const DecodeShape few = rows16_few_groups_shape(plan_ceil_div(m, 8) * groups, steps, sms);
-    if (few.warps != 0) return {DecodeTiles::kRows8, few};
-  }
+  const DecodeShape few = few_groups_rows8_plan(m, groups, gsteps, steps, sms, rows16_max, few_rows8);
+  if (few.warps != 0) return {DecodeTiles::kRows8, few};
   const int u = plan_ceil_div(m, 16) * groups;  // (16-row tile, column group) units
   // 8-warp deep blocks: x staged (kRows16Staged) at every M = 9..32 since session 61. Session 22
   // (round LC, 1x H200, us at M = 9 / 12 / 16, staged vs x from L2) took staged x only where a
@@ -281,8 +287,7 @@ inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int steps, int
       base.tiles == DecodeTiles::kRows16Deep && base.shape.warps == 4 && base.shape.splits == 2;
   // (Not the 8-row tiles on few groups: unshared_decode_plan's rule, rows16_few_groups_shape,
   // measured against the 16-row tiles it replaces.)
-  const bool rows8_few_groups =
-      few_rows8 && rows16 && rows16_few_groups_shape(plan_ceil_div(m, 8) * groups, steps, sms).warps != 0;
+  const bool rows8_few_groups = few_groups_rows8_plan(m, groups, gsteps, steps, sms, rows16_max, few_rows8).warps != 0;
   if (rows16 && (xshared == 2 ||
                  (xshared == 1 && ((base.tiles == DecodeTiles::kRows8 && !rows8_few_groups) || four_warp_pairs))))
     return shared_x_plan(groups, steps, sms);
