@@ -19,7 +19,7 @@ d, out, title = sys.argv[1], sys.argv[2], sys.argv[3]
 note = sys.argv[4] if len(sys.argv) > 4 else ''
 best = defaultdict(dict)
 meta = None
-per_label = defaultdict(int)  # passes per LABEL and side (the table states the fewest of either side)
+per_label = defaultdict(int)  # passes per LABEL and side (the table states each LABEL's fewer side)
 for p in sorted(glob.glob(os.path.join(d, '*_e[01]_p*.json'))):
     bench, e = os.path.basename(p).split('_')[:2]
     per_label[(bench, e)] += 1
@@ -34,10 +34,13 @@ for p in sorted(glob.glob(os.path.join(d, '*_e[01]_p*.json'))):
 rows = [dict(bench=b, shape=s, M=m, off_us=v['e0'], on_us=v['e1'], ratio=v['e1'] / v['e0'],
              pct_floor_on=100 * v['floor_us'] / v['e1'], pct_floor_off=100 * v['floor_us'] / v['e0'])
         for (b, s, m), v in sorted(best.items()) if 'e0' in v and 'e1' in v]
-passes = min(per_label.values())
+passes = {b: min(per_label[(b, 'e0')], per_label[(b, 'e1')]) for b in sorted({b for b, _ in per_label})}
+counts = sorted(set(passes.values()))
+passes_text = (f"min of {counts[0]} alternated passes" if len(counts) == 1 else
+               "min of " + ", ".join(f"{n} ({b})" for b, n in passes.items()) + " alternated passes")
 with open(out + '.md', 'w') as f:
     f.write(f"# {title}\n\n{meta['date']}, commit {meta['commit'][:12]}, {meta['machine']}, copy bandwidth "
-            f"{meta['copy_gbps']:.0f} GB/s; min of {passes} alternated passes; #wrong 0 on every row\n\n")
+            f"{meta['copy_gbps']:.0f} GB/s; {passes_text}; #wrong 0 on every row\n\n")
     if note:
         f.write(note + '\n\n')
     f.write('| bench | shape | M | off (us) | on (us) | on / off | %floor off | %floor on |\n|---|---|---|---|---|---|---|---|\n')
