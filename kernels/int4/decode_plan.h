@@ -141,10 +141,13 @@ inline int dense_pdl_trigger(long long blocks, int sms, int warps, int splits, b
 // As the plan against LOWBIT_INT4_DECODE_FEW8=0 (session 64, binaries of 3cb0535 with the rule
 // before its short-K pairs, min of 3 passes bf16 / 2 fp16, per-channel, asymmetric;
 // docs/benchmarks/gemm_rows8_few_groups_h100.md): 0.65-0.98x bf16 (1536 x 8192 0.92-0.97),
-// fp16 alike but 1536 x 8192 at M = 12 (1.00-1.02x); 2048 x 8192 and 8b.o 0.995-1.009x.
-// Not yet measured: the short-K pairs (K < 4096) as the plan, fp16 / per-channel / asymmetric
-// weights on K < 4096, K = 3073..4095 and K < 512, and any of it on an H200 (132 SMs as the
-// H100's).
+// fp16 alike but 1536 x 8192 at M = 12 (1.00-1.02x); 2048 x 8192 and 8b.o 0.995-1.009x. The
+// short-K pairs as the plan (session 65, binaries of c358dcd, the same A/B, min of 3 passes bf16 /
+// 2 fp16, per-channel, asymmetric; docs/benchmarks/gemm_rows8_shortk_h100.md): 0.72-0.90x on
+// 768 / 1024 x 1024, 1024 x 2048 / 3584, 768 x 4096, 1536 x 512, 2048 x 1024 / 3072 in all four;
+// 2048 x 4096 and 2560 x 2048 (16-row tiles stay) 0.996-1.004x.
+// Not yet measured: K < 512, pairs on K = 3073..4095 past 32 units (1024 x 3584), and any of it
+// on an H200 (132 SMs as the H100's).
 constexpr DecodeShape rows16_few_groups_shape(int units, int steps, int sms) {
   if (steps < 32) return {0, 0};
   if (steps >= 256 && 4 * units <= sms && (6 * units <= sms || steps >= 384)) return {8, 3};
