@@ -344,7 +344,7 @@ inline bool decode_x_steps_planned(const DensePlan& plan, int m, int groups, lon
 // block) instead of a block's 4 warps splitting one group's K. moe_down_wide_blocks is that wide
 // grid: `blocks` is the align blocks that can hold rows (min(max_padded / BM, M * topk)), `parts`
 // their 8/16-row parts, `groups` = H / 64; moe_down_wide takes it as `down_blocks`. Measured on
-// H200 (session 8, docs/int4-kernels.md): wide wins once its blocks fill two per SM with
+// H200 (session 8, docs/int4-kernels-sessions.md): wide wins once its blocks fill two per SM with
 // I <= 1536 (Qwen3-30B-A3B TP1 M = 8..128, DeepSeek-V2-Lite M >= 8), and at I <= 512 even below
 // that (split warps would get less than one batch: Qwen3 TP2 M = 1); with few blocks it starves
 // the memory system (Qwen3 TP1 M = 1: 29.8 vs 21.7 us) and with a long K it loses everywhere

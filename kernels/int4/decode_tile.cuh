@@ -42,7 +42,7 @@ enum DecodeMode : int { kDecDense = 0, kDecMoeGateUp = 1, kDecMoeDown = 2 };
 // ring out (trace_ring.cuh; bench moe / bench gemm write it with LOWBIT_INT4_TRACE_OUT=prefix).
 // Fields: mode, blockIdx.x/y/z, smid, then the stamps at entry, routed (ids known; dense: the
 // weight pointer, which names the launch among the bench's rotated copies), after
-// griddepcontrol.wait, warp 0's first batch landed, K loop done, end. docs/int4-kernels.md,
+// griddepcontrol.wait, warp 0's first batch landed, K loop done, end. docs/int4-kernels-sessions.md,
 // "Session 15" and "Session 29", read timelines from them.
 constexpr int kTraceRecords = 1 << 14;
 __device__ unsigned long long g_trace[kTraceRecords][11];
@@ -482,7 +482,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // swapped, (x as A: rows g, g + 8, the B fragments' registers reordered) x (all-ones B):
   // elements 0 / 2 are rows g / g + 8, handed to the fold's layout by shuffles (sum_x): 8 of
   // a batch's 80 MMAs and 4 registers less than one MMA per row tile; as fast (0.98-1.01x,
-  // session 20: the 16-row tiles are latency-bound, not tensor-bound; docs/int4-kernels.md).
+  // session 20: the 16-row tiles are latency-bound, not tensor-bound; docs/int4-kernels-sessions.md).
   float acc[4][NT][4] = {}, tot[4][NT][4] = {}, accx[1][4] = {};
   static_assert(NT == 1 || NT == 2, "8- or 16-row tiles");
 

@@ -6,7 +6,7 @@
 // row tile, from activation row g. In row-major x the 8 rows of one load instruction are K * 2
 // bytes apart, so each instruction touches 8 cache lines; at M = 12..16 those loads kept
 // L1TEX 77% busy on 70b.gate_up and a probe with one line per instruction ran 0.73-0.94x the
-// time (session 22, docs/int4-kernels.md). In the copy the 8 rows of a K step are 256
+// time (session 22, docs/int4-kernels-sessions.md). In the copy the 8 rows of a K step are 256
 // contiguous bytes: 2 lines per instruction, the same instructions and the same registers, so
 // the sums, and the outputs, are bit-identical.
 //

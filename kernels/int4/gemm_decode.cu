@@ -29,7 +29,7 @@
 // one thread-block cluster, added in rank order through distributed shared memory by rank
 // 0; grid.y = tiles of 8 or 16 activation rows (dense_decode_plan(); adjacent in launch
 // order, so tiles sharing a weight read it from L2); grid.z = column groups. Block-shared x
-// tiles (M = 9..16 where measured faster, docs/int4-kernels.md "Session 10") turn the block
+// tiles (M = 9..16 where measured faster, docs/int4-kernels-sessions.md "Session 10") turn the block
 // around: warp w streams column group 4 z + w over the block's whole K range and reads x from
 // shared memory filled once for the 4 warps; split-K ranks add their sums slice by slice.
 // One launch with no workspace; for 16-row tiles on large weights, given decode_x_steps_bytes()

@@ -77,8 +77,8 @@ inline int64_t moe_decode_grid_rows(int m, int topk, int experts, int block_m) {
 // the topk blocks of a token's column group form one cluster instead and rank 0 adds the slot rows from
 // their shared memory (moe_ysum_max_topk below; session 15). Output bit-identical to the
 // four-launch path. A single launch for the whole layer was measured 2x slower (session 15,
-// docs/int4-kernels.md). Both halves were also tried at M > 1 within the four-launch grid and
-// measured slower (docs/int4-kernels.md, "Session 13"): every block routing the whole batch (the
+// docs/int4-kernels-sessions.md). Both halves were also tried at M > 1 within the four-launch grid and
+// measured slower (docs/int4-kernels-sessions.md, "Session 13"): every block routing the whole batch (the
 // serial top-k of several tokens per warp, paid by every block), and the slot sum in GEMM2
 // behind the align kernel (its fence, atomic and sum lengthen GEMM2's tail more than the
 // programmatic moe_sum launch costs); a block per pick (one top-k per block, no align) pays at

@@ -59,7 +59,7 @@ __device__ __forceinline__ void warp_pick(float& bv, int& bi) {
 //   and the winner lane pops its head: one warp reduction per pick instead of a scan of the
 //   lane's experts first (as kPerLane = 0 below still does). The top-k is on the critical path
 //   of every decode-sized MoE layer: no expert weight can be read before it ends (session 14,
-//   docs/int4-kernels.md: the layer 0.2-23% faster at M = 1..64).
+//   docs/int4-kernels-sessions.md: the layer 0.2-23% faster at M = 1..64).
 // - kPerLane = 0 (any E): re-reads the logits and scans them on every pick.
 // The softmax max is the first pick's value (the largest pickable logit, or -FLT_MAX where
 // none is: fmaxf over the row's logits gives the same up to the sign of a zero maximum, which

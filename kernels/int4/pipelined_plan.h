@@ -33,7 +33,7 @@ struct PipePlan {
 
 // Rows per block tile. With wgmma (sm_90a): 16 (mma.sync) up to 16 rows, 32 up to 32 (wgmma
 // m64n32k16 since session 25; mma.sync before), 64 up to 64,
-// then 128 (measured on H200, docs/int4-kernels.md "Session 11": 128-row wgmma tiles faster
+// then 128 (measured on H200, docs/int4-kernels-sessions.md "Session 11": 128-row wgmma tiles faster
 // than 64-row ones at M = 128 on all eight Llama-3 projections, slower at 64). mma.sync only:
 // tiles of 64 unless the last one would be at most half full (M % 64 in 1..32), then 32.
 inline int pipelined_rows(int m, bool wgmma) {
@@ -311,7 +311,7 @@ inline bool pipe_ws_rule(const PipePlan& pl, int stages = kPipeWsStages) {
 }
 
 // kAuto on the MMA-tiled layout (gemm.cu), from forced-path measurements on H200 of the eight
-// Llama-3 projections at M = 9..1024 (docs/int4-kernels.md, "Session 11"): the decode kernel
+// Llama-3 projections at M = 9..1024 (docs/int4-kernels-sessions.md, "Session 11"): the decode kernel
 // up to 16 rows (8 for G = 32 / 64, below), and up to 32 on the other weights; the pipelined
 // kernel at 33..256 rows (with its wgmma tiles; 129..256 on every weight since session 28), at
 // 17..32 on weights of >= 64 Mi elements (and 16..64 Mi at K <= 4096 since session 34, K <= 8192
@@ -440,7 +440,7 @@ inline GemmPath tiled_auto_path(int m, int n, int k, int group_len, bool wgmma, 
 }
 
 // fused_moe's align block on MMA-tiled experts with the pipelined tile (avg: rows per expert
-// on average, M * topk / E), measured on H200 (docs/int4-kernels.md, session 12, round BB: block_m 16 / 32 /
+// on average, M * topk / E), measured on H200 (docs/int4-kernels-sessions.md, session 12, round BB: block_m 16 / 32 /
 // 64 / 128 and the decode tile on the four MoE shapes at M = 64..8192): up to 8 the decode
 // tile (8-row blocks); 9..16: 16 (on the decode tile for dense-sized experts, below); 17..24: 32; 25..128:
 // 64, its wgmma tiles beating 32-row mma.sync tiles despite the padding (Qwen3 M = 512, 32

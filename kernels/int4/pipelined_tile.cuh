@@ -13,7 +13,7 @@
 // from shared memory: each weight word is unpacked once per row tile, each x element is read
 // from L2 once per block and shared by all its warps.
 //
-// Two tensor-core forms (docs/int4-kernels.md, "Session 11"):
+// Two tensor-core forms (docs/int4-kernels-sessions.md, "Session 11"):
 // - mma.sync m16n8k16 (16-row tiles; 32 / 64 rows without wgmma): warp w owns group w, reads x
 //   fragments with ldmatrix (padded pitch), and one A fragment serves BM / 8 MMAs.
 // - wgmma (32 / 48 / 64 / 96 / 128-row tiles, sm_90a): two warpgroups, each on 2 groups; A
@@ -21,7 +21,7 @@
 //   swizzle). 32-, 48- and 96-row tiles (m64n32k16 / m64n48k16 / m64n96k16) since session 25:
 //   0.78-0.95x the time of the mma.sync 32-row tile at M = 17..32 and of the 64-row tile at
 //   M = 33..48 on the larger Llama-3 projections, 0.72-0.94x the 128-row tile at M = 65..96
-//   (docs/int4-kernels.md, "Session 25").
+//   (docs/int4-kernels-sessions.md, "Session 25").
 //
 // Numerics: each A-fragment pair is dequantized to the contract's weight, round((q - z) * s)
 // in the activation dtype ((magic + q) - (magic + z) exact, one rounded multiply:
@@ -231,7 +231,7 @@ __device__ __forceinline__ void pipe_stage(float (&acc)[4][NT][4], uint32_t st, 
 // Two warpgroups per block, each on 2 of the block's 4 column groups against the shared x tile:
 // 64 accumulator registers per thread instead of 128, so two blocks (16 warps) fit an SM; with
 // one warpgroup on all 4 groups (8 warps per SM) the dequantization chains left the tensor
-// cores idle (round Q, docs/int4-kernels.md).
+// cores idle (round Q, docs/int4-kernels-sessions.md).
 // One warpgroup (the block's 4 warps) multiplies a 64-column group by the x tile: A (64
 // weight columns x 16 K) from registers in the mma.m16n8k16 A-fragment layout, lane l of warp w
 // holding the columns of word wj = (w + l / 8) % 4 of its 16 B (a row permutation that keeps the

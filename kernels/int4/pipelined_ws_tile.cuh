@@ -10,7 +10,7 @@
 // cp.async wait, a proxy fence and a block barrier, and the next stage's copies are issued
 // before the first wgmma; both warpgroups leave the barrier together and dequantize at the
 // same time, so the tensor pipe idles between their wgmma groups (Nsight Compute, 70b.gate_up
-// M = 512: tensor pipe busy 58% of the cycles, issue slots 38%; docs/int4-kernels.md,
+// M = 512: tensor pipe busy 58% of the cycles, issue slots 38%; docs/int4-kernels-sessions.md,
 // "Session 26"). Here a producer warpgroup (warps 8-11) issues every copy through the TMA
 // unit, one lane of warp w for column group w: per stage one bulk copy of the group's 4 K steps
 // of words (2 KB, contiguous in the MMA-tiled layout), one per scale (and zero) row, and (warp

@@ -276,7 +276,7 @@ TEST(Int4DecodePlan, XStepsIndexAndChoice) {
   EXPECT_FALSE(planned(8, 57344, 8192));
 }
 
-// MoE GEMM2's wide mode against the session-8 measurements (docs/int4-kernels.md): blocks =
+// MoE GEMM2's wide mode against the session-8 measurements (docs/int4-kernels-sessions.md): blocks =
 // min(max_padded / 8, M * topk) as launch_moe_decode computes it, parts 1 (block_m 8).
 TEST(Int4DecodePlan, MoeDownWideMatchesMeasuredChoices) {
   auto blocks = [](int m, int topk, int E) {  // moe_max_padded(m, topk, E, 8) / 8 vs pairs
