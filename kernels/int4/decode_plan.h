@@ -10,7 +10,7 @@ namespace lowbit::int4::kern {
 constexpr int plan_ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // Block shape and split-K cluster size per launch, from measurements on H200 (M = 1 and 16,
-// the eight Llama-3 projections, every warps x splits pair; docs/int4-kernels.md). Warps
+// the eight Llama-3 projections, every warps x splits pair; docs/int4-kernels-sessions.md). Warps
 // stream best when the grid holds about one wave of them (4 blocks x 4 warps or 2 x 8 per
 // SM): few units (column group x row tile) take 8-warp blocks in clusters of 2, a
 // medium count 8-warp blocks alone, many units 4-warp blocks; 8-warp blocks in clusters of

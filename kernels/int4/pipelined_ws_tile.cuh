@@ -74,7 +74,7 @@ struct PipeWsSmem : PipeSmem<BM, true, pipe_tile_groups(BM)> {
 // one tensor-copy box like a dense tile's. The block order, the routing wait, the ids and the
 // expert are gemm_pipelined_kernel's (raster groups; padding ids -1; no split-K). Session 28
 // gathered the rows by cp.async from the producer threads instead and was 1.07-1.30x slower than
-// gemm_pipelined_kernel (docs/int4-kernels.md).
+// gemm_pipelined_kernel (docs/int4-kernels-sessions.md).
 #ifdef LOWBIT_INT4_TRACE
 // Timeline probes of the dense mode (a measurement build only: -DLOWBIT_INT4_TRACE=1; the default
 // build has none of this): block 0..n's consumer thread 0 writes one record of %globaltimer stamps

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Checks the 96- / 128-row cost model of pipelined_rows_for (kernels/int4/pipelined_plan.h,
 # session 29) against forced-row bench JSONs: args rows96.json:rows128.json ... ; prints the
-# misses and the near-ties. Usage as in docs/int4-kernels.md "Session 29".
+# misses and the near-ties. Usage as in docs/int4-kernels-sessions.md "Session 29".
 import json,sys
 def plan(m,n,k,bm,sms=132,bps=1):
     rt=(m+bm-1)//bm; ct=(n//64+3)//4; ks=k//16

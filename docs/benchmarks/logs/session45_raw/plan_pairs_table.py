@@ -59,7 +59,7 @@ with open(out + ".md", "w") as f:
         f.write(f"- {dev}: {mt['machine']}, {mt['date']}, copy bandwidth {mt['copy_gbps']:.0f} GB/s\n")
     f.write("\nSession 45, `lowbit bench gemm --path skinny --reps 5`, min of 3 alternated passes per side; "
             "ratio = 4-warp pairs' time over 8-warp pairs' (< 1: 4-warp pairs faster). Binaries 9fbd75f (H200), "
-            "e28139d (H100; both sides forced). Decision: no rule (docs/int4-kernels.md, \"Session 45\").\n\n")
+            "e28139d (H100; both sides forced). Decision: no rule (docs/int4-kernels-sessions.md, \"Session 45\").\n\n")
     f.write("| device | shape | N x K | G | groups | batches / warp | dtype | M | 8-warp pairs us | 4-warp pairs us | ratio |\n")
     f.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
     for r in rows:

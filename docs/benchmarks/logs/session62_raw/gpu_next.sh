@@ -3,7 +3,7 @@
 # cmake -S . -B build-marlin -DCMAKE_BUILD_TYPE=Release -DLOWBIT_BENCH_VLLM_MARLIN=ON && cmake --build build-marlin
 # --target lowbit_cli -j2, then strip, xz, and COMMIT as in session 62). Ran in session 63 on an H100 with BIN=.dev/s63c
 # (the CLI of 83e6009 without Marlin: the one with Marlin, 9.7 MiB, no longer fits the 64 MiB carry beside the tree);
-# results in docs/int4-kernels.md, "Session 63", and docs/benchmarks/gemm_rows8_m16_h100.md.
+# results in docs/int4-kernels-sessions.md, "Session 63", and docs/benchmarks/gemm_rows8_m16_h100.md.
 #  1. The clusters-of-3 idea at M = 9..16, where few groups on a long K still run 8-warp 16-row pairs (70b.tp8.qkv:
 #     40 blocks on 132 SMs) and the 16-row tiles have one push slot (decode_push_peers): two 8-row tiles per group in
 #     clusters of 3 (LOWBIT_INT4_DECODE_ROWS16=0 with 8 warps x 3, whose 8-row tiles push into two slots) against the
