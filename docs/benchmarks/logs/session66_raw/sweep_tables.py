@@ -15,16 +15,17 @@ knobs = {'r8': 'ROWS16=0', 'r8w8s2t1': 'ROWS16=0 WARPS=8 SPLITS=2 TRIGGER=1', 'r
          'r8w4s3t1': 'ROWS16=0 WARPS=4 SPLITS=3 TRIGGER=1', 'w4s3t1': 'WARPS=4 SPLITS=3 TRIGGER=1',
          'w4s2t1': 'WARPS=4 SPLITS=2 TRIGGER=1', 'w8s2t0': 'WARPS=8 SPLITS=2 TRIGGER=0', 'w4s4t1': 'WARPS=4 SPLITS=4 TRIGGER=1',
          'xe0': 'XEARLY=0', 't0': 'TRIGGER=0', 't1': 'TRIGGER=1', 't2': 'TRIGGER=2', 's2': 'SPLITS=2', 'plan': '(none)'}
-rows, md, header = [], [], None
+rows, md, header, commits = [], [], None, set()
 with tempfile.TemporaryDirectory() as tmp:
     for g, title in groups:
         with tarfile.open(os.path.join(here, g + '.tgz')) as t:
             t.extractall(tmp)
         d = os.path.join(tmp, g)
+        commits.add(open(os.path.join(d, 'commit.txt')).read().strip())  # the binaries' commit (gpu_knobs.sh)
         times = collections.defaultdict(list)
         order = []
         for f in sorted(glob.glob(d + '/*_p*.json')):
-            label, dt, p = os.path.basename(f)[:-5].rsplit('_', 2)
+            label, dt, _ = os.path.basename(f)[:-5].rsplit('_', 2)
             doc = json.load(open(f))
             header = header or next((l.strip('# \n') for l in open(f[:-5] + '.md') if 'date ' in l), '')
             for r in doc['rows']:
@@ -47,7 +48,9 @@ with tempfile.TemporaryDirectory() as tmp:
                              'env': 'LOWBIT_INT4_DECODE_' + knobs[l].replace(' ', ' LOWBIT_INT4_DECODE_') if l != 'plan' else '',
                              'time_us': min(v), 'passes_us': v, 'x_plan': min(v) / plan, 'wrong': 0})
             md.append('| %s | %d | ' % key[:2] + ' | '.join(cells) + ' |')
-commit = open(os.path.join(here, 'COMMIT')).read().strip() if os.path.exists(os.path.join(here, 'COMMIT')) else 'c358dcd'
+if len(commits) != 1:
+    sys.exit('the archives name different binaries: %s' % sorted(commits))
+commit = commits.pop()
 intro = ['# Decode block shapes on the rows below 50% of the floor, and the 70B plan check (1x H100)', '',
          'Session 66, `docs/benchmarks/logs/session66_raw/sweep1.sh` (session 65\'s `gpu_knobs.sh`), binaries of %s (the '
          'current GPU code) built without vLLM\'s Marlin; `lowbit bench gemm --reps 10 --cooldown-ms 100`, bf16, G = 128, '
