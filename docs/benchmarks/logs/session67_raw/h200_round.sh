@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Session 67, device call: on an H200 (the issue's card) the int4 GPU suite and the issue's four tables with HEAD's
+# GPU code (sessions 61-64 changed the decode plan after session 57, the last H200 tables). On any other card it
+# stops at once (exit 3): the H100 rounds of sessions 65-66 already cover that card at this code.
+# BIN: the unpacked folder holding the CLI (no Marlin) and lowbit_tests_gpu_int4 (.dev/s64d, c358dcd = HEAD's GPU
+# code; the kernels' only later changes are comments).
+# run(command="tar xJf .dev/s64d/s64d.tar.xz -C .dev/s64d && rm .dev/s64d/s64d.tar.xz; BIN=.dev/s64d bash docs/benchmarks/logs/session67_raw/h200_round.sh", carry=[".dev/s64d"], kind="nvidia-h200", timeout_s=420)
+set -u
+nvidia-smi -L
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: nothing to do"; exit 3; }
+MODE=tests TEST_DIRS=$BIN bash docs/benchmarks/logs/session62_raw/gpu_round2.sh
+TOTAL=${TOTAL:-300} bash docs/benchmarks/logs/session51_raw/gpu_tables.sh
+(cd $OUT && ls -la)
