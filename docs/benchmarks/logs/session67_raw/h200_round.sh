@@ -10,8 +10,13 @@ nvidia-smi -L
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: nothing to do"; exit 3; }
 MODE=tests TEST_DIRS=$BIN bash docs/benchmarks/logs/session62_raw/gpu_round2.sh
 TOTAL=${TOTAL:-300} bash docs/benchmarks/logs/session51_raw/gpu_tables.sh
-# Then, as time allows, session 66's M = 1 / 8 block-shape group on 8B o / qkv (measured on an H100 only, where 8B o
+# Then, as time allows, the plan changes of sessions 61-64 (measured on H100s only) against their knobs off on the
+# eight dense projections: x two batches ahead at the wait (LOWBIT_INT4_DECODE_XEARLY=0 off) and the 8-row tiles at
+# M = 9..16 on few groups (LOWBIT_INT4_DECODE_FEW8=0 off); then session 66's M = 1 / 8 block-shape group on 8B o / qkv (measured on an H100 only, where 8B o
 # in 4-warp clusters of 3 was 0.974x the plan at M = 1 and 1.066x at M = 8).
+D8=llama3-8b.qkv,llama3-8b.o,llama3-8b.gate_up,llama3-8b.down,llama3-70b.qkv,llama3-70b.o,llama3-70b.gate_up,llama3-70b.down
+SHAPES=$D8 MS=1,8,12,16 TAG=ab61 CONFIGS="plan xe0:LOWBIT_INT4_DECODE_XEARLY=0 few0:LOWBIT_INT4_DECODE_FEW8=0" \
+  timeout 120 bash docs/benchmarks/logs/session65_raw/gpu_knobs.sh | grep -v ^llama
 K=LOWBIT_INT4_DECODE_WARPS; ST=LOWBIT_INT4_DECODE_SPLITS; TR=LOWBIT_INT4_DECODE_TRIGGER
 SHAPES=llama3-8b.o,llama3-8b.qkv MS=1,8 TAG=m1 CONFIGS="plan w4s3t1:$K=4,$ST=3,$TR=1 w4s2t1:$K=4,$ST=2,$TR=1 w8s2t0:$K=8,$ST=2,$TR=0" \
   timeout 90 bash docs/benchmarks/logs/session65_raw/gpu_knobs.sh | grep -v ^llama
