@@ -79,7 +79,7 @@ intro = ['# ' + title, '',
 open(out + '.md', 'w').write('\n'.join(intro + md) + '\n')
 json.dump({'source': 'session 67, ' + script, 'commit': commit, 'header': header, 'rows': rows,
            'plot': {'x': 'M', 'y': 'x_base', 'series': 'setting', 'facet': 'shape', 'logx': False, 'logy': False,
-                    'title': title}},
+                    'title': 'time / no knob'}},
           open(out + '.json', 'w'), indent=1)
 subprocess.run([sys.executable, os.path.join(root, 'scripts', 'plot_bench.py'), out + '.json', out + '.png'], check=True)
 print('wrote', out + '.{md,json,png}', len(rows), 'rows')
