@@ -19,18 +19,19 @@ import collections, glob, json, os, re, subprocess, sys, tarfile, tempfile
 
 root = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', '..'))
 out, title, script, specs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-name_re = re.compile(r'^(?P<label>.+?)(?:_(?:bf16|fp16)_p|_)(?P<pass>\d+)\.json$')
-rows, md, header, commits, knob_lines = [], [], None, set(), []
+name_re = re.compile(r'^(?P<label>.+?)(?:_(?:bf16|fp16)_p|_)\d+\.json$')  # label, then the pass
+rows, md, commits, knob_lines = [], [], set(), []
+first = ('~', '')  # (date, header) of the earliest pass
 with tempfile.TemporaryDirectory() as tmp:
-    for spec in specs:
+    for n, spec in enumerate(specs):
         path, _, envs = spec.partition(':')
         knobs = dict(e.split('=', 1) for e in envs.split(',') if e)
+        dest = os.path.join(tmp, str(n))  # one folder per archive: two archives may share a top folder name
         with tarfile.open(path) as t:
-            t.extractall(tmp)
-            top = t.getnames()[0].split('/')[0]
-        d = os.path.join(tmp, top)
+            t.extractall(dest)
+        (d,) = {os.path.dirname(f) for f in glob.glob(dest + '/**/commit.txt', recursive=True)}
         commits.add(open(os.path.join(d, 'commit.txt')).read().strip())
-        times, pct = collections.defaultdict(list), {}
+        runs = collections.defaultdict(list)  # (shape, M, dtype, setting) -> [(time_us, pct_floor)], one per pass
         for f in sorted(glob.glob(d + '/*.json')):
             m = name_re.match(os.path.basename(f))
             if not m:
@@ -40,32 +41,35 @@ with tempfile.TemporaryDirectory() as tmp:
             if not base and label not in knobs:
                 sys.exit('%s: label %s has no ENV given' % (path, label))
             doc = json.load(open(f))
-            header = header or '%s, machine: %s, copy bandwidth %.0f GB/s' % (doc['date'], doc['machine'], doc['copy_gbps'])
+            first = min(first, (doc['date'], '%s, machine: %s, copy bandwidth %.0f GB/s'
+                                % (doc['date'], doc['machine'], doc['copy_gbps'])))
             for r in doc['rows']:
                 if r['wrong'] != 0:
                     sys.exit('#wrong %d in %s %s M=%d' % (r['wrong'], f, r['shape'], r['M']))
-                k = (r['shape'], r['M'], r['dtype'])
-                times[k + ('base' if base else label,)].append(r['time_us'])
-                if base:
-                    pct[k] = max(pct.get(k, 0.0), r['pct_floor'])
-        order = [l for l in knobs if any(k[3] == l for k in times)]
+                runs[(r['shape'], r['M'], r['dtype'], 'base' if base else label)].append((r['time_us'], r['pct_floor']))
+        order = [l for l in knobs if any(k[3] == l for k in runs)]
         knob_lines.append('`%s`: ' % os.path.basename(path) + '; '.join('%s = `%s`' % (l, knobs[l]) for l in order))
         md.append('\n## `%s`\n' % os.path.basename(path))
         md.append('| shape | M | dtype | no knob (us, % of floor) | ' + ' | '.join(order) + ' |')
         md.append('|' + '---|' * (4 + len(order)))
-        for key in sorted({k[:3] for k in times}):
-            b = min(times[key + ('base',)])
+        for key in sorted({k[:3] for k in runs}):
+            if key + ('base',) not in runs:
+                sys.exit('%s: %s M=%d %s has no run without a knob' % ((path,) + key))
+            b, pct = min(runs[key + ('base',)])  # the fastest pass, and its own % of floor (its copy bandwidth)
             rows.append({'archive': os.path.basename(path), 'shape': key[0], 'M': key[1], 'dtype': key[2],
-                         'setting': 'none', 'env': '', 'time_us': b, 'passes_us': times[key + ('base',)],
-                         'x_base': 1.0, 'pct_floor': pct[key], 'wrong': 0})
+                         'setting': 'none', 'env': '', 'time_us': b, 'passes_us': [t for t, _ in runs[key + ('base',)]],
+                         'x_base': 1.0, 'pct_floor': pct, 'wrong': 0})
             cells = []
             for l in order:
-                v = times[key + (l,)]
+                v = [t for t, _ in runs.get(key + (l,), [])]
+                if not v:  # (a setting whose runs missed this shape and M)
+                    cells.append('-')
+                    continue
                 rows.append({'archive': os.path.basename(path), 'shape': key[0], 'M': key[1], 'dtype': key[2],
                              'setting': l, 'env': knobs[l], 'time_us': min(v), 'passes_us': v, 'x_base': min(v) / b,
                              'wrong': 0})
                 cells.append('%.3f' % (min(v) / b))
-            md.append('| %s | %d | %s | %.2f (%.1f%%) | ' % (key + (b, pct[key])) + ' | '.join(cells) + ' |')
+            md.append('| %s | %d | %s | %.2f (%.1f%%) | ' % (key + (b, pct)) + ' | '.join(cells) + ' |')
 if len(commits) != 1:
     sys.exit('the archives name different binaries: %s' % sorted(commits))
 commit = commits.pop()
@@ -75,9 +79,9 @@ intro = ['# ' + title, '',
          'code) built without vLLM\'s Marlin; up to %d alternated passes; per setting the min over the passes and its '
          'ratio to the time with no knob (< 1: the knob is faster); `#wrong` 0 on every row. Raw: the archives named '
          'below, in `docs/benchmarks/logs/session67_raw/`; table by `logs/session67_raw/knob_ab_tables.py`.'
-         % (script, commit, passes), '', 'Bench header (first pass): ' + header, '', 'Knobs: ' + ' '.join(knob_lines)]
+         % (script, commit, passes), '', 'Bench header (first pass): ' + first[1], '', 'Knobs: ' + ' '.join(knob_lines)]
 open(out + '.md', 'w').write('\n'.join(intro + md) + '\n')
-json.dump({'source': 'session 67, ' + script, 'commit': commit, 'header': header, 'rows': rows,
+json.dump({'source': 'session 67, ' + script, 'commit': commit, 'header': first[1], 'rows': rows,
            'plot': {'x': 'M', 'y': 'x_base', 'series': 'setting', 'facet': 'shape', 'logx': False, 'logy': False,
                     'title': 'time / no knob'}},
           open(out + '.json', 'w'), indent=1)
