@@ -11,7 +11,8 @@ This session's MoE table (moe_knobs_m1_h100):
 w13s8x2=LOWBIT_INT4_MOE_W13_SHAPE=8:2,wide0=LOWBIT_INT4_MOE_WIDE=0,wide2=LOWBIT_INT4_MOE_WIDE=2,\
 single0=LOWBIT_INT4_MOE_SINGLE=0,trigger0=LOWBIT_INT4_MOE_TRIGGER=0,trigger2=LOWBIT_INT4_MOE_TRIGGER=2,\
 early0=LOWBIT_INT4_MOE_EARLY=0,ysum0=LOWBIT_INT4_MOE_YSUM=0
-  env -u LD_LIBRARY_PATH python3 docs/benchmarks/logs/session67_raw/knob_ab_tables.py docs/benchmarks/moe_knobs_m1_h100 \
+  env -u LD_LIBRARY_PATH python3 docs/benchmarks/logs/session67_raw/knob_ab_tables.py \
+    docs/benchmarks/moe_knobs_m1_h100 \
     "The MoE decode plan's knobs at M = 1 / 2 on the small-expert layers (1x H100)" \
     logs/session58_raw/gpu_moe_knobs.sh docs/benchmarks/logs/session67_raw/moe_knobs_m1_h100.tar.xz:$K
 """
@@ -56,34 +57,35 @@ with tempfile.TemporaryDirectory() as tmp:
             if key + ('base',) not in runs:
                 sys.exit('%s: %s M=%d %s has no run without a knob' % ((path,) + key))
             b, pct = min(runs[key + ('base',)])  # the fastest pass, and its own % of floor (its copy bandwidth)
-            rows.append({'archive': os.path.basename(path), 'shape': key[0], 'M': key[1], 'dtype': key[2],
-                         'setting': 'none', 'env': '', 'time_us': b, 'passes_us': [t for t, _ in runs[key + ('base',)]],
-                         'x_base': 1.0, 'pct_floor': pct, 'wrong': 0})
             cells = []
-            for l in order:
+            for l in ['base'] + order:
                 v = [t for t, _ in runs.get(key + (l,), [])]
                 if not v:  # (a setting whose runs missed this shape and M)
                     cells.append('-')
                     continue
                 rows.append({'archive': os.path.basename(path), 'shape': key[0], 'M': key[1], 'dtype': key[2],
-                             'setting': l, 'env': knobs[l], 'time_us': min(v), 'passes_us': v, 'x_base': min(v) / b,
-                             'wrong': 0})
+                             'setting': 'none' if l == 'base' else l, 'env': knobs.get(l, ''), 'time_us': min(v),
+                             'passes_us': v, 'x_base': min(v) / b, 'wrong': 0,
+                             **({'pct_floor': pct} if l == 'base' else {})})
                 cells.append('%.3f' % (min(v) / b))
-            md.append('| %s | %d | %s | %.2f (%.1f%%) | ' % (key + (b, pct)) + ' | '.join(cells) + ' |')
+            md.append('| %s | %d | %s | %.2f (%.1f%%) | ' % (key + (b, pct)) + ' | '.join(cells[1:]) + ' |')
 if len(commits) != 1:
     sys.exit('the archives name different binaries: %s' % sorted(commits))
 commit = commits.pop()
 passes = max(len(r['passes_us']) for r in rows)
+raw = sorted({os.path.relpath(os.path.dirname(os.path.abspath(spec.partition(':')[0])), root) for spec in specs})
 intro = ['# ' + title, '',
-         'Session 67, `docs/benchmarks/%s` (G = 128, symmetric, CUDA-graph medians), binaries of %s (the current GPU '
-         'code) built without vLLM\'s Marlin; up to %d alternated passes; per setting the min over the passes and its '
-         'ratio to the time with no knob (< 1: the knob is faster); `#wrong` 0 on every row. Raw: the archives named '
-         'below, in `docs/benchmarks/logs/session67_raw/`; table by `logs/session67_raw/knob_ab_tables.py`.'
-         % (script, commit, passes), '', 'Bench header (first pass): ' + first[1], '', 'Knobs: ' + ' '.join(knob_lines)]
+         '`docs/benchmarks/%s` (G = 128, symmetric, CUDA-graph medians), binaries of %s built without vLLM\'s Marlin; '
+         'up to %d alternated passes; per setting the min over the passes and its ratio to the time with no knob (< 1: '
+         'the knob is faster); `#wrong` 0 on every row. Raw: the archives named below, in %s; table by '
+         '`docs/benchmarks/logs/session67_raw/knob_ab_tables.py`.'
+         % (script, commit, passes, ', '.join('`%s/`' % r for r in raw)), '',
+         'Bench header (first pass): ' + first[1], '', 'Knobs: ' + ' '.join(knob_lines)]
 open(out + '.md', 'w').write('\n'.join(intro + md) + '\n')
-json.dump({'source': 'session 67, ' + script, 'commit': commit, 'header': first[1], 'rows': rows,
+json.dump({'source': script, 'commit': commit, 'header': first[1], 'rows': rows,
            'plot': {'x': 'M', 'y': 'x_base', 'series': 'setting', 'facet': 'shape', 'logx': False, 'logy': False,
                     'title': 'time / no knob'}},
           open(out + '.json', 'w'), indent=1)
-subprocess.run([sys.executable, os.path.join(root, 'scripts', 'plot_bench.py'), out + '.json', out + '.png'], check=True)
+subprocess.run([sys.executable, os.path.join(root, 'scripts', 'plot_bench.py'), out + '.json', out + '.png'],
+               check=True)
 print('wrote', out + '.{md,json,png}', len(rows), 'rows')
