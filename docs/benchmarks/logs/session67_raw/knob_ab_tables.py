@@ -15,6 +15,15 @@ early0=LOWBIT_INT4_MOE_EARLY=0,ysum0=LOWBIT_INT4_MOE_YSUM=0
     docs/benchmarks/moe_knobs_m1_h100 \
     "The MoE decode plan's knobs at M = 1 / 2 on the small-expert layers (1x H100)" \
     logs/session58_raw/gpu_moe_knobs.sh docs/benchmarks/logs/session67_raw/moe_knobs_m1_h100.tar.xz:$K
+Session 66's table (gemm_block_shapes_h100), D=LOWBIT_INT4_DECODE_ and L=docs/benchmarks/logs/session66_raw:
+  ... knob_ab_tables.py docs/benchmarks/gemm_block_shapes_h100 "Decode block shapes on the rows below 50% of the
+    floor, and the 70B plan check (1x H100)" logs/session66_raw/sweep1.sh \
+    "$L/m16.tgz:r8=${D}ROWS16=0,r8w8s2t1=${D}ROWS16=0 ${D}WARPS=8 ${D}SPLITS=2 ${D}TRIGGER=1,\
+r8w4s2t1=${D}ROWS16=0 ${D}WARPS=4 ${D}SPLITS=2 ${D}TRIGGER=1,\
+r8w4s3t1=${D}ROWS16=0 ${D}WARPS=4 ${D}SPLITS=3 ${D}TRIGGER=1" \
+    "$L/m1.tgz:w4s3t1=${D}WARPS=4 ${D}SPLITS=3 ${D}TRIGGER=1,w4s2t1=${D}WARPS=4 ${D}SPLITS=2 ${D}TRIGGER=1,\
+w8s2t0=${D}WARPS=8 ${D}SPLITS=2 ${D}TRIGGER=0,w4s4t1=${D}WARPS=4 ${D}SPLITS=4 ${D}TRIGGER=1" \
+    "$L/m70.tgz:xe0=${D}XEARLY=0,t0=${D}TRIGGER=0,t1=${D}TRIGGER=1,t2=${D}TRIGGER=2,s2=${D}SPLITS=2"
 """
 import collections, glob, json, os, re, subprocess, sys, tarfile, tempfile
 
@@ -42,8 +51,8 @@ with tempfile.TemporaryDirectory() as tmp:
             if not base and label not in knobs:
                 sys.exit('%s: label %s has no ENV given' % (path, label))
             doc = json.load(open(f))
-            first = min(first, (doc['date'], '%s, machine: %s, copy bandwidth %.0f GB/s'
-                                % (doc['date'], doc['machine'], doc['copy_gbps'])))
+            first = min(first, (doc['date'], '%s, machine: %s, copy bandwidth %d GB/s'  # (truncated, as the .md's)
+                                % (doc['date'], doc['machine'], int(doc['copy_gbps']))))
             for r in doc['rows']:
                 if r['wrong'] != 0:
                     sys.exit('#wrong %d in %s %s M=%d' % (r['wrong'], f, r['shape'], r['M']))
