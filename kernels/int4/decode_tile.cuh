@@ -207,24 +207,26 @@ constexpr int decode_smem_base_bytes() {
 // Split-K push (DecodeParams::push): rank 0's receive buffer for the block sums of ranks 1..
 // (one stream, two for gate/up; one slot per pushing rank) and its mbarrier, after everything
 // else: the other ranks may push while rank 0 still streams its stages. Dense 8-row tiles
-// take clusters of up to 3 (two slots: the 4-warp block with asymmetric G = 128 scales still
-// fits 4 per SM with them, not with three), the other tiles clusters of 2 (a second slot
-// would cost the 4-warp 16-row tiles their fourth block per SM).
-template <int NT, int MODE>
+// take clusters of up to 3 in 4-warp blocks (two slots: the 4-warp block with asymmetric G =
+// 128 scales still fits 4 per SM with them, not with three) and up to 4 in 8-warp blocks
+// (three slots, 6 KB: two blocks per SM still fit), the other tiles clusters of 2 (a second
+// slot would cost the 4-warp 16-row tiles their fourth block per SM).
+template <int NT, int MODE, int NW>
 constexpr int decode_push_peers() {
-  return MODE == kDecDense && NT == 1 ? 2 : 1;
+  if (MODE == kDecDense && NT == 1) return NW == 8 ? 3 : 2;
+  return 1;
 }
 template <int NT, int MODE>
 constexpr int decode_push_floats() {  // one rank's block sums: 16 * NT per lane per stream
   return 16 * NT * 32 * (MODE == kDecMoeGateUp ? 2 : 1);
 }
-template <int NT, int MODE>
+template <int NT, int MODE, int NW>
 constexpr int decode_push_bytes() {
-  return decode_push_peers<NT, MODE>() * decode_push_floats<NT, MODE>() * 4 + 16;
+  return decode_push_peers<NT, MODE, NW>() * decode_push_floats<NT, MODE>() * 4 + 16;
 }
 template <int NT, int D, int S, int NW, int kScBytes, bool XS, bool XW, int MODE>
 constexpr int decode_smem_bytes() {
-  return decode_smem_base_bytes<NT, D, S, NW, kScBytes, XS, XW>() + (XS ? 0 : decode_push_bytes<NT, MODE>());
+  return decode_smem_base_bytes<NT, D, S, NW, kScBytes, XS, XW>() + (XS ? 0 : decode_push_bytes<NT, MODE, NW>());
 }
 // Bytes of one group's scales (+ zeros) of a 64-column group in a weight stage: the kernels
 // with windows of a whole batch (W == D) stage them with the batch's words.
@@ -343,7 +345,7 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   // Split-K push (DecodeParams::push): rank 0's receive buffer and its mbarrier.
   constexpr int kPushOff = decode_smem_base_bytes<NT, D, S, NW, decode_stage_scale_bytes<Cfg, W, kSym>(), kXS, kXW>();
   constexpr int kPushFloats = decode_push_floats<NT, MODE>();
-  constexpr int kPushBar = kPushOff + decode_push_peers<NT, MODE>() * kPushFloats * 4;  // its mbarrier
+  constexpr int kPushBar = kPushOff + decode_push_peers<NT, MODE, NW>() * kPushFloats * 4;  // its mbarrier
   static_assert(kPushOff % 16 == 0, "16 B stores into the receive buffer, its mbarrier 8 B aligned after it");
 #ifdef LOWBIT_INT4_TRACE
   unsigned long long tr_entry = 0, tr_routed = 0, tr_waited = 0, tr_first = 0, tr_loop = 0;
@@ -1263,7 +1265,7 @@ cudaError_t launch(DecodeParams p, DecodeGrid gr, cudaStream_t stream) {
                                 static_cast<long long>(Cfg::kMinBlocks) * current_sm_count());
   p.x_prefetch = x_prefetch_rule<Cfg, W>(env_x_prefetch(), p.splits);
   p.x_early = x_early_rule<Cfg, W>(env_x_early(), p.splits);
-  p.push = !Cfg::XS && p.splits >= 2 && p.splits <= 1 + decode_push_peers<Cfg::NT, MODE>() && env_push() ? 1 : 0;
+  p.push = !Cfg::XS && p.splits >= 2 && p.splits <= 1 + decode_push_peers<Cfg::NT, MODE, Cfg::NW>() && env_push() ? 1 : 0;
   if constexpr (MODE == kDecDense) {  // the only mode that reads it
     p.pdl_trigger = dense_pdl_trigger(static_cast<long long>(p.splits) * gr.y * gr.groups, current_sm_count(), Cfg::NW,
                                       p.splits, Cfg::NT == 1 && !Cfg::XS && !Cfg::XW,
