@@ -68,8 +68,27 @@ constexpr int decode_window(int gsteps, int D) { return gsteps == 2 ? 2 : gsteps
 constexpr bool few_units_long_k(int units, int steps, int sms) {
   return 3 * units < sms && steps >= (6 * units <= sms ? 256 : 512);
 }
-inline DecodeShape dense_rows8_shape(int units, int gsteps, int steps, int sms, bool bf16) {
+// Few groups on K >= 8192: 8-warp blocks in split-K clusters of 4 (since session 68, when the
+// 8-warp 8-row blocks got a third push slot: decode_tile.cuh, decode_push_peers; before it rank 0
+// of a cluster of 4 loaded the other ranks' sums, and the clusters lost to 3 on every shape),
+// up to 7/16 x sms units (4 x units blocks: at most 7/4 blocks per SM, two fit), taking the
+// shapes of the clusters of 3 above on K >= 8192 and the pairs' up to that bound. Their next
+// launch starts after the first batches (dense_pdl_trigger). Measured (session 68, 1x H100, the
+// binaries of exp/push4 with LOWBIT_INT4_DECODE_WARPS=8 _SPLITS=4 _TRIGGER=1 against the plan,
+// min of 2 alternated passes, bf16 G = 128, M = 1 / 8 (and 4 on the first eight shapes);
+// docs/benchmarks/logs/session68_raw/): 512 x 8192 0.78 / 0.79x, 1024 x 8192 0.82 / 0.79 / 0.76x,
+// 1280 x 8192 (70b.tp8.qkv) 0.84 / 0.79 / 0.80x, 1024 x 14336 0.85 / 0.90x, 1536 x 8192 0.94 /
+// 0.84x, 2048 x 8192 0.99 / 0.95 / 0.94x, 2048 x 14336 0.91 / 0.96x, 2560 x 8192 (70b.tp4.qkv)
+// 0.88 / 0.87 / 0.85x, 2816 x 8192 0.86 / 0.86 / 0.88x, 2816 x 14336 0.88 / 0.86x, 3072 x 8192
+// 0.87 / 0.90x, 3584 x 8192 0.93 / 0.94x, 3584 x 14336 0.99 / 0.95x. Not taken: a shorter K
+// (1024 x 6144 1.04 / 1.00x, 2048 x 4096 1.07 / 1.04x, 2560 x 4096 / 6144 0.99-1.02x; 1024 x
+// 4096 0.84x is the one win there) and 64 groups (8b.o 1.00-1.07x, 4096 x 6144 1.05 / 1.17x,
+// 4096 x 8192 1.01x; 8b.down 0.97-1.03x), where two blocks stand on nearly every SM.
+// clusters4: false for LOWBIT_INT4_DECODE_C4=0 (measurements: the plan before session 68).
+constexpr bool few_units_k8192(int units, int steps, int sms) { return 16 * units <= 7 * sms && steps >= 512; }
+inline DecodeShape dense_rows8_shape(int units, int gsteps, int steps, int sms, bool bf16, bool clusters4 = true) {
   const DecodeShape s = decode_shape(units, 1, sms);
+  if (clusters4 && s.warps == 8 && s.splits == 2 && few_units_k8192(units, steps, sms)) return {8, 4};
   if (bf16 && s.warps == 8 && s.splits == 1 && 3 * units <= 4 * sms && decode_window(gsteps, 8) != 2) return {4, 3};
   if (s.warps == 8 && s.splits == 2 && few_units_long_k(units, steps, sms)) return {8, 3};
   // (Session 44 ran bf16 8b.qkv's 96 groups in 8-warp blocks alone, measured 0.98x / 0.95x the
@@ -90,10 +109,14 @@ inline DecodeShape dense_rows8_shape(int units, int gsteps, int steps, int sms, 
 // an H100 in session 61). Except bf16 8-warp 8-row pairs under 15/8 blocks per SM (8b.qkv's
 // 192), which take 1 since session 61 (1x H100, min of 3 alternated passes, x_early on: M = 1
 // / 2 / 4 / 8 7.6 / 7.9 / 8.3 / 9.0 vs 8.0 / 8.4 / 8.6 / 9.1 us; fp16's pairs lost 0.2 us at
-// M = 1 / 2, 70b.o's and 70b.down's 256 pair blocks were within 1%).
+// M = 1 / 2, 70b.o's and 70b.down's 256 pair blocks were within 1%), and the 8-warp 8-row
+// clusters of 4 (few_units_k8192: up to 7/4 blocks per SM), which take 1 (session 68, 1x H100:
+// at 40-56 groups, 160-224 blocks, 0.85-0.99x the plan with it, 0.86-1.02x with the trigger at
+// the start, which was ahead on 4 of the 14 rows, by at most 0.015x).
 // blocks: splits x row tiles x column groups; rows8: the 8-row tiles.
 inline int dense_pdl_trigger(long long blocks, int sms, int warps, int splits, bool rows8, bool bf16) {
   if (blocks <= sms) return 1;
+  if (rows8 && warps == 8 && splits == 4) return 1;  // few_units_k8192's clusters of 4 past one block per SM
   if (bf16 && rows8 && warps == 8 && splits == 2 && 8 * blocks < 15LL * sms) return 1;
   return 0;
 }
@@ -210,10 +233,10 @@ struct DensePlan {
 // everywhere (70b.down 64.8 / 67.5): the register bound costs without buying warps.
 // few_rows8: the M = 9..16 rule below (LOWBIT_INT4_DECODE_FEW8=0 turns it off: measurements).
 inline DensePlan unshared_decode_plan(int m, int groups, int gsteps, int steps, int sms, int rows16_max,
-                                      bool bf16 = true, bool few_rows8 = true) {
+                                      bool bf16 = true, bool few_rows8 = true, bool clusters4 = true) {
   const bool rows16 = m > 8 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   if (!rows16) {
-    if (m <= 8) return {DecodeTiles::kRows8, dense_rows8_shape(groups, gsteps, steps, sms, bf16)};
+    if (m <= 8) return {DecodeTiles::kRows8, dense_rows8_shape(groups, gsteps, steps, sms, bf16, clusters4)};
     const int nt = m <= 32 ? 1 : 2;
     return {nt == 1 ? DecodeTiles::kRows8 : DecodeTiles::kRows16,
             decode_shape(plan_ceil_div(m, 8 * nt) * groups, nt, sms)};
@@ -283,8 +306,9 @@ inline DensePlan shared_x_plan(int groups, int steps, int sms) {
 // xshared: 1 as above; 0 unshared_decode_plan() alone, 2 shared tiles wherever they can run
 // (LOWBIT_INT4_DECODE_XSHARED=0 / 2: measurements and tests).
 inline DensePlan dense_decode_plan(int m, int groups, int gsteps, int steps, int sms, int rows16_max,
-                                   int xshared = 1, bool bf16 = true, bool few_rows8 = true) {
-  const DensePlan base = unshared_decode_plan(m, groups, gsteps, steps, sms, rows16_max, bf16, few_rows8);
+                                   int xshared = 1, bool bf16 = true, bool few_rows8 = true,
+                                   bool clusters4 = true) {
+  const DensePlan base = unshared_decode_plan(m, groups, gsteps, steps, sms, rows16_max, bf16, few_rows8, clusters4);
   const bool rows16 = m > 8 && m <= 16 && m <= rows16_max && decode_window(gsteps, 8) == 8;
   const bool four_warp_pairs =
       base.tiles == DecodeTiles::kRows16Deep && base.shape.warps == 4 && base.shape.splits == 2;

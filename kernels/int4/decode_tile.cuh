@@ -1236,6 +1236,12 @@ bool env_few_rows8() {
   static const bool v = env_on_unless_zero("LOWBIT_INT4_DECODE_FEW8");
   return v;
 }
+// LOWBIT_INT4_DECODE_C4=0 (read once; measurements): dense_decode_plan() without its 8-warp
+// clusters of 4 on few groups and K >= 8192 (few_units_k8192; the plan before session 68).
+bool env_clusters4() {
+  static const bool v = env_on_unless_zero("LOWBIT_INT4_DECODE_C4");
+  return v;
+}
 
 // Grid: x = split-K cluster, y = row tiles (dense) or align blocks x 8-row parts (MoE),
 // z = column groups (gate/up: groups of one half).

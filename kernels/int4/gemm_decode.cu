@@ -65,7 +65,8 @@ cudaError_t launch_gemm_decode(const void* x, void* y, int m, const KernelWeight
   const int groups = s.n / kMmaTileCols;
   const kern::DensePlan plan = kern::dense_decode_plan(m, groups, p.group_steps(), s.k / kMmaTileK,
                                                        kern::current_sm_count(), kern::env_rows16_max(),
-                                                       kern::env_x_shared(), s.act == DType::kBF16, kern::env_few_rows8());
+                                                       kern::env_x_shared(), s.act == DType::kBF16, kern::env_few_rows8(),
+                                                       kern::env_clusters4());
   const int mtiles = kern::decode_row_tiles(plan.tiles, m);
   if (kern::decode_x_steps_planned(plan, m, groups, static_cast<long long>(s.n) * s.k, kern::current_sm_count(),
                                    decode_x_steps_mode()) &&

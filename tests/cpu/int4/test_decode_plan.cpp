@@ -58,9 +58,10 @@ TEST(Int4DecodePlan, UnsharedMatchesMeasuredChoicesOnH200) {
       {"8b.down", 64, 1, DecodeTiles::kRows8, 8, 2, 14336},
       {"70b.tp2.o", 128, 1, DecodeTiles::kRows8, 8, 2},
       // Few groups on a long K: 8-warp blocks in clusters of 3 (session 62, H100: 70b.tp4.qkv
-      // 0.94-0.98x the pairs' time, 70b.tp8.qkv 0.78-0.81x).
-      {"70b.tp4.qkv", 40, 1, DecodeTiles::kRows8, 8, 3, 8192},
-      {"70b.tp8.qkv", 20, 8, DecodeTiles::kRows8, 8, 3, 8192},
+      // 0.94-0.98x the pairs' time, 70b.tp8.qkv 0.78-0.81x), and in clusters of 4 from K = 8192
+      // since session 68 (H100: 70b.tp4.qkv 0.85-0.88x those clusters of 3, 70b.tp8.qkv 0.79-0.84x).
+      {"70b.tp4.qkv", 40, 1, DecodeTiles::kRows8, 8, 4, 8192},
+      {"70b.tp8.qkv", 20, 8, DecodeTiles::kRows8, 8, 4, 8192},
       {"70b.tp2.qkv", 80, 1, DecodeTiles::kRows8, 8, 2, 8192},
       {"8b.gate_up", 448, 1, DecodeTiles::kRows8, 4, 1},
       {"70b.qkv", 160, 1, DecodeTiles::kRows8, 4, 3},
@@ -387,9 +388,13 @@ TEST(Int4DecodePlan, MoeLargeExpertShapeMatchesMeasuredChoices) {
 // pairs while 3 x groups < SMs, from K = 4096 (256 K steps) up to SMs / 6 groups and from K = 8192
 // (512 steps) past that; in both dtypes; only where decode_shape() takes pairs. Their one block
 // per SM lets the next launch start after the first batches.
+// (With the clusters of 4 on K >= 8192 off, as LOWBIT_INT4_DECODE_C4=0 runs the plan: they take
+// part of these shapes, FewGroupsK8192ClustersOf4.)
 TEST(Int4DecodePlan, FewGroupsLongKClustersOf3) {
   for (bool bf16 : {true, false}) {
-    auto shape = [&](int units, int steps, int sms = kH200Sms) { return dense_rows8_shape(units, kG128Steps, steps, sms, bf16); };
+    auto shape = [&](int units, int steps, int sms = kH200Sms) {
+      return dense_rows8_shape(units, kG128Steps, steps, sms, bf16, false);
+    };
     for (int units : {1, 3, 16, 20, 22}) {
       EXPECT_EQ(shape(units, 256).splits, 3) << units;
       EXPECT_EQ(shape(units, 256).warps, 8) << units;
@@ -406,13 +411,53 @@ TEST(Int4DecodePlan, FewGroupsLongKClustersOf3) {
     EXPECT_EQ(shape(12, 256, 66).splits, 2);
     EXPECT_EQ(shape(21, 512, 66).splits, 3);
     EXPECT_EQ(shape(22, 512, 66).splits, 2);
-    // Through the plan at M = 1..8 (and at M = 9..16 on the 8-row units: FewGroupsRows8AtM9To16).
-    for (int m : {1, 8}) EXPECT_EQ(unshared_decode_plan(m, 20, kG128Steps, 512, kH200Sms, 32, bf16).shape.splits, 3) << m;
-    EXPECT_NE(unshared_decode_plan(17, 20, kG128Steps, 512, kH200Sms, 32, bf16).shape.splits, 3);
+    // Through the plan at M = 1..8 (and at M = 9..16 on the 8-row units: FewGroupsRows8AtM9To16),
+    // K = 4096 (the clusters of 4 start at K = 8192), and on K = 8192 with those off.
+    for (int m : {1, 8}) {
+      EXPECT_EQ(unshared_decode_plan(m, 20, kG128Steps, 256, kH200Sms, 32, bf16).shape.splits, 3) << m;
+      EXPECT_EQ(unshared_decode_plan(m, 20, kG128Steps, 512, kH200Sms, 32, bf16, true, false).shape.splits, 3) << m;
+    }
+    EXPECT_NE(unshared_decode_plan(17, 20, kG128Steps, 256, kH200Sms, 32, bf16).shape.splits, 3);
     EXPECT_EQ(dense_pdl_trigger(60, kH200Sms, 8, 3, true, bf16), 1);
     // Every group size (the rule has no window test, unlike the 4-warp clusters of 3 above;
     // measured at G = 32 / 64 / per-channel: gemm_few_groups_g_h100.md).
-    for (int gsteps : {2, 4, 512}) EXPECT_EQ(dense_rows8_shape(20, gsteps, 512, kH200Sms, bf16).splits, 3) << gsteps;
+    for (int gsteps : {2, 4, 256}) EXPECT_EQ(dense_rows8_shape(20, gsteps, 256, kH200Sms, bf16).splits, 3) << gsteps;
+  }
+}
+
+// Few column groups on K >= 8192 (session 68): 8-warp 8-row blocks in split-K clusters of 4 (all
+// four ranks push their sums: three receive slots) up to 7/16 x SMs groups, where decode_shape()
+// takes pairs, at M = 1..8 only, in both dtypes and every group size; K < 8192 keeps the clusters
+// of 3 or the pairs, 64 groups (8b.o / 8b.down) the pairs. The next launch starts after the first
+// batches, also past one block per SM.
+TEST(Int4DecodePlan, FewGroupsK8192ClustersOf4) {
+  for (bool bf16 : {true, false}) {
+    auto shape = [&](int units, int steps, int sms = kH200Sms) { return dense_rows8_shape(units, kG128Steps, steps, sms, bf16); };
+    for (int units : {1, 8, 16, 20, 22, 23, 32, 40, 44, 48, 56, 57}) {
+      EXPECT_EQ(shape(units, 512).splits, 4) << units;  // 70b.tp8.qkv (20), 70b.tp4.qkv (40) at K = 8192
+      EXPECT_EQ(shape(units, 512).warps, 8) << units;
+      EXPECT_EQ(shape(units, 896).splits, 4) << units;  // K = 14336
+      EXPECT_NE(shape(units, 511).splits, 4) << units;
+    }
+    EXPECT_EQ(shape(16, 384).splits, 3);   // 1024 x 6144: clusters of 3
+    EXPECT_EQ(shape(32, 256).splits, 2);   // 2048 x 4096: pairs
+    EXPECT_EQ(shape(58, 512).splits, 2);   // 16 x 58 > 7 x 132
+    EXPECT_EQ(shape(64, 256).splits, 2);   // 8b.o
+    EXPECT_EQ(shape(64, 896).splits, 2);   // 8b.down
+    EXPECT_EQ(shape(128, 512).splits, 2);  // 70b.o
+    // Half the SMs: the bound halves (16 x 28 <= 7 x 66 < 16 x 29).
+    EXPECT_EQ(shape(28, 512, 66).splits, 4);
+    EXPECT_EQ(shape(29, 512, 66).splits, 2);
+    for (int gsteps : {2, 4, 512}) EXPECT_EQ(dense_rows8_shape(20, gsteps, 512, kH200Sms, bf16).splits, 4) << gsteps;
+    for (int m : {1, 8}) EXPECT_EQ(unshared_decode_plan(m, 20, kG128Steps, 512, kH200Sms, 32, bf16).shape.splits, 4) << m;
+    // Off (LOWBIT_INT4_DECODE_C4=0): the plan before, clusters of 3 or pairs.
+    EXPECT_EQ(dense_rows8_shape(20, kG128Steps, 512, kH200Sms, bf16, false).splits, 3);
+    EXPECT_EQ(dense_rows8_shape(44, kG128Steps, 512, kH200Sms, bf16, false).splits, 2);
+    EXPECT_EQ(dense_decode_plan(1, 40, kG128Steps, 512, kH200Sms, 32, 1, bf16, true, false).shape.splits, 3);
+    EXPECT_EQ(dense_decode_plan(1, 40, kG128Steps, 512, kH200Sms, 32, 1, bf16).shape.splits, 4);
+    // The trigger after the first batches, one block per SM or not.
+    EXPECT_EQ(dense_pdl_trigger(4 * 20, kH200Sms, 8, 4, true, bf16), 1);
+    EXPECT_EQ(dense_pdl_trigger(4 * 56, kH200Sms, 8, 4, true, bf16), 1);
   }
 }
 

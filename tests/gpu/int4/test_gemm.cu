@@ -237,12 +237,15 @@ std::vector<GemmCase> forced_cases() {
         for (int m : {1, 9, 33})
           v.push_back({m, 4096, 4096, g, sym, t, GemmPath::kAuto, static_cast<int>(KernelLayoutKind::kNPackedInterleaved)});
         for (int m : {8, 16, 17}) v.push_back({m, 192, 4096, g, sym, t, GemmPath::kSkinny});
-        // Few column groups on a long K (dense_rows8_shape, session 62): 3 groups of 520 K steps
-        // in 8-warp 8-row blocks, split-K clusters of 3 whose ranks push their sums; 65 batches
-        // of 8 K steps, so the ranks stream 21 / 22 / 22 of them and the warps unequal shares.
-        // At M = 12 / 16 two 8-row tiles per group (session 63; at M = 9..16 G = 64 takes the
-        // 8-row plan of decode_shape and G = 32 the pipelined kernel: tiled_auto_path_measured).
+        // Few column groups on a long K (dense_rows8_shape): 3 groups of 520 K steps at M = 1 / 6
+        // in 8-warp 8-row blocks, split-K clusters of 4 whose ranks push their sums (session 68);
+        // 65 batches of 8 K steps, so the ranks stream 16 / 16 / 16 / 17 of them and the warps
+        // unequal shares. On 392 K steps (K = 6272, 49 batches) clusters of 3 (session 62; ranks
+        // of 16 / 16 / 17). At M = 12 / 16 two 8-row tiles per group in clusters of 3 (session 63;
+        // at M = 9..16 G = 64 takes the 8-row plan of decode_shape and G = 32 the pipelined
+        // kernel: tiled_auto_path_measured).
         for (int m : {1, 6, 12, 16}) v.push_back({m, 192, 8320, g, sym, t});
+        for (int m : {1, 6}) v.push_back({m, 192, 6272, g, sym, t});
         // ... and in 8-warp pairs for 20 / 24 groups at M = 12 / 16 (rows16_few_groups_shape,
         // session 64; K = 4224: 33 batches, ranks of 16 / 17) and for 32 groups on a short K
         // at M = 11 (K = 2176: 17 batches, ranks of 8 / 9).
@@ -335,22 +338,25 @@ INSTANTIATE_TEST_SUITE_P(Forced, Int4Gemm, ::testing::ValuesIn(forced_cases()), 
 // per-channel), lean 16-row tiles for 96 groups (N = 6144) at M = 16 (G = 128, per-channel);
 // and clusters of 3 of 4-warp 8-row blocks for 160 (N = 10240) at M = 1 / 8
 // with G = 128 and per-channel in bf16 (dense_rows8_shape; K = 2176: 17 batches of 8 K steps,
-// so the ranks' K ranges differ; G = 32 and fp16 run 8-warp blocks alone there); clusters of 3
-// of 8-warp 8-row blocks for 20 and 3 groups on K = 8320 (65 batches: ranks of 21 / 22 / 22), at
-// M = 1 / 8 and with two 8-row tiles per group for 3 groups at M = 16 (G = 128, per-channel);
-// 20 groups at M = 12 take two 8-row tiles per group in 8-warp pairs (rows16_few_groups_shape).
+// so the ranks' K ranges differ; G = 32 and fp16 run 8-warp blocks alone there); clusters of 4
+// of 8-warp 8-row blocks (three pushing ranks) for 20 and 3 groups on K = 8320 (65 batches:
+// ranks of 16 / 16 / 16 / 17) at M = 1 / 8, clusters of 3 of them for 16 groups on K = 6272 (49
+// batches: ranks of 16 / 16 / 17) at M = 1 and, with two 8-row tiles per group, for 3 groups on
+// K = 8320 at M = 16 (G = 128, per-channel); 20 groups at M = 12 take two 8-row tiles per group
+// in 8-warp pairs (rows16_few_groups_shape).
 TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
   struct Case {
     int n, k, m;
   };
   const Case cases[] = {{4096, 4096, 1},  {4096, 4096, 8},  {4096, 4096, 16}, {6144, 4096, 16},
                         {10240, 2176, 1}, {10240, 2176, 8}, {1280, 8320, 1},  {192, 8320, 8},
-                        {1280, 8320, 12}, {192, 8320, 16}};
+                        {1024, 6272, 1},  {1280, 8320, 12}, {192, 8320, 16}};
   // The cases that the plan puts in clusters of 3 of 8-warp / 4-warp 8-row blocks (the ones
-  // that push into two slots): a later change of the plan's thresholds must not leave the
-  // push of a third rank untested. (The launch may still run fewer ranks where the device
-  // cannot schedule a cluster of 3: schedulable_splits; not on H100 / H200.)
-  int clusters3_w8 = 0, clusters3_w4 = 0;
+  // that push into two slots) and in clusters of 4 of 8-warp 8-row blocks (three slots): a
+  // later change of the plan's thresholds must not leave the push of a third or fourth rank
+  // untested. (The launch may still run fewer ranks where the device cannot schedule a
+  // cluster of 3 or 4: schedulable_splits; not on H100 / H200.)
+  int clusters3_w8 = 0, clusters3_w4 = 0, clusters4_w8 = 0;
   for (DType t : {DType::kBF16, DType::kF16})
     for (int g : {128, 32, kPerChannel})
       for (const Case& c : cases) {
@@ -361,6 +367,7 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
         const kern::DensePlan plan = default_decode_plan(s, m);
         if (plan.tiles == kern::DecodeTiles::kRows8 && plan.shape.splits == 3)
           ++(plan.shape.warps == 8 ? clusters3_w8 : clusters3_w4);
+        if (plan.tiles == kern::DecodeTiles::kRows8 && plan.shape.splits == 4 && plan.shape.warps == 8) ++clusters4_w8;
         KernelWeights kw;  // (not weights_for: no fp64 reference here, so no dequantized copy)
         ASSERT_TRUE(repack_for_kernels(random_kpacked(s, 91u + static_cast<uint32_t>(g)), &kw,
                                        static_cast<int>(KernelLayoutKind::kMmaTiled))
@@ -392,6 +399,7 @@ TEST(Int4GemmDecodePush, BitIdenticalToRemoteLoads) {
   // (The knobs that override the plan's block shape may move the cases elsewhere.)
   if (std::getenv("LOWBIT_INT4_DECODE_SPLITS") == nullptr && std::getenv("LOWBIT_INT4_DECODE_WARPS") == nullptr) {
     EXPECT_GT(clusters3_w8, 0) << "no case ran 8-warp 8-row blocks in clusters of 3";
+    EXPECT_GT(clusters4_w8, 0) << "no case ran 8-warp 8-row blocks in clusters of 4";
     // (N = 10240 was chosen for 132 SMs: H100 SXM, H200; a card with fewer SMs runs 4-warp
     // blocks alone there, e.g. 114 SMs.)
     if (kern::current_sm_count() == 132) EXPECT_GT(clusters3_w4, 0) << "no case ran 4-warp 8-row blocks in clusters of 3";
