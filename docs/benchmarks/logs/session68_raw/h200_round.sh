@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Session 68, device call: on an H200 (the issue's card) the int4 GPU suite and the issue's four tables at HEAD's GPU
+# code (945f721: sessions 61-64's plan changes and session 68's clusters of 4, all measured on H100s only), then the
+# clusters-of-4 rule against LOWBIT_INT4_DECODE_C4=0 on this card (bf16 / fp16 G = 128, min of 2 alternated passes).
+# On any other card it stops at once (exit 3): session 68's H100 call (gpu_c4.sh) ran the suite and the A/B there.
+# BIN: the unpacked folder with the CLI (no Marlin) and lowbit_tests_gpu_int4 of 945f721 (.dev/s68c, one tar | xz archive).
+# run(command="tar xJf .dev/s68c/s68c.tar.xz -C .dev/s68c && rm .dev/s68c/s68c.tar.xz; BIN=.dev/s68c bash docs/benchmarks/logs/session68_raw/h200_round.sh", carry=[".dev/s68c"], kind="nvidia-h200", timeout_s=560)
+# The tracked tree (~56 MB) and the 8.0 MiB archive exceed the 64 MiB a call carries: move
+# docs/benchmarks/logs/session29_raw/TC/traces.tar.xz (3.2 MB) out of the working tree for the call, then back.
+set -u
+nvidia-smi -L
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: nothing to do"; exit 3; }
+MODE=tests TEST_DIRS=$BIN bash docs/benchmarks/logs/session62_raw/gpu_round2.sh
+TOTAL=${TOTAL:-220} bash docs/benchmarks/logs/session51_raw/gpu_tables.sh
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
+V=$OUT/c4h; mkdir -p $V/ab
+SH=llama3-70b.tp8.qkv,llama3-70b.tp4.qkv,512x8192,1024x8192,1536x8192,2048x8192,2816x8192,3584x8192,1024x14336,2816x14336,llama3-8b.o,2048x4096,1024x6144
+for p in 1 2; do for d in bf16 fp16; do
+  timeout 60 $BIN/lowbit bench gemm --shapes $SH --m 1,4,8 --dtype $d --reps 10 --cooldown-ms 100 --out $V/ab/${d}_e1_p$p > $V/ab/${d}_e1_p$p.log 2>&1 || echo "$d e1 p$p rc $?"
+  LOWBIT_INT4_DECODE_C4=0 timeout 60 $BIN/lowbit bench gemm --shapes $SH --m 1,4,8 --dtype $d --reps 10 --cooldown-ms 100 --out $V/ab/${d}_e0_p$p > $V/ab/${d}_e0_p$p.log 2>&1 || echo "$d e0 p$p rc $?"
+done; done
+python3 scripts/compare_bench.py $V/ab $V/rule "8-warp clusters of 4 (rule) vs LOWBIT_INT4_DECODE_C4=0" > /dev/null 2>&1 || echo "compare failed"
+grep "^|" $V/rule.md | head -90; find $V/ab -name '*_p*.png' -delete; (cd $OUT && tar czf c4h.tgz c4h && rm -rf c4h)
+(cd $OUT && find . -type f ! -name '*.tgz' -delete; find . -type d -empty -delete; ls -la)
