@@ -11,6 +11,11 @@
 # only the slots, so main's default path runs unchanged).
 # BIN: the unpacked folder with the CLI (no Marlin) and lowbit_tests_gpu_int4 of exp/push4 (.dev/s68p).
 # run(command="tar xJf .dev/s68p/s68p.tar.xz -C .dev/s68p && rm .dev/s68p/s68p.tar.xz; BIN=.dev/s68p bash docs/benchmarks/logs/session68_raw/gpu_push4.sh", carry=[".dev/s68p"], timeout_s=560)
+# The second sweep (the same machine, right after; results_h100_ab2.tar.xz) ran gpu_knobs.sh alone on sixteen more
+# weights at M = 1 / 8: K=LOWBIT_INT4_DECODE_WARPS=8,LOWBIT_INT4_DECODE_SPLITS=4; BIN=.dev/s68p
+# SHAPES=512x8192,1024x4096,1024x6144,1024x14336,1536x8192,2048x6144,2048x14336,2560x4096,2560x6144,2816x14336,3072x8192,3584x8192,3584x14336,4096x8192,4096x6144,1280x8192
+# MS=1,8 TAG=ab2 CONFIGS="plan w8s4t1:$K,LOWBIT_INT4_DECODE_TRIGGER=1 w8s4t0:$K,LOWBIT_INT4_DECODE_TRIGGER=0"
+# timeout 200 bash docs/benchmarks/logs/session65_raw/gpu_knobs.sh
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
 B=${BIN:-.dev/s68p}; V=$OUT/p4; mkdir -p $V; chmod +x $B/*
