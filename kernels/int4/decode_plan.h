@@ -81,7 +81,7 @@ constexpr bool few_units_long_k(int units, int steps, int sms) {
 // 0.84x, 2048 x 8192 0.99 / 0.95 / 0.94x, 2048 x 14336 0.91 / 0.96x, 2560 x 8192 (70b.tp4.qkv)
 // 0.88 / 0.87 / 0.85x, 2816 x 8192 0.86 / 0.86 / 0.88x, 2816 x 14336 0.88 / 0.86x, 3072 x 8192
 // 0.87 / 0.90x, 3584 x 8192 0.93 / 0.94x, 3584 x 14336 0.99 / 0.95x. Not taken: a shorter K
-// (1024 x 6144 1.04 / 1.00x, 2048 x 4096 1.07 / 1.04x, 2560 x 4096 / 6144 0.99-1.02x; 1024 x
+// (1024 x 6144 1.04 / 1.00x, 2048 x 4096 1.07 / 1.04x, 2560 x 4096 / 6144 0.96-1.02x; 1024 x
 // 4096 0.84x is the one win there) and 64 groups (8b.o 1.00-1.07x, 4096 x 6144 1.05 / 1.17x,
 // 4096 x 8192 1.01x; 8b.down 0.97-1.03x), where two blocks stand on nearly every SM.
 // clusters4: false for LOWBIT_INT4_DECODE_C4=0 (measurements: the plan before session 68).
