@@ -76,14 +76,15 @@ constexpr bool few_units_long_k(int units, int steps, int sms) {
 // launch starts after the first batches (dense_pdl_trigger). Measured (session 68, 1x H100, the
 // binaries of exp/push4 with LOWBIT_INT4_DECODE_WARPS=8 _SPLITS=4 _TRIGGER=1 against the plan,
 // min of 2 alternated passes, bf16 G = 128, M = 1 / 8 (and 4 on the first eight shapes);
-// docs/benchmarks/logs/session68_raw/): 512 x 8192 0.78 / 0.79x, 1024 x 8192 0.82 / 0.79 / 0.76x,
+// docs/benchmarks/logs/session68_raw/): 512 x 8192 0.77 / 0.79x, 1024 x 8192 0.82 / 0.79 / 0.76x,
 // 1280 x 8192 (70b.tp8.qkv) 0.84 / 0.79 / 0.80x, 1024 x 14336 0.85 / 0.90x, 1536 x 8192 0.94 /
 // 0.84x, 2048 x 8192 0.99 / 0.95 / 0.94x, 2048 x 14336 0.91 / 0.96x, 2560 x 8192 (70b.tp4.qkv)
-// 0.88 / 0.87 / 0.85x, 2816 x 8192 0.86 / 0.86 / 0.88x, 2816 x 14336 0.88 / 0.86x, 3072 x 8192
+// 0.88 / 0.87 / 0.85x, 2816 x 8192 0.86 / 0.86 / 0.88x, 2816 x 14336 0.87 / 0.86x, 3072 x 8192
 // 0.87 / 0.90x, 3584 x 8192 0.93 / 0.94x, 3584 x 14336 0.99 / 0.95x. Not taken: a shorter K
-// (1024 x 6144 1.04 / 1.00x, 2048 x 4096 1.07 / 1.04x, 2560 x 4096 / 6144 0.96-1.02x; 1024 x
-// 4096 0.84x is the one win there) and 64 groups (8b.o 1.00-1.07x, 4096 x 6144 1.05 / 1.17x,
-// 4096 x 8192 1.01x; 8b.down 0.97-1.03x), where two blocks stand on nearly every SM.
+// (1024 x 6144 1.04 / 1.00x, 2048 x 4096 1.07 / 1.04x, 2560 x 4096 / 6144 0.96-1.02x, 2048 x 6144
+// 0.98 / 0.84x; 1024 x 4096 0.84x, one shape, the one clear win there) and 64 groups (8b.o
+// 1.00-1.07x, 4096 x 6144 1.05 / 1.17x, 4096 x 8192 1.01x; 8b.down 0.97-1.03x, with the trigger at
+// the start 0.94-0.99x), where two blocks stand on nearly every SM.
 // clusters4: false for LOWBIT_INT4_DECODE_C4=0 (measurements: the plan before session 68).
 constexpr bool few_units_k8192(int units, int steps, int sms) { return 16 * units <= 7 * sms && steps >= 512; }
 inline DecodeShape dense_rows8_shape(int units, int gsteps, int steps, int sms, bool bf16, bool clusters4 = true) {
