@@ -16,12 +16,7 @@ t0=$(date +%s)
 timeout 240 $B/lowbit_tests_gpu_int4 --gtest_brief=1 > $V/tests_int4.log 2>&1
 echo "== int4 tests rc $? [$(( $(date +%s) - t0 )) s]"; grep -E "^\[  (PASSED|FAILED)  \]|tests ran|FAILED" $V/tests_int4.log | head -20
 (cd $OUT && tar czf c4_tests.tgz c4)
-SH=llama3-70b.tp8.qkv,llama3-70b.tp4.qkv,512x8192,1024x8192,1536x8192,2048x8192,2816x8192,3584x8192,1024x14336,2816x14336,llama3-8b.o,2048x4096,1024x6144
-ab() {  # label pass extra...
-  local l=$1 p=$2; shift 2
-  timeout 90 $B/lowbit bench gemm --shapes $SH --m 1,4,8 "$@" --reps 10 --cooldown-ms 100 --out $V/ab/${l}_e1_p$p > $V/ab/${l}_e1_p$p.log 2>&1 || echo "$l e1 p$p rc $?"
-  LOWBIT_INT4_DECODE_C4=0 timeout 90 $B/lowbit bench gemm --shapes $SH --m 1,4,8 "$@" --reps 10 --cooldown-ms 100 --out $V/ab/${l}_e0_p$p > $V/ab/${l}_e0_p$p.log 2>&1 || echo "$l e0 p$p rc $?"
-}
+D=$V/ab; source docs/benchmarks/logs/session68_raw/ab_c4.sh  # SH and ab() (session 68: were written here)
 for p in 1 2 3; do ab bf16 $p --dtype bf16; ab fp16 $p --dtype fp16; done
 for p in 1 2; do ab g32 $p --dtype bf16 --group 32; ab g64 $p --dtype bf16 --group 64; ab gpc $p --dtype bf16 --group -1; ab asym $p --dtype bf16 --asym; done
 mv $V/ab/g32_* $V/ab/g64_* $V/ab/gpc_* $V/ab/asym_* $V/abg/

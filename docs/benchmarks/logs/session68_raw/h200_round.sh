@@ -14,11 +14,8 @@ MODE=tests TEST_DIRS=$BIN bash docs/benchmarks/logs/session62_raw/gpu_round2.sh
 TOTAL=${TOTAL:-220} bash docs/benchmarks/logs/session51_raw/gpu_tables.sh
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 LOWBIT_SOURCE_DIR=$(pwd)
 V=$OUT/c4h; mkdir -p $V/ab
-SH=llama3-70b.tp8.qkv,llama3-70b.tp4.qkv,512x8192,1024x8192,1536x8192,2048x8192,2816x8192,3584x8192,1024x14336,2816x14336,llama3-8b.o,2048x4096,1024x6144
-for p in 1 2; do for d in bf16 fp16; do
-  timeout 60 $BIN/lowbit bench gemm --shapes $SH --m 1,4,8 --dtype $d --reps 10 --cooldown-ms 100 --out $V/ab/${d}_e1_p$p > $V/ab/${d}_e1_p$p.log 2>&1 || echo "$d e1 p$p rc $?"
-  LOWBIT_INT4_DECODE_C4=0 timeout 60 $BIN/lowbit bench gemm --shapes $SH --m 1,4,8 --dtype $d --reps 10 --cooldown-ms 100 --out $V/ab/${d}_e0_p$p > $V/ab/${d}_e0_p$p.log 2>&1 || echo "$d e0 p$p rc $?"
-done; done
+B=$BIN D=$V/ab TMO=60; source docs/benchmarks/logs/session68_raw/ab_c4.sh  # SH and ab(), as gpu_c4.sh runs them
+for p in 1 2; do for d in bf16 fp16; do ab $d $p --dtype $d; done; done
 python3 scripts/compare_bench.py $V/ab $V/rule "8-warp clusters of 4 (rule) vs LOWBIT_INT4_DECODE_C4=0" > /dev/null 2>&1 || echo "compare failed"
 grep "^|" $V/rule.md | head -90; find $V/ab -name '*_p*.png' -delete; (cd $OUT && tar czf c4h.tgz c4h && rm -rf c4h)
 # The 64-group weights that the rule leaves (8b.o, 8b.down) forced into 8-warp clusters of 4 (on the H100 0.94-1.09x the plan).
