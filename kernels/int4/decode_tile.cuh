@@ -1140,9 +1140,11 @@ __global__ void __launch_bounds__(32 * Cfg::NW, Cfg::kMinBlocks) gemm_decode_ker
   }
 }
 
-// LOWBIT_INT4_DECODE_SPLITS=n / LOWBIT_INT4_DECODE_WARPS=4|8 (read once; measurements):
+// LOWBIT_INT4_DECODE_SPLITS=n / LOWBIT_INT4_DECODE_WARPS=4|8|16 (read once; measurements):
 // the split-K cluster size (clipped to 1..8 and to what the device can schedule) and the
-// block's warps instead of decode_shape()'s choice.
+// block's warps instead of decode_shape()'s choice. 16 (session 69, not yet measured) runs
+// dense 8-row tiles in 16-warp blocks, one per SM (kRows8W16 in launch_t); other tiles and the
+// MoE modes take 8 then.
 int env_splits() {
   static const int v = [] {
     const char* e = std::getenv("LOWBIT_INT4_DECODE_SPLITS");
@@ -1162,7 +1164,7 @@ int env_warps() {
   static const int v = [] {
     const char* e = std::getenv("LOWBIT_INT4_DECODE_WARPS");
     const int n = e ? std::atoi(e) : 0;
-    return n == 4 || n == 8 ? n : 0;
+    return n == 4 || n == 8 || n == 16 ? n : 0;
   }();
   return v;
 }
@@ -1322,9 +1324,25 @@ cudaError_t launch_cfg(const DecodeParams& p, DecodeGrid gr, cudaStream_t stream
 // SM (session 21); kRows16 (M > 32, forced paths; MoE parts of 16 rows) in batches of 4 with 6
 // stages. The shape's warps and splits are the caller's, then LOWBIT_INT4_DECODE_WARPS /
 // _SPLITS override them, and LOWBIT_INT4_DECODE_LEAN=0 / 2 the lean / deep choice.
+// kRows8W16 (LOWBIT_INT4_DECODE_WARPS=16 only; not in any plan until measured): the dense 8-row
+// tile in one 16-warp block per SM. On few column groups with a short K (8B o: 64 groups, K =
+// 4096, pairs) the K loop after griddepcontrol.wait is bound by how fast a scheduler issues
+// MMAs, one per 12.8 cycles with the two warps of today's 8-warp block and one per 7.2 with four
+// (docs/int4-kernels-sessions.md, "Session 62"); 16 warps on the same blocks give each warp half
+// the K steps at four warps per scheduler. The same 128-register budget and 3 stages per warp
+// as the 8-warp tile at two blocks per SM (16 x 3 stages with asymmetric scales and the push
+// slots: 209 KB); windows of 8 only (G = 128, per-channel: with windows of 2 / 4 ptxas spilled
+// 12-16 B in a first build, so G = 32 / 64 keep 8 warps).
+using kRows8W16 = DecodeCfg<1, 8, 3, 16, 1>;
+
 template <typename T, int MODE>
 cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, DecodeGrid gr, cudaStream_t stream) {
   if (env_warps()) sh.warps = env_warps();
+  // 16-warp blocks exist only for the dense 8-row tiles with windows of a whole batch (G = 128,
+  // per-channel; kRows8W16 below).
+  if (sh.warps == 16 &&
+      (MODE != kDecDense || tiles != DecodeTiles::kRows8 || decode_window(p.group_steps(), 8) != 8))
+    sh.warps = 8;
   // The lean tile is the 8-warp deep tile held to 128 registers: other widths, or the knob at
   // 0, run the deep tile.
   if (tiles == DecodeTiles::kRows16Lean && (env_lean() == 0 || sh.warps != 8)) tiles = DecodeTiles::kRows16Deep;
@@ -1338,6 +1356,9 @@ cudaError_t launch_t(const DecodeParams& p, DecodeTiles tiles, DecodeShape sh, D
   gr.splits = sh.splits;
   switch (tiles) {
     case DecodeTiles::kRows8:
+      if constexpr (MODE == kDecDense) {
+        if (sh.warps == 16) return launch_w<T, kRows8W16, MODE, 8>(p, gr, stream);  // windows of 8 (above)
+      }
       return sh.warps == 8 ? launch_cfg<T, DecodeCfg<1, 8, 3, 8, 2>, MODE>(p, gr, stream)
                            : launch_cfg<T, DecodeCfg<1, 8, 3, 4, 4>, MODE>(p, gr, stream);
     case DecodeTiles::kRows16Shared:  // dense only (dense_decode_plan); grid.z: blocks of NW column groups
