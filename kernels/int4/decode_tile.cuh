@@ -1331,8 +1331,8 @@ cudaError_t launch_cfg(const DecodeParams& p, DecodeGrid gr, cudaStream_t stream
 // (docs/int4-kernels-sessions.md, "Session 62"); 16 warps on the same blocks give each warp half
 // the K steps at four warps per scheduler. The same 128-register budget and 3 stages per warp
 // as the 8-warp tile at two blocks per SM (16 x 3 stages with asymmetric scales and the push
-// slots: 213,392 B); windows of 8 only (G = 128, per-channel: with windows of 2 / 4 ptxas spilled
-// 12-16 B in a first build, so G = 32 / 64 keep 8 warps). The cost to weigh: such a block fills
+// slots: 213,392 B); windows of 8 only (G = 128, per-channel: a first build, with 2 stages, spilled
+// 12-16 B at windows of 2 / 4, so G = 32 / 64 keep 8 warps). The cost to weigh: such a block fills
 // the SM's registers, so the next launch's blocks cannot start their weight stream on that SM
 // before it exits (an 8-warp block leaves room for one).
 using kRows8W16 = DecodeCfg<1, 8, 3, 16, 1>;
