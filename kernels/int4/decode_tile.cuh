@@ -208,9 +208,10 @@ constexpr int decode_smem_base_bytes() {
 // (one stream, two for gate/up; one slot per pushing rank) and its mbarrier, after everything
 // else: the other ranks may push while rank 0 still streams its stages. Dense 8-row tiles
 // take clusters of up to 3 in 4-warp blocks (two slots: the 4-warp block with asymmetric G =
-// 128 scales still fits 4 per SM with them, not with three) and up to 4 in 8-warp blocks
-// (three slots, 6 KB: two blocks per SM still fit), the other tiles clusters of 2 (a second
-// slot would cost the 4-warp 16-row tiles their fourth block per SM).
+// 128 scales still fits 4 per SM with them, not with three) and in the 16-warp blocks of
+// LOWBIT_INT4_DECODE_WARPS=16 (kRows8W16; larger clusters there add by remote loads), up to 4 in
+// 8-warp blocks (three slots, 6 KB: two blocks per SM still fit), the other tiles clusters of 2
+// (a second slot would cost the 4-warp 16-row tiles their fourth block per SM).
 template <int NT, int MODE, int NW>
 constexpr int decode_push_peers() {
   if (MODE == kDecDense && NT == 1) return NW == 8 ? 3 : 2;
